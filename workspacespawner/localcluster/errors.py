@@ -1,0 +1,106 @@
+"""API errors as the Kubernetes API server reports them: ``Status`` objects.
+
+Follows ``meta/v1 Status`` (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/status/):
+``{"kind": "Status", "apiVersion": "v1", "status": "Failure", "message", "reason", "details", "code"}``.
+Every failure inside the local cluster raises :class:`ApiError`; the HTTP layer
+turns it into the response body and status code.
+"""
+
+from __future__ import annotations
+
+
+class ApiError(Exception):
+    """A failed API request.
+
+    ``code`` is the HTTP status, ``reason`` the Status reason word
+    (``NotFound``, ``AlreadyExists``, ``Conflict``, ``Invalid``, ``BadRequest``,
+    ``MethodNotAllowed``, ``Gone``, ``UnsupportedMediaType``, ...), ``details``
+    the Status ``details`` dict (name, group, kind, causes).
+    """
+
+    def __init__(self, code: int, reason: str, message: str, details: dict | None = None):
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details or {}
+
+    def status(self) -> dict:
+        """The ``Status`` object for the response body."""
+        body = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+def _details(kind, name, group=""):
+    details = {"kind": kind}
+    if name:
+        details["name"] = name
+    if group:
+        details["group"] = group
+    return details
+
+
+def not_found(plural: str, name: str, group: str = "") -> ApiError:
+    """404 NotFound, worded as the API server words it."""
+    what = f"{plural}.{group}" if group else plural
+    return ApiError(404, "NotFound", f'{what} "{name}" not found', _details(plural, name, group))
+
+
+def already_exists(plural: str, name: str, group: str = "") -> ApiError:
+    """409 AlreadyExists for a create whose name is taken."""
+    what = f"{plural}.{group}" if group else plural
+    return ApiError(
+        409, "AlreadyExists", f'{what} "{name}" already exists', _details(plural, name, group)
+    )
+
+
+def conflict(plural: str, name: str, message: str, group: str = "") -> ApiError:
+    """409 Conflict, e.g. a stale resourceVersion on replace."""
+    what = f"{plural}.{group}" if group else plural
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {what} "{name}": {message}',
+        _details(plural, name, group),
+    )
+
+
+def invalid(kind: str, name: str, causes: list[dict], group: str = "") -> ApiError:
+    """422 Invalid with field causes: ``[{"field": "spec.x", "reason": "FieldValueInvalid", "message": ...}]``."""
+    summary = ", ".join(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes)
+    what = f"{kind}.{group}" if group else kind
+    details = _details(kind, name, group)
+    details["causes"] = causes
+    return ApiError(422, "Invalid", f'{what} "{name}" is invalid: {summary}', details)
+
+
+def bad_request(message: str) -> ApiError:
+    """400 BadRequest."""
+    return ApiError(400, "BadRequest", message)
+
+
+def method_not_allowed(message: str) -> ApiError:
+    """405 MethodNotAllowed."""
+    return ApiError(405, "MethodNotAllowed", message)
+
+
+def gone(message: str) -> ApiError:
+    """410 Gone: a watch or list from a resourceVersion the server no longer keeps."""
+    return ApiError(410, "Expired", message)
+
+
+def unsupported_media_type(content_type: str) -> ApiError:
+    """415 UnsupportedMediaType for a patch content type the kind does not accept."""
+    return ApiError(
+        415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {content_type})"
+    )
