@@ -1,0 +1,143 @@
+"""Shared fixtures: a local cluster on a loopback port, its kubeconfig, and clients for it.
+
+Importing this module needs no kubeconfig and no network. ``cluster_thread``
+takes the cluster's options through indirect parametrization::
+
+    @pytest.mark.parametrize("cluster_thread", [{"controllers": ()}], indirect=True)
+
+and every fixture built on it (``cluster``, ``kubeconfig``, ``kube_env``,
+``api``) follows.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def cluster_thread(request, tmp_path):
+    """A started :class:`ClusterThread` with its state in ``tmp_path``; options from ``request.param``."""
+    from workspacespawner.localcluster import ClusterThread
+
+    options = dict(getattr(request, "param", None) or {})
+    thread = ClusterThread(state_dir=tmp_path / "cluster", **options)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        thread.stop()
+
+
+@pytest.fixture
+def cluster(cluster_thread):
+    """The running :class:`LocalCluster` (its store, faults and request log)."""
+    return cluster_thread.cluster
+
+
+@pytest.fixture
+def kubeconfig(cluster) -> str:
+    """Path of the kubeconfig pointing at the cluster."""
+    return str(cluster.kubeconfig)
+
+
+def _reset_kubernetes_clients() -> None:
+    """Forget kubespawner's loaded config and shared clients, and kubernetes_asyncio's default configuration."""
+    from kubernetes_asyncio.client import Configuration
+    from kubespawner import clients
+
+    clients.load_config.cache_clear()
+    clients._client_cache.clear()
+    Configuration.set_default(None)
+
+
+@pytest.fixture
+def kube_env(kubeconfig, monkeypatch):
+    """``KUBECONFIG`` set to the cluster's kubeconfig, with kubespawner's caches reset before and after."""
+    from kubernetes_asyncio.config import kube_config
+
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    # kubernetes_asyncio reads $KUBECONFIG once, at import
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", kubeconfig)
+    _reset_kubernetes_clients()
+    try:
+        yield kubeconfig
+    finally:
+        _reset_kubernetes_clients()
+
+
+@pytest.fixture
+async def api(kubeconfig):
+    """A kubernetes_asyncio ``ApiClient`` loaded from the cluster's kubeconfig, closed after the test."""
+    from kubernetes_asyncio import client, config
+
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    async with client.ApiClient(configuration) as api_client:
+        yield api_client
+
+
+@pytest.fixture
+def sync_api(kubeconfig):
+    """A synchronous ``kubernetes`` ``ApiClient`` for the cluster, closed after the test."""
+    import kubernetes
+
+    api_client = kubernetes.config.new_client_from_config(config_file=kubeconfig)
+    try:
+        yield api_client
+    finally:
+        api_client.close()
+
+
+class RawClient:
+    """Plain HTTP against the cluster, for what typed clients cannot send or show (bad bodies, headers, raw Status)."""
+
+    def __init__(self, url: str):
+        from tornado.httpclient import AsyncHTTPClient
+
+        self.url = url
+        self.http = AsyncHTTPClient(force_instance=True)
+
+    async def request(self, method: str, path: str, body=None, *, content_type: str = "application/json", headers=None):
+        """Send a request; returns ``(status code, parsed JSON body or text, response headers)``."""
+        import json
+
+        if body is not None and not isinstance(body, (str, bytes)):
+            body = json.dumps(body)
+        all_headers = {"Content-Type": content_type, **(headers or {})}
+        response = await self.http.fetch(
+            self.url + path,
+            method=method,
+            body=body,
+            headers=all_headers,
+            raise_error=False,
+            allow_nonstandard_methods=True,
+            request_timeout=30,
+        )
+        text = response.body.decode() if response.body else ""
+        try:
+            parsed = json.loads(text) if text else None
+        except ValueError:
+            parsed = text
+        return response.code, parsed, response.headers
+
+    async def watch(self, path: str, *, headers=None):
+        """GET a watch URL to its end; returns ``(status code, list of events, response headers)``."""
+        import json
+
+        response = await self.http.fetch(self.url + path, headers=headers, raise_error=False, request_timeout=30)
+        events = [json.loads(line) for line in response.body.decode().splitlines() if line]
+        return response.code, events, response.headers
+
+    def close(self) -> None:
+        self.http.close()
+
+
+@pytest.fixture
+async def raw(cluster):
+    """A :class:`RawClient` for the cluster's URL."""
+    client = RawClient(cluster.url)
+    try:
+        yield client
+    finally:
+        client.close()

@@ -1,0 +1,16 @@
+"""workspacespawner: a JupyterHub spawner for persistent GPU workspaces on Kubernetes.
+
+``WorkspaceSpawner`` is imported lazily, so that ``workspacespawner.localcluster``
+(which imports nothing from the spawner side) stays light.
+"""
+
+__all__ = ["WorkspaceSpawner"]
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name == "WorkspaceSpawner":
+        from .spawner import WorkspaceSpawner
+
+        return WorkspaceSpawner
+    raise AttributeError(f"module 'workspacespawner' has no attribute {name!r}")

@@ -1,0 +1,80 @@
+"""``workspacespawner localcluster``: run the local Kubernetes cluster in the foreground.
+
+Prints the kubeconfig path and an ``export KUBECONFIG=...`` line, then serves
+until Ctrl-C (SIGINT) or SIGTERM, which stop the controllers (and the
+processes the node agent started) and the API server cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from .cluster import LocalCluster
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="workspacespawner localcluster",
+        description="Run a local Kubernetes API server with the controllers of a small GPU cluster.",
+    )
+    parser.add_argument(
+        "--state-dir",
+        default=str(Path.home() / ".local/share/workspacespawner/localcluster"),
+        help="where the kubeconfig, volume directories and process logs live (default: %(default)s)",
+    )
+    parser.add_argument("--kubeconfig", help="also write the kubeconfig here (default: STATE_DIR/kubeconfig)")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 to listen on (default: a free port)")
+    parser.add_argument(
+        "--volume-binding-mode",
+        choices=("Immediate", "WaitForFirstConsumer"),
+        default="Immediate",
+        help="volumeBindingMode of the default StorageClass (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="log level (default: %(default)s)",
+    )
+    return parser.parse_args(argv)
+
+
+async def run(args: argparse.Namespace) -> None:
+    """Start the cluster, announce its kubeconfig, and wait for SIGINT or SIGTERM."""
+    cluster = LocalCluster(args.state_dir, port=args.port, volume_binding_mode=args.volume_binding_mode)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await cluster.start()
+        kubeconfig = cluster.kubeconfig
+        if args.kubeconfig:
+            from .kubeconfig import write_kubeconfig
+
+            kubeconfig = write_kubeconfig(args.kubeconfig, cluster.url)
+        print(f"local cluster at {cluster.url}")
+        print(f"kubeconfig: {kubeconfig}")
+        print(f"export KUBECONFIG={kubeconfig}", flush=True)
+        await stop.wait()
+    finally:
+        print("stopping local cluster", file=sys.stderr)
+        await cluster.stop()
+
+
+def main(argv=None) -> int:
+    """Entry point of ``workspacespawner localcluster`` and ``python -m workspacespawner.localcluster``."""
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(run(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

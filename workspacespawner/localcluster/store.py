@@ -1,0 +1,538 @@
+"""The object store behind the local API server: etcd plus the apiserver's registry logic.
+
+One :class:`Store` holds every object of every kind, hands out
+resourceVersions from one counter (as etcd does), keeps a bounded history of
+change events for watch resume (older versions answer 410 Gone, as a
+compacted etcd does), and applies the generic registry rules of the
+Kubernetes API server: generateName, uid, creationTimestamp, generation,
+status subresources, optimistic concurrency on resourceVersion, finalizers
+and deletionTimestamp, graceful Pod deletion, and garbage collection through
+ownerReferences.
+
+All methods run on the cluster's event loop; none of them awaits, so each
+write is atomic with respect to every other request and watcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime
+import uuid
+from collections import deque
+from collections.abc import Callable
+
+from . import errors
+from .defaults import apply_defaults, carry_over, reset_status
+from .kinds import KINDS, Kind, by_key, by_kind
+from .patch import apply_patch
+from .selectors import FieldSelector, LabelSelector
+
+ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
+
+
+def utcnow() -> datetime.datetime:
+    """The store's clock (UTC, timezone-aware); tests may replace ``Store.clock``."""
+    return datetime.datetime.now(datetime.UTC)
+
+
+def rfc3339(when: datetime.datetime) -> str:
+    """Kubernetes' metav1.Time wire format: seconds, UTC, ``Z`` suffix."""
+    return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _spec_of(obj: dict) -> dict:
+    """What counts as the spec for metadata.generation: everything but metadata and status."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "kind", "apiVersion")}
+
+
+class Watch:
+    """One watch stream: an async iterator of ``(type, object)`` events.
+
+    Created by :meth:`Store.watch`; close it with :meth:`close` (the HTTP
+    layer does when the client goes away or timeoutSeconds passes).
+    """
+
+    def __init__(self, store: Store, kind: Kind, namespace, label_selector, field_selector):
+        self.store = store
+        self.kind = kind
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.closed = False
+
+    def _visible(self, obj: dict | None) -> bool:
+        if obj is None:
+            return False
+        meta = obj["metadata"]
+        if self.namespace and meta.get("namespace") != self.namespace:
+            return False
+        return self.label_selector.matches(meta.get("labels")) and self.field_selector.matches(obj)
+
+    def offer(self, event_type: str, obj: dict, old: dict | None) -> None:
+        """Queue an event, translated for this watcher's selectors.
+
+        As the watch cache does: an object that stops matching is reported
+        DELETED, one that starts matching ADDED.
+        """
+        if self.closed:
+            return
+        now, before = self._visible(obj), self._visible(old)
+        if event_type == MODIFIED:
+            if now and not before:
+                event_type = ADDED
+            elif before and not now:
+                event_type = DELETED
+            elif not now:
+                return
+        elif not now:
+            return
+        self.queue.put_nowait((event_type, obj))
+
+    def bookmark(self) -> None:
+        """Queue a BOOKMARK carrying only the current resourceVersion."""
+        if not self.closed:
+            self.queue.put_nowait(
+                (
+                    BOOKMARK,
+                    {
+                        "kind": self.kind.kind,
+                        "apiVersion": self.kind.api_version,
+                        "metadata": {"resourceVersion": str(self.store.resource_version)},
+                    },
+                )
+            )
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.store._watches.discard(self)
+            self.queue.put_nowait(None)
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        item = await self.queue.get()
+        if item is None:
+            raise StopAsyncIteration
+        return item
+
+
+class Store:
+    """All objects of the local cluster, with the API server's write rules.
+
+    ``kinds`` is the table of served kinds (see :mod:`.kinds`); ``validator``
+    an object with ``validate(kind, obj, old)`` raising
+    :class:`~.errors.ApiError` 422; ``history`` how many change events are
+    kept for watch resume (older resourceVersions get 410 Gone).
+    """
+
+    def __init__(self, kinds=KINDS, validator=None, history: int = 2000):
+        self.kinds = tuple(kinds)
+        self._by_key = by_key(self.kinds)
+        self._by_kind = by_kind(self.kinds)
+        self.validator = validator
+        self.resource_version = 0
+        self._objects: dict[tuple, dict[tuple[str, str], dict]] = {k.key: {} for k in self.kinds}
+        self._history: deque = deque(maxlen=history)
+        self._watches: set[Watch] = set()
+        self._hooks: list[Callable[[str, Kind, dict, dict | None], None]] = []
+        self.clock: Callable[[], datetime.datetime] = utcnow
+        self._ensure_namespace("default")
+        self._ensure_namespace("kube-system")
+
+    # -- lookup ------------------------------------------------------------
+
+    def kind(self, group: str, version: str, plural: str) -> Kind:
+        """The Kind served at /apis/{group}/{version}/{plural}; 404 if none."""
+        try:
+            return self._by_key[(group, version, plural)]
+        except KeyError:
+            raise errors.ApiError(
+                404, "NotFound", f"the server could not find the requested resource ({plural})"
+            ) from None
+
+    def kind_of(self, api_version: str, kind: str) -> Kind:
+        """The Kind for an object's apiVersion and kind; 400 if not served."""
+        try:
+            return self._by_kind[(api_version, kind)]
+        except KeyError:
+            raise errors.bad_request(f'no kind "{kind}" is registered for version "{api_version}"') from None
+
+    def on_change(self, hook: Callable[[str, Kind, dict, dict | None], None]) -> None:
+        """Call ``hook(event_type, kind, obj, old)`` after every write (controllers' fast path)."""
+        self._hooks.append(hook)
+
+    # -- reads -------------------------------------------------------------
+
+    def _bucket(self, kind: Kind) -> dict:
+        return self._objects[kind.key]
+
+    def _check_namespace(self, kind: Kind, namespace: str | None) -> str:
+        if kind.namespaced:
+            if not namespace:
+                raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+            return namespace
+        return ""
+
+    def get(self, kind: Kind, namespace: str | None, name: str) -> dict:
+        """A deep copy of the stored object; 404 NotFound if there is none."""
+        ns = self._check_namespace(kind, namespace)
+        obj = self._bucket(kind).get((ns, name))
+        if obj is None:
+            raise errors.not_found(kind.plural, name, kind.group)
+        return copy.deepcopy(obj)
+
+    def list(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[list[dict], str]:
+        """Matching objects (deep copies, sorted by namespace and name) and the list resourceVersion."""
+        labels = LabelSelector.parse(label_selector)
+        fields = FieldSelector.parse(field_selector)
+        items = []
+        for (ns, _name), obj in sorted(self._bucket(kind).items()):
+            if kind.namespaced and namespace and ns != namespace:
+                continue
+            if labels.matches(obj["metadata"].get("labels")) and fields.matches(obj):
+                items.append(copy.deepcopy(obj))
+        return items, str(self.resource_version)
+
+    # -- writes ------------------------------------------------------------
+
+    def _next_rv(self) -> str:
+        self.resource_version += 1
+        return str(self.resource_version)
+
+    def _emit(self, event_type: str, kind: Kind, obj: dict, old: dict | None) -> None:
+        rv = int(obj["metadata"]["resourceVersion"])
+        self._history.append((rv, kind.key, event_type, obj, old))
+        for watch in list(self._watches):
+            if watch.kind.key == kind.key:
+                watch.offer(event_type, copy.deepcopy(obj), old)
+        for hook in list(self._hooks):
+            hook(event_type, kind, copy.deepcopy(obj), copy.deepcopy(old) if old else None)
+
+    def _ensure_namespace(self, name: str) -> None:
+        ns_kind = self._by_key[("", "v1", "namespaces")]
+        if ("", name) in self._bucket(ns_kind):
+            return
+        obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        self.create(ns_kind, None, obj)
+
+    def create(self, kind: Kind, namespace: str | None, obj: dict, *, dry_run: bool = False) -> dict:
+        """Create ``obj``; 201 semantics. Returns the stored object.
+
+        Raises 400 on a kind/namespace mismatch, 404 if the namespace does not
+        exist, 409 AlreadyExists, 422 Invalid.
+        """
+        obj = copy.deepcopy(obj)
+        if not isinstance(obj, dict):
+            raise errors.bad_request("the request body must be a JSON object")
+        obj.setdefault("apiVersion", kind.api_version)
+        obj.setdefault("kind", kind.kind)
+        if obj["apiVersion"] != kind.api_version or obj["kind"] != kind.kind:
+            raise errors.bad_request(
+                f"the API version in the data ({obj['apiVersion']}) does not match the expected API version ({kind.api_version})"
+                if obj["apiVersion"] != kind.api_version
+                else f"the kind in the data ({obj['kind']}) does not match the expected kind ({kind.kind})"
+            )
+        meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be an object")
+        ns = self._check_namespace(kind, meta.get("namespace") or namespace)
+        if kind.namespaced and meta.get("namespace") and namespace and meta["namespace"] != namespace:
+            raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        if kind.namespaced:
+            meta["namespace"] = ns
+            if ("", ns) not in self._objects[("", "v1", "namespaces")]:
+                raise errors.not_found("namespaces", ns)
+        else:
+            meta.pop("namespace", None)
+        if not meta.get("name"):
+            if meta.get("generateName"):
+                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+            else:
+                raise errors.invalid(
+                    kind.kind,
+                    "",
+                    [{"field": "metadata.name", "reason": "FieldValueRequired", "message": "name or generateName is required"}],
+                    kind.group,
+                )
+        name = meta["name"]
+        if (ns, name) in self._bucket(kind):
+            raise errors.already_exists(kind.plural, name, kind.group)
+        for server_field in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+            meta.pop(server_field, None)
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = rfc3339(self.clock())
+        meta["generation"] = 1
+        if "status" in kind.subresources:
+            reset_status(kind, obj)
+        apply_defaults(kind, obj, self)
+        if self.validator is not None:
+            self.validator.validate(kind, obj, None)
+        if dry_run:
+            return obj
+        meta["resourceVersion"] = self._next_rv()
+        self._bucket(kind)[(ns, name)] = obj
+        self._emit(ADDED, kind, obj, None)
+        return copy.deepcopy(obj)
+
+    def _stored(self, kind: Kind, namespace: str | None, name: str) -> dict:
+        ns = self._check_namespace(kind, namespace)
+        current = self._bucket(kind).get((ns, name))
+        if current is None:
+            raise errors.not_found(kind.plural, name, kind.group)
+        return current
+
+    def replace(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        obj: dict,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> dict:
+        """PUT: replace the object (or its status); 409 Conflict on a stale resourceVersion."""
+        if not isinstance(obj, dict):
+            raise errors.bad_request("the request body must be a JSON object")
+        current = self._stored(kind, namespace, name)
+        meta = obj.get("metadata") or {}
+        if meta.get("name") not in (None, name):
+            raise errors.bad_request(
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
+            )
+        want_rv = meta.get("resourceVersion")
+        if want_rv and want_rv != current["metadata"]["resourceVersion"]:
+            raise errors.conflict(
+                kind.plural,
+                name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+                kind.group,
+            )
+        return self._write(kind, current, copy.deepcopy(obj), subresource, dry_run)
+
+    def patch(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        body,
+        content_type: str,
+        *,
+        subresource: str | None = None,
+        dry_run: bool = False,
+    ) -> dict:
+        """PATCH with a merge, JSON or strategic-merge patch (see :mod:`.patch`)."""
+        current = self._stored(kind, namespace, name)
+        patched = apply_patch(copy.deepcopy(current), body, content_type, kind)
+        want_rv = (patched.get("metadata") or {}).get("resourceVersion")
+        if want_rv and want_rv != current["metadata"]["resourceVersion"]:
+            raise errors.conflict(
+                kind.plural,
+                name,
+                "the object has been modified; please apply your changes to the latest version and try again",
+                kind.group,
+            )
+        return self._write(kind, current, patched, subresource, dry_run)
+
+    def _write(self, kind: Kind, current: dict, new: dict, subresource: str | None, dry_run: bool) -> dict:
+        if subresource not in (None, "status"):
+            raise errors.not_found(f"{kind.plural}/{subresource}", current["metadata"]["name"], kind.group)
+        if subresource == "status" and "status" not in kind.subresources:
+            raise errors.not_found(f"{kind.plural}/status", current["metadata"]["name"], kind.group)
+        new.setdefault("apiVersion", kind.api_version)
+        new.setdefault("kind", kind.kind)
+        if new["apiVersion"] != kind.api_version or new["kind"] != kind.kind:
+            raise errors.bad_request(f"the object must be a {kind.api_version} {kind.kind}")
+        old_meta = current["metadata"]
+        if subresource == "status":
+            # Only status changes through the status subresource.
+            merged = copy.deepcopy(current)
+            merged["status"] = new.get("status")
+            if merged["status"] is None:
+                merged.pop("status")
+            new = merged
+        else:
+            if "status" in kind.subresources:
+                if "status" in current:
+                    new["status"] = copy.deepcopy(current["status"])
+                else:
+                    new.pop("status", None)
+            meta = new.setdefault("metadata", {})
+            for fixed in ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp", "deletionGracePeriodSeconds"):
+                if fixed in old_meta:
+                    meta[fixed] = old_meta[fixed]
+                else:
+                    meta.pop(fixed, None)
+            meta["generation"] = old_meta.get("generation", 1)
+            carry_over(kind, new, current)
+            apply_defaults(kind, new, self)
+            if _spec_of(new) != _spec_of(current):
+                meta["generation"] += 1
+        if self.validator is not None:
+            self.validator.validate(kind, new, current)
+        if dry_run:
+            return new
+        new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        if new == current:
+            return copy.deepcopy(current)  # a no-op write keeps its resourceVersion, as in Kubernetes
+        new["metadata"]["resourceVersion"] = self._next_rv()
+        key = (old_meta.get("namespace", ""), old_meta["name"])
+        if old_meta.get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+            del self._bucket(kind)[key]
+            self._emit(DELETED, kind, new, current)
+            self._collect_garbage(new)
+            return copy.deepcopy(new)
+        self._bucket(kind)[key] = new
+        self._emit(MODIFIED, kind, new, current)
+        return copy.deepcopy(new)
+
+    def delete(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation_policy: str | None = None,
+        grace_period_seconds: int | None = None,
+        preconditions: dict | None = None,
+        dry_run: bool = False,
+    ) -> dict:
+        """DELETE: remove the object, or mark it with deletionTimestamp.
+
+        An object with finalizers, and a Pod bound to a node with a grace
+        period, is only marked; it goes when its finalizers are removed (or
+        when the node agent confirms the Pod's containers stopped, with a
+        delete of grace period 0). Dependents (ownerReferences) are removed
+        unless ``propagation_policy`` is ``Orphan``.
+        """
+        current = self._stored(kind, namespace, name)
+        meta = current["metadata"]
+        preconditions = preconditions or {}
+        if preconditions.get("uid") and preconditions["uid"] != meta["uid"]:
+            raise errors.conflict(kind.plural, name, f"Precondition failed: UID in precondition: {preconditions['uid']}, UID in object meta: {meta['uid']}", kind.group)
+        if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != meta["resourceVersion"]:
+            raise errors.conflict(kind.plural, name, "Precondition failed: resourceVersion mismatch", kind.group)
+        if propagation_policy not in (None, "Orphan", "Background", "Foreground"):
+            raise errors.bad_request(f"unsupported propagation policy: {propagation_policy}")
+        if dry_run:
+            return copy.deepcopy(current)
+        graceful = (
+            kind.kind == "Pod"
+            and current.get("spec", {}).get("nodeName")
+            and current.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+        )
+        if graceful:
+            if grace_period_seconds is None:
+                grace_period_seconds = current["spec"].get("terminationGracePeriodSeconds", 30)
+            graceful = grace_period_seconds > 0
+        if meta.get("finalizers") or graceful:
+            if meta.get("deletionTimestamp"):
+                return copy.deepcopy(current)
+            new = copy.deepcopy(current)
+            new["metadata"]["deletionTimestamp"] = rfc3339(self.clock())
+            new["metadata"]["deletionGracePeriodSeconds"] = int(grace_period_seconds or 0)
+            new["metadata"]["resourceVersion"] = self._next_rv()
+            self._bucket(kind)[(meta.get("namespace", ""), name)] = new
+            self._emit(MODIFIED, kind, new, current)
+            return copy.deepcopy(new)
+        del self._bucket(kind)[(meta.get("namespace", ""), name)]
+        gone = copy.deepcopy(current)
+        gone["metadata"]["resourceVersion"] = self._next_rv()
+        self._emit(DELETED, kind, gone, current)
+        if propagation_policy != "Orphan":
+            self._collect_garbage(gone)
+        return gone
+
+    def _collect_garbage(self, owner: dict) -> None:
+        """Delete every object whose ownerReferences name ``owner``'s uid (the garbage collector)."""
+        uid = owner["metadata"]["uid"]
+        for kind in self.kinds:
+            for (ns, name), obj in list(self._bucket(kind).items()):
+                refs = obj["metadata"].get("ownerReferences") or []
+                if any(ref.get("uid") == uid for ref in refs):
+                    try:
+                        self.delete(kind, ns or None, name)
+                    except errors.ApiError:
+                        pass
+
+    def delete_collection(
+        self,
+        kind: Kind,
+        namespace: str | None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[dict]:
+        """DELETE on the collection: delete every matching object; returns what was deleted."""
+        items, _ = self.list(kind, namespace, label_selector, field_selector)
+        out = []
+        for item in items:
+            meta = item["metadata"]
+            try:
+                out.append(self.delete(kind, meta.get("namespace"), meta["name"]))
+            except errors.ApiError as e:
+                if e.code != 404:
+                    raise
+        return out
+
+    # -- watch -------------------------------------------------------------
+
+    def watch(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> Watch:
+        """Open a watch.
+
+        No resourceVersion (or ``"0"``): synthetic ADDED events for the
+        current state, then changes. A resourceVersion: every change after
+        it, then live changes; 410 Gone if the history no longer reaches
+        back that far.
+        """
+        watch = Watch(self, kind, namespace, LabelSelector.parse(label_selector), FieldSelector.parse(field_selector))
+        if resource_version in (None, "", "0"):
+            items, _ = self.list(kind, namespace, label_selector, field_selector)
+            for item in items:
+                watch.queue.put_nowait((ADDED, item))
+        else:
+            try:
+                since = int(resource_version)
+            except ValueError:
+                raise errors.bad_request(f"invalid resourceVersion: {resource_version}") from None
+            oldest = self._history[0][0] if self._history else self.resource_version + 1
+            if since < oldest - 1 and since < self.resource_version:
+                raise errors.gone(f"too old resource version: {since} ({oldest - 1})")
+            for rv, key, event_type, obj, old in self._history:
+                if rv > since and key == kind.key:
+                    watch.offer(event_type, copy.deepcopy(obj), old)
+        self._watches.add(watch)
+        return watch
+
+    @property
+    def open_watches(self) -> int:
+        """How many watches are open (tests check that closed connections close theirs)."""
+        return len(self._watches)
+
+    @property
+    def oldest_resource_version(self) -> int:
+        """The oldest resourceVersion a watch can still resume from."""
+        return (self._history[0][0] - 1) if self._history else self.resource_version
+
+    def all_kinds(self):
+        return self.kinds
+
+    def objects(self, kind: Kind):
+        """Every stored object of ``kind`` (not copies: read-only use by controllers)."""
+        return list(self._bucket(kind).values())
