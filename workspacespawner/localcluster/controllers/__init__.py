@@ -1,0 +1,20 @@
+"""The local cluster's controllers, in start order; each plays one component of a real cluster."""
+
+from .cdi import CDIController
+from .nodeagent import NodeAgent
+from .scheduler import Scheduler
+from .serviceproxy import ServiceProxy
+from .snapshots import SnapshotController
+from .storage import StorageController
+from .virt import VirtController
+
+#: name -> controller class; ``LocalCluster(controllers=(...))`` picks by these names.
+CONTROLLERS = {
+    "storage": StorageController,
+    "snapshots": SnapshotController,
+    "cdi": CDIController,
+    "scheduler": Scheduler,
+    "virt": VirtController,
+    "nodeagent": NodeAgent,
+    "serviceproxy": ServiceProxy,
+}

@@ -1,0 +1,98 @@
+"""The shape every local-cluster controller shares: watch some kinds, reconcile each object.
+
+A controller plays one part of a real cluster (PVC binder, CDI, virt-controller,
+scheduler, kubelet). It reads and writes through the in-process
+:class:`~workspacespawner.localcluster.store.Store`, so every write it makes is
+validated like a client's. Tests switch a controller off (``enabled = False``)
+or slow it down (``delay`` seconds before each reconcile) to reproduce a
+cluster that lags or is missing a component.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ..errors import ApiError
+from ..kinds import Kind
+from ..store import DELETED, Store
+
+log = logging.getLogger("workspacespawner.localcluster")
+
+
+class Controller:
+    """Base class: subclasses set ``watches`` and implement :meth:`reconcile`.
+
+    ``watches`` is a tuple of (group, version, plural); for every change to an
+    object of those kinds, ``reconcile(kind, obj, deleted)`` runs on the
+    cluster's event loop after ``delay`` seconds. ``resync`` (seconds, 0 for
+    never) re-reconciles every watched object periodically, as informers do.
+    """
+
+    name = "controller"
+    watches: tuple[tuple[str, str, str], ...] = ()
+    resync: float = 0
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.store: Store = cluster.store
+        self.enabled = True
+        self.delay = 0.0
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._tasks: list[asyncio.Task] = []
+
+    def _on_change(self, event_type: str, kind: Kind, obj: dict, old: dict | None) -> None:
+        if kind.key in self.watches:
+            self._queue.put_nowait((kind, obj, event_type == DELETED))
+
+    async def start(self) -> None:
+        """Begin reconciling: existing objects first, then every change."""
+        self.store.on_change(self._on_change)
+        for key in self.watches:
+            kind = self.store.kind(*key)
+            for obj in self.store.objects(kind):
+                self._queue.put_nowait((kind, obj, False))
+        self._tasks.append(asyncio.create_task(self._run(), name=f"{self.name}-loop"))
+        if self.resync:
+            self._tasks.append(asyncio.create_task(self._resync_loop(), name=f"{self.name}-resync"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+
+    def kick(self) -> None:
+        """Re-reconcile every watched object now (after a knob changed)."""
+        for key in self.watches:
+            kind = self.store.kind(*key)
+            for obj in self.store.objects(kind):
+                self._queue.put_nowait((kind, obj, False))
+
+    async def _resync_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.resync)
+            self.kick()
+
+    async def _run(self) -> None:
+        while True:
+            kind, obj, deleted = await self._queue.get()
+            if not self.enabled:
+                continue
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            try:
+                await self.reconcile(kind, obj, deleted)
+            except ApiError as e:
+                # Conflicts and races with clients are normal: the next event retries.
+                log.debug("%s: %s %s/%s: %s", self.name, kind.kind, obj["metadata"].get("namespace"), obj["metadata"].get("name"), e)
+            except Exception:
+                log.exception("%s failed on %s %s", self.name, kind.kind, obj["metadata"].get("name"))
+
+    async def reconcile(self, kind: Kind, obj: dict, deleted: bool) -> None:
+        """Bring the cluster toward what ``obj`` asks for. ``obj`` is a copy; re-read before writing."""
+        raise NotImplementedError

@@ -1,0 +1,57 @@
+"""Names the local cluster's controllers share: the (group, version, plural) keys of the kinds
+they watch, and small lookups every controller needs (get-or-None, owner references).
+"""
+
+from __future__ import annotations
+
+from ..errors import ApiError
+from ..store import Store
+
+PODS = ("", "v1", "pods")
+NODES = ("", "v1", "nodes")
+PVCS = ("", "v1", "persistentvolumeclaims")
+PVS = ("", "v1", "persistentvolumes")
+STORAGE_CLASSES = ("storage.k8s.io", "v1", "storageclasses")
+VOLUME_SNAPSHOTS = ("snapshot.storage.k8s.io", "v1", "volumesnapshots")
+VMS = ("kubevirt.io", "v1", "virtualmachines")
+VMIS = ("kubevirt.io", "v1", "virtualmachineinstances")
+DATA_VOLUMES = ("cdi.kubevirt.io", "v1beta1", "datavolumes")
+DATA_SOURCES = ("cdi.kubevirt.io", "v1beta1", "datasources")
+
+
+def get_or_none(store: Store, key: tuple[str, str, str], namespace: str | None, name: str) -> dict | None:
+    """A copy of the object, or None when it does not exist."""
+    try:
+        return store.get(store.kind(*key), namespace, name)
+    except ApiError as e:
+        if e.code == 404:
+            return None
+        raise
+
+
+def owner_reference(owner: dict, *, controller: bool = True) -> dict:
+    """An ownerReference naming ``owner`` (as controllers set it: controller, blockOwnerDeletion)."""
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": controller,
+        "blockOwnerDeletion": True,
+    }
+
+
+def is_owned_by(obj: dict, owner: dict) -> bool:
+    """Whether ``obj`` lists ``owner`` (by uid) among its ownerReferences."""
+    uid = owner["metadata"]["uid"]
+    return any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])
+
+
+def claim_names(volumes: list | None) -> set[str]:
+    """The PVC names a Pod's or VMI's volumes use (a DataVolume's claim has the DataVolume's name)."""
+    names = set()
+    for volume in volumes or []:
+        claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+        data_volume = (volume.get("dataVolume") or {}).get("name")
+        names.update(n for n in (claim, data_volume) if n)
+    return names

@@ -1,0 +1,422 @@
+"""Scheduler: kube-scheduler (default profile, filters only) plus the node lifecycle the cluster's nodes need.
+
+On start it registers the cluster's Nodes (``cluster.nodes``, or
+:data:`DEFAULT_NODES`): labels ``kubernetes.io/hostname`` and, on GPU nodes,
+the NVIDIA GPU feature discovery labels ``nvidia.com/gpu.product`` /
+``nvidia.com/gpu.count``; capacity and allocatable ``cpu``, ``memory``,
+``pods`` and (from the NVIDIA device plugin) ``nvidia.com/gpu``; condition
+``Ready``. :meth:`Scheduler.set_node_ready` plays the node lifecycle
+controller: a node that stops reporting gets ``Ready=Unknown`` and the
+``node.kubernetes.io/unreachable`` taints.
+
+It binds Pending Pods (``schedulerName: default-scheduler``, no
+``nodeName``) the way kube-scheduler's filter plugins decide, in their order:
+NodeUnschedulable, TaintToleration (NoSchedule/NoExecute), NodeAffinity
+(``nodeSelector`` and required ``nodeAffinity`` terms) and NodeResourcesFit
+(requests, falling back to limits, of every non-terminated Pod and VMI on the
+node). Among fitting nodes the least allocated wins. A bound Pod gets
+``spec.nodeName`` (the ``binding`` subresource), ``PodScheduled=True`` and the
+Event ``Scheduled``; a Pod that fits nowhere gets ``PodScheduled=False``
+(``Unschedulable``) and a ``FailedScheduling`` Warning worded as
+kube-scheduler's, e.g. ``0/2 nodes are available: 1 Insufficient
+nvidia.com/gpu, 1 node(s) didn't match Pod's node affinity/selector.``
+(without the preemption postscript). Unschedulable Pods are retried when
+Nodes change or resources are freed.
+
+KubeVirt VMIs stand for their virt-launcher Pods: a VMI in phase
+``Scheduling`` is placed likewise (``status.nodeName``, phase ``Scheduled``,
+label ``kubevirt.io/nodeName``) or gets ``PodScheduled=False`` /
+``Unschedulable`` and the Events on the VMI itself. A VMI consumes its
+``spec.domain.resources`` requests (else one core per vCPU and the guest
+memory) and one device per entry of ``devices.gpus``/``devices.hostDevices``
+under its ``deviceName``; a GPU device name a node does not advertise (e.g.
+``nvidia.com/GA102GL_A10``) counts against that node's generic
+``nvidia.com/gpu``, and so do such names in Pod requests.
+
+Knobs: ``autoscaler_scale_up`` (bool): also report, as the cluster-autoscaler
+does, ``TriggeredScaleUp`` "pod triggered scale-up: [{<group> 0->1 (max:
+<max>)}]" for each unschedulable Pod or VMI, with ``autoscaler_group``
+(default ``gpu-pool``) and ``autoscaler_max`` (default 4).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections import Counter
+from decimal import Decimal
+
+from ..conditions import remove_condition, set_condition
+from ..events import record_event
+from ..selectors import Requirement
+from ..store import rfc3339
+from ..validation import parse_quantity
+from .base import Controller
+from .refs import NODES, PODS, VMIS, get_or_none
+
+log = logging.getLogger("workspacespawner.localcluster.scheduler")
+
+COMPONENT = "default-scheduler"
+UNREACHABLE = "node.kubernetes.io/unreachable"
+GENERIC_GPU = "nvidia.com/gpu"
+TERMINATED = ("Succeeded", "Failed")
+
+#: The demo cluster: one CPU node and one node with eight A100s.
+DEFAULT_NODES = [
+    {"name": "cpu-node-1", "cpu": "16", "memory": "64Gi", "gpus": 0},
+    {"name": "gpu-node-1", "cpu": "32", "memory": "256Gi", "gpus": 8, "gpu_product": "NVIDIA-A100-SXM4-80GB"},
+]
+
+_OPERATORS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!", "Gt": "gt", "Lt": "lt"}
+
+
+# -- nodes -------------------------------------------------------------------
+
+
+def make_node(spec: dict, index: int, now: str) -> dict:
+    """A Node object (with status, conditions stamped ``now``) from ``{"name", "cpu", "memory", "gpus", "gpu_product", "labels", "taints"}``."""
+    name = spec["name"]
+    gpus = int(spec.get("gpus") or 0)
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+    capacity = {"cpu": str(spec.get("cpu", "8")), "memory": str(spec.get("memory", "32Gi")), "pods": str(spec.get("pods", "110"))}
+    if gpus:
+        labels["nvidia.com/gpu.present"] = "true"
+        labels["nvidia.com/gpu.count"] = str(gpus)
+        labels["nvidia.com/gpu.product"] = spec.get("gpu_product", "NVIDIA-A100-SXM4-80GB")
+        capacity[GENERIC_GPU] = str(gpus)
+    labels.update(spec.get("labels") or {})
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": {}}
+    if spec.get("taints"):
+        node["spec"]["taints"] = copy.deepcopy(spec["taints"])
+    node["status"] = {
+        "capacity": capacity,
+        "allocatable": dict(capacity),
+        "addresses": [
+            {"type": "InternalIP", "address": spec.get("ip", f"127.1.0.{index + 1}")},
+            {"type": "Hostname", "address": name},
+        ],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "nodeInfo": {
+            "architecture": "amd64",
+            "bootID": f"00000000-0000-4000-8000-{index:012d}",
+            "containerRuntimeVersion": "containerd://1.7.20",
+            "kernelVersion": "6.8.0-45-generic",
+            "kubeProxyVersion": "v1.30.4",
+            "kubeletVersion": "v1.30.4",
+            "machineID": f"{index:032x}",
+            "operatingSystem": "linux",
+            "osImage": "Ubuntu 22.04.4 LTS",
+            "systemUUID": f"10000000-0000-4000-8000-{index:012d}",
+        },
+        "conditions": [],
+    }
+    _set_node_conditions(node, True, now)
+    return node
+
+
+def _set_node_conditions(node: dict, ready: bool, now: str) -> None:
+    conditions = node["status"].setdefault("conditions", [])
+    stamps = ("lastHeartbeatTime", "lastTransitionTime")
+    for ctype, reason, message in (
+        ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+        ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ):
+        set_condition(conditions, ctype, "False" if ready else "Unknown", reason if ready else "NodeStatusUnknown",
+                      message if ready else "Kubelet stopped posting node status.", now=now, stamps=stamps)
+    if ready:
+        set_condition(conditions, "Ready", "True", "KubeletReady", "kubelet is posting ready status", now=now, stamps=stamps)
+    else:
+        set_condition(conditions, "Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.", now=now, stamps=stamps)
+
+
+# -- what workloads ask for ----------------------------------------------------
+
+
+def _resources(values: dict | None) -> dict[str, Decimal]:
+    out = {}
+    for name, amount in (values or {}).items():
+        try:
+            out[name] = parse_quantity(amount)
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def _add(total: dict, more: dict) -> dict:
+    out = dict(total)
+    for name, amount in more.items():
+        out[name] = out.get(name, Decimal(0)) + amount
+    return out
+
+
+def _container_requests(container: dict) -> dict[str, Decimal]:
+    resources = container.get("resources") or {}
+    return {**_resources(resources.get("limits")), **_resources(resources.get("requests"))}
+
+
+def pod_requests(pod: dict) -> dict[str, Decimal]:
+    """What a Pod asks of its node: the sum over containers, at least each init container's, plus one pod slot."""
+    spec = pod.get("spec") or {}
+    total: dict[str, Decimal] = {}
+    for container in spec.get("containers") or []:
+        total = _add(total, _container_requests(container))
+    for container in spec.get("initContainers") or []:
+        for name, amount in _container_requests(container).items():
+            total[name] = max(total.get(name, Decimal(0)), amount)
+    total["pods"] = Decimal(1)
+    return total
+
+
+def vmi_requests(vmi: dict) -> dict[str, Decimal]:
+    """What a VMI's virt-launcher asks of its node (see the module docstring)."""
+    domain = (vmi.get("spec") or {}).get("domain") or {}
+    resources = domain.get("resources") or {}
+    total = {**_resources(resources.get("limits")), **_resources(resources.get("requests"))}
+    if "cpu" not in total:
+        cpu = domain.get("cpu") or {}
+        total["cpu"] = Decimal(int(cpu.get("cores", 1)) * int(cpu.get("sockets", 1)) * int(cpu.get("threads", 1)))
+    guest = (domain.get("memory") or {}).get("guest")
+    if "memory" not in total and guest:
+        total["memory"] = parse_quantity(guest)
+    devices = domain.get("devices") or {}
+    for device in (devices.get("gpus") or []) + (devices.get("hostDevices") or []):
+        name = device.get("deviceName") or GENERIC_GPU
+        total[name] = total.get(name, Decimal(0)) + 1
+    total["pods"] = Decimal(1)
+    return total
+
+
+def _on_node(requests: dict, allocatable: dict) -> dict:
+    """Requests as the node counts them: unknown nvidia.com/* device names become nvidia.com/gpu."""
+    out: dict[str, Decimal] = {}
+    for name, amount in requests.items():
+        if name not in allocatable and name.startswith("nvidia.com/"):
+            name = GENERIC_GPU
+        out[name] = out.get(name, Decimal(0)) + amount
+    return out
+
+
+# -- filters -------------------------------------------------------------------
+
+
+def _tolerates(tolerations: list, taint: dict) -> bool:
+    for tol in tolerations or []:
+        if tol.get("effect") not in (None, "", taint.get("effect")):
+            continue
+        if tol.get("operator") == "Exists":
+            if not tol.get("key") or tol["key"] == taint["key"]:
+                return True
+        elif tol.get("key") == taint["key"] and tol.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def _term_matches(term: dict, node: dict) -> bool:
+    labels = node["metadata"].get("labels") or {}
+    fields = {"metadata.name": node["metadata"]["name"]}
+    expressions = [(e, labels) for e in term.get("matchExpressions") or []]
+    expressions += [(e, fields) for e in term.get("matchFields") or []]
+    if not expressions:
+        return False
+    for expr, values in expressions:
+        requirement = Requirement(expr["key"], _OPERATORS.get(expr.get("operator"), "in"), frozenset(expr.get("values") or []))
+        if not requirement.matches(values):
+            return False
+    return True
+
+
+def matches_node_affinity(spec: dict, node: dict) -> bool:
+    """``nodeSelector`` and required node affinity terms (ORed terms, ANDed expressions)."""
+    labels = node["metadata"].get("labels") or {}
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")) or {}
+    terms = required.get("nodeSelectorTerms")
+    return terms is None or any(_term_matches(t, node) for t in terms)
+
+
+def filter_node(spec: dict, requests: dict, node: dict, used: dict) -> list[str]:
+    """Why ``node`` cannot take the workload (kube-scheduler's filter reasons); empty if it can."""
+    if (node.get("spec") or {}).get("unschedulable"):
+        return ["node(s) were unschedulable"]
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(spec.get("tolerations"), taint):
+            return [f"node(s) had untolerated taint {{{taint['key']}: {taint.get('value', '')}}}"]
+    if not matches_node_affinity(spec, node):
+        return ["node(s) didn't match Pod's node affinity/selector"]
+    allocatable = _resources((node.get("status") or {}).get("allocatable"))
+    reasons = []
+    for name, amount in sorted(_on_node(requests, allocatable).items()):
+        if amount > 0 and used.get(name, Decimal(0)) + amount > allocatable.get(name, Decimal(0)):
+            reasons.append("Too many pods" if name == "pods" else f"Insufficient {name}")
+    return reasons
+
+
+def unschedulable_message(node_count: int, reasons: Counter) -> str:
+    """kube-scheduler's FitError message."""
+    if not node_count:
+        return "no nodes available to schedule pods"
+    parts = sorted(f"{count} {reason}" for reason, count in reasons.items())
+    return f"0/{node_count} nodes are available: {', '.join(parts)}."
+
+
+class Scheduler(Controller):
+    """Places Pods and VMIs on the cluster's Nodes (see the module docstring)."""
+
+    name = "scheduler"
+    watches = (PODS, VMIS, NODES)
+
+    def __init__(self, cluster):
+        super().__init__(cluster)
+        self.autoscaler_scale_up = False
+        self.autoscaler_group = "gpu-pool"
+        self.autoscaler_max = 4
+
+    async def start(self) -> None:
+        kind = self.store.kind(*NODES)
+        for index, spec in enumerate(self.cluster.nodes or DEFAULT_NODES):
+            if get_or_none(self.store, NODES, None, spec["name"]) is not None:
+                continue
+            node = make_node(spec, index, rfc3339(self.store.clock()))
+            status = node.pop("status")
+            created = self.store.create(kind, None, node)
+            created["status"] = status
+            self.store.replace(kind, None, spec["name"], created, subresource="status")
+        await super().start()
+
+    def set_node_ready(self, name: str, ready: bool) -> None:
+        """Mark node ``name`` Ready, or unreachable (``Ready=Unknown`` plus the unreachable taints)."""
+        kind = self.store.kind(*NODES)
+        node = self.store.get(kind, None, name)
+        now = rfc3339(self.store.clock())
+        taints = [t for t in node["spec"].get("taints") or [] if t.get("key") != UNREACHABLE]
+        if not ready:
+            taints += [{"key": UNREACHABLE, "effect": effect, "timeAdded": now} for effect in ("NoSchedule", "NoExecute")]
+        if taints:
+            node["spec"]["taints"] = taints
+        else:
+            node["spec"].pop("taints", None)
+        node = self.store.replace(kind, None, name, node)
+        _set_node_conditions(node, ready, now)
+        self.store.replace(kind, None, name, node, subresource="status")
+
+    # -- reconcile ---------------------------------------------------------
+
+    async def reconcile(self, kind, obj, deleted) -> None:
+        phase = (obj.get("status") or {}).get("phase")
+        if kind.key == NODES or deleted or phase in TERMINATED:
+            self._retry_all()  # capacity changed or was freed
+        elif self._waiting(kind.key, obj):
+            self._schedule(kind.key, obj, retry=False)
+
+    def _waiting(self, key, obj: dict) -> bool:
+        if obj["metadata"].get("deletionTimestamp"):
+            return False
+        if key == PODS:
+            spec = obj.get("spec") or {}
+            return (
+                not spec.get("nodeName")
+                and spec.get("schedulerName", COMPONENT) == COMPONENT
+                and (obj.get("status") or {}).get("phase", "Pending") == "Pending"
+            )
+        status = obj.get("status") or {}
+        return status.get("phase") == "Scheduling" and not status.get("nodeName")
+
+    def _retry_all(self) -> None:
+        for key in (PODS, VMIS):
+            for obj in self.store.objects(self.store.kind(*key)):
+                if self._waiting(key, obj):
+                    self._schedule(key, copy.deepcopy(obj), retry=True)
+
+    def _usage(self) -> dict[str, dict]:
+        """Per node: the summed requests of the non-terminated Pods and VMIs placed there."""
+        nodes = {n["metadata"]["name"]: _resources(n.get("status", {}).get("allocatable")) for n in self.store.objects(self.store.kind(*NODES))}
+        usage: dict[str, dict] = {name: {} for name in nodes}
+        for pod in self.store.objects(self.store.kind(*PODS)):
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node in usage and (pod.get("status") or {}).get("phase") not in TERMINATED:
+                usage[node] = _add(usage[node], _on_node(pod_requests(pod), nodes[node]))
+        for vmi in self.store.objects(self.store.kind(*VMIS)):
+            status = vmi.get("status") or {}
+            if status.get("nodeName") in usage and status.get("phase") not in TERMINATED:
+                node = status["nodeName"]
+                usage[node] = _add(usage[node], _on_node(vmi_requests(vmi), nodes[node]))
+        return usage
+
+    def _schedule(self, key, obj: dict, *, retry: bool) -> None:
+        requests = pod_requests(obj) if key == PODS else vmi_requests(obj)
+        spec = obj.get("spec") or {}
+        usage = self._usage()
+        reasons: Counter = Counter()
+        fits = []
+        nodes = self.store.objects(self.store.kind(*NODES))
+        for node in nodes:
+            why = filter_node(spec, requests, node, usage[node["metadata"]["name"]])
+            reasons.update(why)
+            if not why:
+                fits.append(node)
+        if fits:
+            best = max(fits, key=lambda n: (self._free_share(n, usage), n["metadata"]["name"]))
+            self._bind(key, obj, best["metadata"]["name"])
+        else:
+            self._unschedulable(key, obj, unschedulable_message(len(nodes), reasons), retry)
+
+    @staticmethod
+    def _free_share(node: dict, usage: dict) -> Decimal:
+        """LeastAllocated score: the mean free fraction of cpu and memory."""
+        allocatable = _resources(node.get("status", {}).get("allocatable"))
+        used = usage[node["metadata"]["name"]]
+        shares = [
+            (allocatable[r] - used.get(r, Decimal(0))) / allocatable[r]
+            for r in ("cpu", "memory")
+            if allocatable.get(r)
+        ]
+        return sum(shares, Decimal(0)) / max(len(shares), 1)
+
+    # -- outcomes ----------------------------------------------------------
+
+    def _bind(self, key, obj: dict, node: str) -> None:
+        meta = obj["metadata"]
+        kind = self.store.kind(*key)
+        current = get_or_none(self.store, key, meta["namespace"], meta["name"])
+        if current is None or not self._waiting(key, current):
+            return
+        now = rfc3339(self.store.clock())
+        if key == PODS:
+            current["spec"]["nodeName"] = node
+            current = self.store.replace(kind, meta["namespace"], meta["name"], current)
+            status = current.setdefault("status", {})
+            set_condition(status.setdefault("conditions", []), "PodScheduled", "True", now=now)
+        else:
+            current["metadata"].setdefault("labels", {})["kubevirt.io/nodeName"] = node
+            current = self.store.replace(kind, meta["namespace"], meta["name"], current)
+            status = current.setdefault("status", {})
+            remove_condition(status.setdefault("conditions", []), "PodScheduled")
+            status.update(nodeName=node, phase="Scheduled")
+        self.store.replace(kind, meta["namespace"], meta["name"], current, subresource="status")
+        record_event(self.store, current, "Scheduled", f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}", component=COMPONENT)
+        log.debug("bound %s %s/%s to %s", kind.kind, meta["namespace"], meta["name"], node)
+
+    def _unschedulable(self, key, obj: dict, message: str, retry: bool) -> None:
+        meta = obj["metadata"]
+        kind = self.store.kind(*key)
+        current = get_or_none(self.store, key, meta["namespace"], meta["name"])
+        if current is None:
+            return
+        conditions = current.setdefault("status", {}).setdefault("conditions", [])
+        before = copy.deepcopy(conditions)
+        set_condition(conditions, "PodScheduled", "False", "Unschedulable", message, now=rfc3339(self.store.clock()))
+        if conditions == before and not retry:
+            return  # already reported; the next retry re-reports
+        if conditions != before:
+            current = self.store.replace(kind, meta["namespace"], meta["name"], current, subresource="status")
+        record_event(self.store, current, "FailedScheduling", message, type="Warning", component=COMPONENT)
+        if self.autoscaler_scale_up:
+            record_event(
+                self.store,
+                current,
+                "TriggeredScaleUp",
+                f"pod triggered scale-up: [{{{self.autoscaler_group} 0->1 (max: {self.autoscaler_max})}}]",
+                component="cluster-autoscaler",
+            )

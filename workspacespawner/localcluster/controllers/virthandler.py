@@ -1,0 +1,282 @@
+"""virt-handler's part of the node agent, and the guest itself: one VMI as local processes.
+
+:class:`GuestRuntime` boots a scheduled VirtualMachineInstance: its root
+disk's PVC directory is the guest's root filesystem, its cloud-init NoCloud
+user data is applied by :class:`~.guest.GuestBoot`, and each systemd unit
+the boot starts runs as a local process under a
+:class:`~.runtime.Supervisor` (``Restart=``/``RestartSec=`` honoured, with
+systemd's start limit of 5). The VMI's status follows: ``Running`` with the
+guest's address in ``status.interfaces`` and ``Ready`` while every started
+unit runs or has finished successfully (and the VMI's own ``readinessProbe``
+passes, if it has one). A unit that keeps failing leaves the VMI Running but
+not Ready, as a failed service leaves a real VM up; a guest that fails to
+boot (the ``fail_guest`` knob) makes the VMI ``Failed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import logging
+from pathlib import Path
+
+from ..conditions import set_condition
+from ..store import rfc3339
+from ..volumes import claim_path
+from .guest import GuestBoot, Unit, expand_unit_variables, find_unit, home_of, parse_environment_file, parse_unit
+from .runtime import Launch, LaunchError, LogTail, Readiness, Supervisor, resolve_command, translate
+from .workload import Workload
+
+log = logging.getLogger("workspacespawner.localcluster")
+
+#: The finalizer virt-controller puts on the VMIs it creates; virt-handler lifts it once the guest is down.
+VMI_FINALIZER = "foregroundDeleteVirtualMachine"
+#: systemd's default start limit: a unit failing this many times in a row stays failed.
+START_LIMIT = 5
+
+
+def vmi_ports(vmi: dict) -> dict[str, int]:
+    """The named ports of a VMI's interfaces: {name: port}, for probes and Services."""
+    interfaces = vmi["spec"]["domain"].get("devices", {}).get("interfaces") or []
+    return {p["name"]: p["port"] for i in interfaces for p in i.get("ports") or [] if p.get("name")}
+
+
+class GuestRuntime(Workload):
+    """One VMI on this node: its disks, boot, units and the status that follows them."""
+
+    component = "virt-handler"
+
+    def __init__(self, agent, vmi: dict):
+        super().__init__(agent, vmi, agent.vmis_dir)
+        self.console = LogTail(self.dir / "console.log")
+        self.fs = None
+        self.units: list[Supervisor] = []
+        self.readiness: Readiness | None = None
+        self.os_info: dict = {}
+        self.phase = vmi["status"].get("phase", "Scheduled")
+        self.reason = ""
+
+    @staticmethod
+    def node_of(vmi: dict) -> str | None:
+        return (vmi.get("status") or {}).get("nodeName")
+
+    @staticmethod
+    def startable(vmi: dict) -> bool:
+        return vmi["status"].get("phase") == "Scheduled"
+
+    @staticmethod
+    def finish(agent, vmi: dict) -> None:
+        """Lift virt-handler's finalizer so the deleted VMI goes."""
+
+        def lift(current: dict) -> None:
+            current["metadata"]["finalizers"] = [f for f in current["metadata"].get("finalizers") or [] if f != VMI_FINALIZER]
+
+        agent.update(vmi, lift)
+
+    # -- boot ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Boot the guest and keep its units running (until cancelled)."""
+        if self.name in self.agent.fail_guest:
+            self.console.write("localcluster: guest failed to boot (fail_guest)")
+            self.event("SyncFailed", "server error. command SyncVMI failed: guest failed to boot", warning=True)
+            self.phase, self.reason = "Failed", "GuestFailedToBoot"
+            self.publish()
+            return
+        rootfs, devices, user_data = await self._wait_for_disks()
+        self.ip = self.agent.addresses.allocate(self.uid)
+        firmware = self.obj["spec"]["domain"].get("firmware") or {}
+        boot = await asyncio.to_thread(GuestBoot(rootfs, user_data, firmware.get("uuid"), devices, self.console.write).run)
+        self.fs = boot.fs
+        self.os_info = self._os_info()
+        self.units = [self._supervisor(parse_unit(name, find_unit(self.fs, name).read_text())) for name in boot.units]
+        probe = self.obj["spec"].get("readinessProbe")
+        if probe:
+            self.readiness = Readiness(probe, self.ip, vmi_ports(self.obj), self.publish)
+            self.readiness.start()
+        self.phase = "Running"
+        self.event("Started", "VirtualMachineInstance started.")
+        self.publish()
+        await asyncio.gather(*(sup.run() for sup in self.units))
+
+    async def _wait_for_disks(self) -> tuple[Path, dict[str, Path], str]:
+        reported = ""
+        while True:
+            try:
+                return (*self._disks(), self._user_data())
+            except LaunchError as e:
+                if e.message != reported:
+                    self.console.write(f"localcluster: waiting: {e.message}")
+                    reported = e.message
+            await asyncio.sleep(self.agent.backoff(1))
+
+    def _volume_dir(self, volume: dict) -> Path | None:
+        """The host directory of a PVC-backed volume; None for other volumes; LaunchError while unbound."""
+        claim = (volume.get("dataVolume") or {}).get("name") or (volume.get("persistentVolumeClaim") or {}).get("claimName")
+        if not claim:
+            return None
+        path = claim_path(self.agent.cluster, self.namespace, claim)
+        if path is None:
+            raise LaunchError("Pending", f'persistentvolumeclaim "{claim}" is not bound')
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _disks(self) -> tuple[Path, dict[str, Path]]:
+        """The root filesystem (the first disk's directory) and the device paths of every disk with one."""
+        spec = self.obj["spec"]
+        volumes = {v["name"]: v for v in spec.get("volumes") or []}
+        disks = [d for d in spec["domain"].get("devices", {}).get("disks") or [] if "cdrom" not in d and "lun" not in d]
+        devices: dict[str, Path] = {}
+        rootfs = None
+        for index, disk in enumerate(disks):
+            path = self._volume_dir(volumes.get(disk["name"], {}))
+            if index == 0:
+                rootfs = path or self.dir / "rootfs"
+                rootfs.mkdir(parents=True, exist_ok=True)
+            if path is None:
+                continue
+            devices[f"/dev/vd{chr(ord('a') + index)}"] = path
+            if disk.get("serial"):
+                devices[f"/dev/disk/by-id/virtio-{disk['serial'][:20]}"] = path
+        return rootfs or self.dir / "rootfs", devices
+
+    def _user_data(self) -> str:
+        """The cloud-init user data, from the NoCloud (or ConfigDrive) volume."""
+        for volume in self.obj["spec"].get("volumes") or []:
+            source = volume.get("cloudInitNoCloud") or volume.get("cloudInitConfigDrive")
+            if source is None:
+                continue
+            ref = source.get("secretRef") or source.get("userDataSecretRef")
+            if ref:
+                data = self.agent.object_data("Secret", self.namespace, ref["name"])
+                if data is None:
+                    raise LaunchError("Pending", f'secret "{ref["name"]}" not found')
+                for key in ("userdata", "userData"):
+                    if key in data:
+                        return data[key].decode(errors="replace")
+                raise LaunchError("Pending", f'secret "{ref["name"]}" has no userdata or userData key')
+            if source.get("userData"):
+                return source["userData"]
+            if source.get("userDataBase64"):
+                return base64.b64decode(source["userDataBase64"]).decode(errors="replace")
+        return ""
+
+    def _os_info(self) -> dict:
+        release = self.fs.map("/etc/os-release")
+        if not release.is_file():
+            return {}
+        fields = parse_environment_file(release.read_text())
+        keys = {"id": "ID", "name": "NAME", "prettyName": "PRETTY_NAME", "version": "VERSION", "versionId": "VERSION_ID"}
+        return {ours: fields[theirs] for ours, theirs in keys.items() if theirs in fields}
+
+    # -- units -----------------------------------------------------------------------
+
+    def _supervisor(self, unit: Unit) -> Supervisor:
+        return Supervisor(
+            unit.name,
+            functools.partial(self._launch, unit),
+            LogTail(self.dir / f"{unit.name}.log"),
+            policy=unit.restart,
+            delay=lambda failures: unit.restart_sec,
+            on_change=lambda sup, what: self.publish(),
+            clock=self.store.clock,
+            max_failures=START_LIMIT,
+        )
+
+    def _launch(self, unit: Unit) -> Launch:
+        """The unit's process: ExecStart resolved in the guest first, environment and paths mapped."""
+        if not unit.exec_start:
+            raise FileNotFoundError(f"{unit.name} has no ExecStart=")
+        declared = dict(unit.environment)
+        for path, optional in unit.environment_files:
+            host = self.fs.map(path)
+            if host.is_file():
+                declared.update(parse_environment_file(host.read_text()))
+            elif not optional:
+                raise FileNotFoundError(f"Failed to load environment files: {path}")
+        home_path = declared.get("HOME") or home_of(self.fs, unit.user)
+        home = self.fs.map(home_path)
+        home.mkdir(parents=True, exist_ok=True)
+        env = {key: translate(value, self.fs, self.ip) for key, value in declared.items()}
+        env.update(self.agent.host_env(env), HOME=str(home))
+        cwd = self.fs.map("/")
+        if unit.working_directory:
+            wanted = unit.working_directory.lstrip("-")
+            cwd = home if wanted == "~" else self.fs.map(wanted)
+            if not cwd.is_dir():
+                if not unit.working_directory.startswith("-"):
+                    raise FileNotFoundError(f"Changing to the requested working directory failed: {wanted}")
+                cwd = home
+        argv = [translate(expand_unit_variables(word, declared), self.fs, self.ip) for word in unit.exec_start]
+        return Launch(resolve_command(argv, self.fs, env, cwd), env, cwd)
+
+    async def stop(self, grace: float) -> None:
+        """Shut the guest down: stop every unit (SIGTERM, SIGKILL after ``grace`` seconds)."""
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+        if self.readiness is not None:
+            await self.readiness.stop()
+        await asyncio.gather(*(sup.stop(grace) for sup in self.units))
+
+    async def retire(self, confirm: bool) -> None:
+        """Shut down within the grace period, then mark the VMI Succeeded and lift the finalizer."""
+        self.terminating = True
+        if confirm and self.phase == "Running":
+            self.event("ShuttingDown", "Signaled Graceful Shutdown")
+        await self.stop(self.agent.grace(self.obj["spec"].get("terminationGracePeriodSeconds", 30)))
+        self.agent.forget(self)
+        if not confirm or not self.agent.node_ready(self.node):
+            return
+        if self.phase != "Failed":
+            self.phase = "Succeeded"
+            self.event("Stopped", "The VirtualMachineInstance was shut down.")
+        self.publish()
+        self.finish(self.agent, self.obj)
+
+    # -- status ----------------------------------------------------------------------
+
+    def ready(self) -> tuple[bool, str]:
+        if self.phase != "Running":
+            return False, f"guest is {self.phase}"
+        down = [sup.name for sup in self.units if not sup.ready and not (sup.final and sup.exit["exitCode"] == 0)]
+        if down:
+            return False, f"units not running: [{' '.join(down)}]"
+        if self.readiness is not None and not self.readiness.ready:
+            return False, "readiness probe has not passed"
+        return True, ""
+
+    def build_status(self, current: dict) -> dict:
+        status = dict(current)
+        now = rfc3339(self.store.clock())
+        if status.get("phase") != self.phase:
+            status["phase"] = self.phase
+            status["phaseTransitionTimestamps"] = [
+                *(status.get("phaseTransitionTimestamps") or []),
+                {"phase": self.phase, "phaseTransitionTimestamp": now},
+            ]
+        if self.reason:
+            status["reason"] = self.reason
+        conditions = list(status.get("conditions") or [])
+        ready, why = self.ready()
+        if ready:
+            set_condition(conditions, "Ready", "True", now=now)
+        else:
+            set_condition(conditions, "Ready", "False", "GuestNotRunning", why, now=now)
+        status["conditions"] = conditions
+        if self.ip and self.phase == "Running":
+            interfaces = self.obj["spec"]["domain"].get("devices", {}).get("interfaces") or [{"name": "default"}]
+            status["interfaces"] = [
+                {
+                    "name": interfaces[0]["name"],
+                    "interfaceName": "eth0",
+                    "ipAddress": self.ip,
+                    "ipAddresses": [self.ip],
+                    "mac": "02:" + ":".join(self.uid.replace("-", "")[i : i + 2] for i in range(0, 10, 2)),
+                    "infoSource": "domain, guest-agent",
+                }
+            ]
+            if self.os_info:
+                status["guestOSInfo"] = self.os_info
+        return status

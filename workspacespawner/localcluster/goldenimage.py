@@ -1,0 +1,88 @@
+"""Seeding golden images: a Bound PVC with a root filesystem's files plus a CDI DataSource naming it.
+
+On a real cluster an admin imports a cloud image once (a DataVolume or a
+DataImportCron) and publishes it as a ``DataSource``; users' root disks are
+cloned from it through ``spec.sourceRef``. The demo and the tests seed the
+same shape directly: :func:`make_golden_image` writes ``files`` into a fresh
+volume, binds a PVC to it and creates the DataSource with ``Ready`` status,
+whether or not the storage and CDI controllers are running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from .controllers.cdi import datasource_status
+from .controllers.refs import DATA_SOURCES, PVCS
+from .controllers.storage import ensure_storage_classes, provision_volume, storage_class_for
+from .volumes import claim_path
+
+
+def _write_files(root: Path, files: dict[str, str]) -> None:
+    for relative, content in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+
+
+def _ensure_namespace(store, namespace: str) -> None:
+    kind = store.kind("", "v1", "namespaces")
+    if not any(ns["metadata"]["name"] == namespace for ns in store.objects(kind)):
+        store.create(kind, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+
+
+async def make_golden_image(
+    cluster,
+    namespace: str,
+    name: str,
+    files: dict[str, str],
+    *,
+    size: str = "10Gi",
+    storage_class: str = "ceph-rbd",
+) -> dict:
+    """Create golden image ``namespace/name``: a Bound PVC holding ``files`` and a Ready DataSource.
+
+    ``files`` maps paths inside the image to their text, e.g.
+    ``{"etc/os-release": 'NAME="Ubuntu"\\n'}``; ``size`` is the PVC's
+    request (a Kubernetes quantity). ``cluster`` is a started
+    :class:`~.cluster.LocalCluster`. Returns the DataSource.
+    """
+    store = cluster.store
+    ensure_storage_classes(cluster)
+    _ensure_namespace(store, namespace)
+    labels = {"app.kubernetes.io/component": "golden-image", "app.kubernetes.io/part-of": "workspacespawner"}
+    pvc = store.create(
+        store.kind(*PVCS),
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": size}},
+                "storageClassName": storage_class,
+                "volumeMode": "Filesystem",
+            },
+        },
+    )
+    _, klass = storage_class_for(store, pvc)
+    bound = await provision_volume(cluster, pvc, klass)
+    if bound is None:
+        raise RuntimeError(f"golden image PVC {namespace}/{name} went away while it was provisioned")
+    root = claim_path(cluster, namespace, name)
+    await asyncio.to_thread(_write_files, root, files)
+    ds = store.create(
+        store.kind(*DATA_SOURCES),
+        namespace,
+        {
+            "apiVersion": "cdi.kubevirt.io/v1beta1",
+            "kind": "DataSource",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"source": {"pvc": {"namespace": namespace, "name": name}}},
+        },
+    )
+    ds["status"] = datasource_status(store, ds)
+    return store.replace(store.kind(*DATA_SOURCES), namespace, name, ds, subresource="status")
+

@@ -1,0 +1,146 @@
+"""KubeVirt's VM subresources: ``PUT /apis/subresources.kubevirt.io/v1/namespaces/{ns}/virtualmachines/{name}/start|stop|restart``.
+
+Mirrors virt-api's ``StartVMRequestHandler``, ``StopVMRequestHandler`` and
+``RestartVMRequestHandler`` (``pkg/virt-api/rest/subresource.go``): the calls
+``virtctl start/stop/restart`` make. What each does depends on the VM's run
+strategy (``spec.runStrategy``, or the legacy ``spec.running``):
+
+=================  ==============================  ===============================  ==========================
+run strategy       start                           stop                             restart
+=================  ==============================  ===============================  ==========================
+Halted             runStrategy -> Always           409 unless a shorter gracePeriod 409
+Always, Once       409 (manual start unsupported)  runStrategy -> Halted            Stop+Start requests (Once: 409)
+RerunOnFailure     Start request                   runStrategy -> Halted            Stop+Start requests
+Manual             Start request                   Stop request                     Stop+Start requests
+=================  ==============================  ===============================  ==========================
+
+"Requests" are ``status.stateChangeRequests`` that the virt controller acts on
+(see :mod:`.controllers.virt`). Errors are KubeVirt's: 404 for a missing VM,
+409 ``VM is already running`` / ``VM is not running`` and friends, 500 when a
+start or stop is already underway, 400 for a bad body. A request body is the
+``v1.StartOptions`` / ``v1.StopOptions`` / ``v1.RestartOptions`` JSON
+(``dryRun: ["All"]`` persists nothing; ``paused`` start is accepted but the
+guest starts unpaused).
+"""
+
+from __future__ import annotations
+
+from . import errors
+from .controllers.refs import VMIS, VMS, get_or_none
+from .kinds import VM_ACTIONS
+from .runstrategy import FINAL_PHASES, run_strategy
+
+_RESOURCE = ("virtualmachine", "kubevirt.io")
+
+
+def _conflict(name: str, message: str) -> errors.ApiError:
+    return errors.conflict(_RESOURCE[0], name, message, _RESOURCE[1])
+
+
+def _internal(message: str) -> errors.ApiError:
+    return errors.ApiError(500, "InternalError", f"Internal error occurred: {message}", {"causes": [{"message": message}]})
+
+
+def _is_final(vmi: dict | None) -> bool:
+    return vmi is not None and (vmi.get("status") or {}).get("phase") in FINAL_PHASES
+
+
+def _set_running(store, vm: dict, running: bool, dry_run: bool) -> None:
+    """Patch ``spec.runStrategy`` (or legacy ``spec.running``), as virt-api's getRunningJson does."""
+    spec = vm["spec"]
+    if "runStrategy" in spec or "running" not in spec:
+        spec["runStrategy"] = "Always" if running else "Halted"
+    else:
+        spec["running"] = running
+    store.replace(store.kind(*VMS), vm["metadata"]["namespace"], vm["metadata"]["name"], vm, dry_run=dry_run)
+
+
+def _request_changes(store, vm: dict, changes: list[dict], dry_run: bool) -> None:
+    """Put ``changes`` into ``status.stateChangeRequests`` (virt-api's getChangeRequestJson)."""
+    status = vm.setdefault("status", {})
+    lone_stop = len(changes) == 1 and changes[0]["action"] == "Stop"
+    if status.get("stateChangeRequests") and not lone_stop:
+        raise _internal("unable to complete request: stop/start already underway")
+    status["stateChangeRequests"] = changes
+    status.pop("startFailure", None)
+    store.replace(
+        store.kind(*VMS), vm["metadata"]["namespace"], vm["metadata"]["name"], vm, subresource="status", dry_run=dry_run
+    )
+
+
+def _start(store, vm: dict, vmi: dict | None, body: dict, dry_run: bool) -> None:
+    name = vm["metadata"]["name"]
+    if vmi is not None and not _is_final(vmi) and (vmi.get("status") or {}).get("phase") not in (None, "", "Unknown"):
+        raise _conflict(name, "VM is already running")
+    strategy = run_strategy(vm)
+    phase = (vmi or {}).get("status", {}).get("phase")
+    if strategy == "Halted":
+        _set_running(store, vm, True, dry_run)
+    elif strategy in ("RerunOnFailure", "Manual"):
+        if strategy == "RerunOnFailure" and phase == "Failed":
+            raise _conflict(name, "RerunOnFailure does not support starting VM from failed state")
+        restart = (strategy == "RerunOnFailure" and phase == "Succeeded") or (strategy == "Manual" and _is_final(vmi))
+        start = {"action": "Start"}
+        if body.get("paused"):
+            start["data"] = {"paused": "true"}
+        changes = [{"action": "Stop", "uid": vmi["metadata"]["uid"]}, start] if restart else [start]
+        _request_changes(store, vm, changes, dry_run)
+    else:
+        raise _conflict(name, f"{strategy} does not support manual start requests")
+
+
+def _stop(store, vm: dict, vmi: dict | None, body: dict, dry_run: bool) -> None:
+    name = vm["metadata"]["name"]
+    strategy = run_strategy(vm)
+    active = vmi is not None and not _is_final(vmi)
+    grace = body.get("gracePeriod")
+    old_grace = None
+    if active and grace is not None:
+        old_grace = vmi["spec"].get("terminationGracePeriodSeconds")
+        vmi["spec"]["terminationGracePeriodSeconds"] = int(grace)
+        store.replace(store.kind(*VMIS), vmi["metadata"]["namespace"], vmi["metadata"]["name"], vmi, dry_run=dry_run)
+    if strategy in ("Halted", "Manual"):
+        if not active:
+            raise _conflict(name, "VM is not running")
+        if strategy == "Halted" and (grace is None or (old_grace is not None and int(grace) >= old_grace)):
+            raise _conflict(name, "Halted only supports manual stop requests with a shorter graceperiod")
+        _request_changes(store, vm, [{"action": "Stop", "uid": vmi["metadata"]["uid"]}], dry_run)
+    else:
+        _set_running(store, vm, False, dry_run)
+
+
+def _restart(store, vm: dict, vmi: dict | None, body: dict, dry_run: bool) -> None:
+    name = vm["metadata"]["name"]
+    strategy = run_strategy(vm)
+    if strategy in ("Halted", "Once"):
+        raise _conflict(name, f"RunStategy {strategy} does not support manual restart requests")
+    if vmi is None:
+        raise _conflict(name, "VM is not running: Halted")
+    _request_changes(store, vm, [{"action": "Stop", "uid": vmi["metadata"]["uid"]}, {"action": "Start"}], dry_run)
+
+
+def vm_action(store, namespace: str, name: str, action: str, body: dict | None) -> None:
+    """Perform ``action`` (``start``, ``stop`` or ``restart``) on VM ``namespace/name``.
+
+    ``body`` is the decoded request body (None or ``{}`` when empty). Returns
+    None on success (virt-api answers 202 Accepted with an empty body);
+    raises :class:`~.errors.ApiError` otherwise.
+    """
+    if action not in VM_ACTIONS:
+        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise errors.bad_request("Can not unmarshal Request body to struct, error: body must be a JSON object")
+    if action == "restart":
+        grace = body.get("gracePeriodSeconds")
+        if grace is not None and grace > 0:
+            raise errors.bad_request("For force restart, only gracePeriod=0 is supported for now")
+        if grace is not None and grace < 0:
+            raise errors.bad_request("gracePeriod has to be greater or equal to 0")
+    vm = get_or_none(store, VMS, namespace, name)
+    if vm is None:
+        raise errors.not_found(_RESOURCE[0], name, _RESOURCE[1])
+    vmi = get_or_none(store, VMIS, namespace, name)
+    dry_run = "All" in (body.get("dryRun") or [])
+    {"start": _start, "stop": _stop, "restart": _restart}[action](store, vm, vmi, body, dry_run)

@@ -1,0 +1,61 @@
+"""Where the local cluster keeps volume data: one directory per PersistentVolume.
+
+On a real cluster a ceph-csi RBD image backs each PersistentVolume; here a
+directory ``<state_dir>/volumes/<pv name>`` does. The PVC binder creates it,
+CDI and the snapshot controller copy into and out of it, and the node agent
+mounts it (by path) into the processes it runs. Snapshot contents live in
+``<state_dir>/snapshots/<namespace>/<snapshot uid>``.
+
+Copies run in a worker thread so the cluster's event loop never blocks on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+from .errors import ApiError
+
+
+def volume_path(cluster, pv_name: str) -> Path:
+    """The directory holding the data of PersistentVolume ``pv_name``."""
+    return Path(cluster.state_dir) / "volumes" / pv_name
+
+
+def snapshot_path(cluster, namespace: str, uid: str) -> Path:
+    """The directory holding the content of the VolumeSnapshot with ``uid`` in ``namespace``."""
+    return Path(cluster.state_dir) / "snapshots" / namespace / uid
+
+
+def claim_path(cluster, namespace: str, name: str) -> Path | None:
+    """The data directory of PVC ``namespace/name``, or None while it is missing or unbound."""
+    store = cluster.store
+    try:
+        pvc = store.get(store.kind("", "v1", "persistentvolumeclaims"), namespace, name)
+    except ApiError:
+        return None
+    pv_name = (pvc.get("spec") or {}).get("volumeName")
+    if not pv_name or (pvc.get("status") or {}).get("phase") != "Bound":
+        return None
+    return volume_path(cluster, pv_name)
+
+
+def _replace_tree(src: Path, dst: Path) -> None:
+    if dst.exists():
+        shutil.rmtree(dst)
+    if src.exists():
+        shutil.copytree(src, dst, symlinks=True)
+    else:
+        dst.mkdir(parents=True)
+
+
+async def copy_tree(src: Path, dst: Path) -> None:
+    """Make ``dst`` an exact copy of ``src`` (an empty directory if ``src`` is missing), off the loop."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    await asyncio.to_thread(_replace_tree, Path(src), Path(dst))
+
+
+async def remove_tree(path: Path) -> None:
+    """Delete ``path`` and everything under it, if present, off the loop."""
+    await asyncio.to_thread(shutil.rmtree, Path(path), True)
