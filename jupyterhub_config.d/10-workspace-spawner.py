@@ -1,0 +1,20 @@
+# WorkspaceSpawner and the user's home volume.
+# Copy into your hub's config (or mount with z2jh's hub.extraFiles); every
+# c.KubeSpawner.* setting still applies, the c.WorkspaceSpawner.* ones are ours.
+# `c` is the config object JupyterHub hands to config files.
+
+c.JupyterHub.spawner_class = "workspace"  # the entry point of workspacespawner
+
+# The home PersistentVolumeClaim: one per user, on Ceph RBD, never deleted by
+# a stop, a failed start or a user deletion.
+c.WorkspaceSpawner.home_pvc_name_template = "home-{username}"
+c.WorkspaceSpawner.home_storage_class = "ceph-rbd"
+c.WorkspaceSpawner.home_size = "10Gi"
+c.WorkspaceSpawner.home_access_modes = ["ReadWriteOnce"]
+c.WorkspaceSpawner.home_mount_path = "/home/jovyan"
+
+# Fail a start at once when no node has the GPUs asked for (unless the
+# cluster autoscaler is adding one), instead of waiting out start_timeout.
+c.WorkspaceSpawner.fail_fast_unschedulable = True
+c.KubeSpawner.start_timeout = 600
+c.KubeSpawner.image = "quay.io/jupyter/scipy-notebook:2025-10-20"

@@ -1,0 +1,226 @@
+"""Container workspaces through a real JupyterHub on the local cluster.
+
+Covers: start, stop, start again with the same home PVC and the file the
+first server wrote, one Pod at a time, no owner reference on the PVC; a PVC
+Pending under WaitForFirstConsumer; a foreign PVC refused; odd user names;
+forbidden and tampered profile choices answered 403/400; no GPU setting
+leaking into a later CPU spawn; an unschedulable GPU request failing fast
+with the scheduler's reason; the code-server profile's default URL.
+"""
+
+from __future__ import annotations
+
+import time
+
+import kubernetes
+import pytest
+from hubharness import CONFIG_D, Hub
+
+from workspacespawner import names
+from workspacespawner.localcluster import ClusterThread
+
+TEST_PROFILES = """
+c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
+    {
+        "display_name": "Too many GPUs",
+        "slug": "sixteen-gpus",
+        "kubespawner_override": {"extra_resource_limits": {"nvidia.com/gpu": 16}},
+    },
+    {
+        "display_name": "Home on a WaitForFirstConsumer class",
+        "slug": "late-binding",
+        "kubespawner_override": {"home_storage_class": "ceph-rbd-wffc"},
+    },
+]
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
+    cluster = thread.start()
+    thread.call(
+        lambda cl: cl.store.create(
+            cl.store.kind("storage.k8s.io", "v1", "storageclasses"),
+            None,
+            {
+                "metadata": {"name": "ceph-rbd-wffc"},
+                "provisioner": "rbd.csi.ceph.com",
+                "volumeBindingMode": "WaitForFirstConsumer",
+                "allowVolumeExpansion": True,
+            },
+        )
+    )
+    yield cluster
+    thread.stop()
+
+
+@pytest.fixture(scope="module")
+def hub(cluster, tmp_path_factory):
+    config = "\n".join(
+        f"load_subconfig({str(CONFIG_D / piece)!r})" for piece in ("10-workspace-spawner.py", "20-profiles.py")
+    )
+    config += TEST_PROFILES + f"\nload_subconfig({str(CONFIG_D / '90-check-config.py')!r})\n"
+    hub = Hub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config).start()
+    yield hub
+    hub.stop()
+
+
+@pytest.fixture(scope="module")
+def core(cluster):
+    client = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
+    yield kubernetes.client.CoreV1Api(client)
+    client.close()
+
+
+def user_pods(core, user):
+    return core.list_namespaced_pod("default", label_selector=names.owner_selector(user)).items
+
+
+def test_start_stop_start_keeps_home(hub, core):
+    hub.create_user("alice")
+    hub.start_server("alice", {"profile": "jupyterlab-cpu"})
+    assert len(user_pods(core, "alice")) == 1
+    r = hub.server_request("alice", "PUT", "api/contents/notes.txt", json={"type": "file", "format": "text", "content": "kept"})
+    assert r.status_code in (200, 201), r.text
+    pvc = core.read_namespaced_persistent_volume_claim("home-alice", "default")
+    assert pvc.metadata.owner_references is None
+    assert pvc.spec.storage_class_name == "ceph-rbd"
+    assert pvc.spec.access_modes == ["ReadWriteOnce"]
+    assert names.owned_by({"labels": pvc.metadata.labels, "annotations": pvc.metadata.annotations}, "alice")
+    uid = pvc.metadata.uid
+
+    hub.stop_server("alice")
+    assert user_pods(core, "alice") == []
+    assert core.read_namespaced_persistent_volume_claim("home-alice", "default").metadata.uid == uid
+
+    hub.start_server("alice", {"profile": "jupyterlab-cpu"})
+    assert len(user_pods(core, "alice")) == 1
+    r = hub.server_request("alice", "GET", "api/contents/notes.txt")
+    assert r.status_code == 200, r.text
+    assert r.json()["content"] == "kept"
+    assert core.read_namespaced_persistent_volume_claim("home-alice", "default").metadata.uid == uid
+    hub.stop_server("alice")
+
+
+def test_home_pending_under_wait_for_first_consumer_starts(hub, core):
+    hub.create_user("wendy")
+    hub.start_server("wendy", {"profile": "late-binding"})
+    pvc = core.read_namespaced_persistent_volume_claim("home-wendy", "default")
+    assert pvc.spec.storage_class_name == "ceph-rbd-wffc"
+    assert pvc.status.phase == "Bound"  # bound once the Pod was placed on a node
+    hub.stop_server("wendy")
+
+
+def test_foreign_pvc_is_refused_and_kept(hub, core):
+    core.create_namespaced_persistent_volume_claim(
+        "default",
+        {
+            "metadata": {"name": "home-mallory"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": "ceph-rbd"},
+        },
+    )
+    hub.create_user("mallory")
+    r = hub.spawn("mallory", {"profile": "jupyterlab-cpu"})
+    assert r.status_code == 409, r.text
+    assert "not created by workspacespawner" in r.json()["message"]
+    assert user_pods(core, "mallory") == []
+    assert core.read_namespaced_persistent_volume_claim("home-mallory", "default").metadata.labels is None
+
+
+def test_other_users_pvc_is_refused(hub, core):
+    hub.create_user("bob")
+    hub.start_server("bob", {"profile": "jupyterlab-cpu"})
+    hub.stop_server("bob")
+    # A PVC carrying bob's owner labels, renamed into eve's slot, must not be adopted by eve.
+    bobs = core.read_namespaced_persistent_volume_claim("home-bob", "default")
+    core.create_namespaced_persistent_volume_claim(
+        "default",
+        {
+            "metadata": {"name": "home-eve", "labels": bobs.metadata.labels, "annotations": bobs.metadata.annotations},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": "ceph-rbd"},
+        },
+    )
+    hub.create_user("eve")
+    r = hub.spawn("eve", {"profile": "jupyterlab-cpu"})
+    assert r.status_code == 409
+    assert "belongs to another user" in r.json()["message"]
+
+
+@pytest.mark.parametrize("user", ["Ann.B@Example.edu", "zoë-ünïcode", "a" * 64])
+def test_odd_user_names_get_valid_distinct_names(hub, core, user):
+    hub.create_user(user)
+    hub.start_server(user, {"profile": "jupyterlab-cpu"})
+    pvcs = core.list_namespaced_persistent_volume_claim("default", label_selector=names.owner_selector(user)).items
+    assert len(pvcs) == 1
+    pvc = pvcs[0]
+    assert pvc.metadata.annotations[names.OWNER_ANNOTATION] == user
+    assert pvc.metadata.name.startswith("home-") and len(pvc.metadata.name) <= 63
+    hub.stop_server(user)
+    hub.start_server(user, {"profile": "jupyterlab-cpu"})
+    again = core.list_namespaced_persistent_volume_claim("default", label_selector=names.owner_selector(user)).items
+    assert [p.metadata.uid for p in again] == [pvc.metadata.uid]
+    hub.stop_server(user)
+
+
+def test_forbidden_profile_is_403(hub, core):
+    hub.create_user("student")
+    r = hub.spawn("student", {"profile": "jupyterlab-8gpu"})
+    assert r.status_code == 403, r.text
+    assert "limited to other groups" in r.json()["message"]
+    assert user_pods(core, "student") == []
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"profile": "no-such-profile"}, "no profile"),
+        ({"profile": ["jupyterlab-cpu"]}, "by its name"),
+    ],
+)
+def test_tampered_options_are_400(hub, core, options, words):
+    hub.create_user("tamperer")
+    r = hub.spawn("tamperer", options)
+    assert r.status_code == 400, r.text
+    assert words in r.json()["message"]
+    assert user_pods(core, "tamperer") == []
+
+
+def test_gpu_request_does_not_leak_into_cpu_spawn(hub, core):
+    hub.create_user("gina")
+    hub.start_server("gina", {"profile": "jupyterlab-1gpu"})
+    [pod] = user_pods(core, "gina")
+    assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"
+    hub.stop_server("gina")
+    hub.start_server("gina", {"profile": "jupyterlab-cpu"})
+    [pod] = user_pods(core, "gina")
+    assert "nvidia.com/gpu" not in (pod.spec.containers[0].resources.limits or {})
+    assert not (pod.spec.node_selector or {}).get("nvidia.com/gpu.product")
+    hub.stop_server("gina")
+
+
+def test_unschedulable_gpu_request_fails_fast_with_reason(hub, core):
+    hub.create_user("greedy")
+    r = hub.spawn("greedy", {"profile": "sixteen-gpus"})
+    assert r.status_code == 503, r.text
+    message = r.json()["message"]
+    assert "No node can run your server" in message and "nvidia.com/gpu" in message
+    # 503 (not 202) means the spawn failed within slow_spawn_timeout, long before start_timeout.
+    deadline = time.monotonic() + 30
+    while user_pods(core, "greedy") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert user_pods(core, "greedy") == []
+
+
+def test_code_server_profile_opens_vscode_url(hub, core):
+    hub.create_user("coder")
+    hub.start_server("coder", {"profile": "code-server-cpu"})
+    [pod] = user_pods(core, "coder")
+    env = {e.name: e.value for e in pod.spec.containers[0].env}
+    assert env.get("JUPYTERHUB_DEFAULT_URL") == "/vscode/"
+    hub.stop_server("coder")
+    hub.start_server("coder", {"profile": "jupyterlab-cpu"})
+    [pod] = user_pods(core, "coder")
+    env = {e.name: e.value for e in pod.spec.containers[0].env}
+    assert env.get("JUPYTERHUB_DEFAULT_URL") != "/vscode/"
+    hub.stop_server("coder")

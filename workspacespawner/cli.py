@@ -1,0 +1,41 @@
+"""The ``workspacespawner`` command: one sub-command per job.
+
+``workspacespawner demo``          the local cluster and a demo JupyterHub on loopback
+``workspacespawner localcluster``  the local Kubernetes API server alone, for kubectl
+"""
+
+from __future__ import annotations
+
+import sys
+
+COMMANDS = {
+    "demo": ("workspacespawner.demo", "run the local cluster and a demo JupyterHub on http://127.0.0.1:8000"),
+    "localcluster": ("workspacespawner.localcluster.__main__", "run the local Kubernetes API server until Ctrl-C"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: workspacespawner COMMAND [options]", "", "commands:"]
+    lines += [f"  {name:<14} {about}" for name, (_module, about) in COMMANDS.items()]
+    lines.append("\n`workspacespawner COMMAND --help` tells more.")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    """Dispatch ``argv[0]`` to its sub-command's ``main(rest)``; exit code 2 for an unknown command."""
+    import importlib
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"workspacespawner: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[name][0])
+    return module.main(rest) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""``workspacespawner demo``: the local cluster and a JupyterHub using WorkspaceSpawner, on loopback.
+
+Starts the embedded Kubernetes API server with its controllers (PVC binder,
+scheduler with a CPU node and an 8-GPU node, node agent that runs each Pod's
+``jupyterhub-singleuser`` as a local process), then runs ``jupyterhub`` with
+the sample config pieces from ``jupyterhub_config.d/`` plus demo settings: a
+login that accepts any user name, reachable only on 127.0.0.1, the hub at
+http://127.0.0.1:8000. Ctrl-C stops the hub, every server and the cluster;
+home volumes stay in the state folder for the next run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import sysconfig
+from pathlib import Path
+
+from .localcluster import LocalCluster
+
+log = logging.getLogger("workspacespawner.demo")
+
+#: Config pieces the demo loads, in order (the school-OAuth piece is for real deployments).
+DEMO_PIECES = ("10-workspace-spawner.py", "20-profiles.py", "90-check-config.py")
+
+
+def config_dir() -> Path:
+    """Where the sample ``jupyterhub_config.d`` lives: the source checkout, else the installed data files."""
+    candidates = [
+        Path(__file__).resolve().parent.parent / "jupyterhub_config.d",
+        Path(sysconfig.get_paths()["data"]) / "share" / "workspacespawner" / "jupyterhub_config.d",
+        Path(sys.prefix) / "share" / "workspacespawner" / "jupyterhub_config.d",
+    ]
+    for path in candidates:
+        if (path / DEMO_PIECES[0]).exists():
+            return path
+    raise FileNotFoundError("the sample jupyterhub_config.d was not found; reinstall workspacespawner")
+
+
+def demo_config(state_dir: Path, pieces_dir: Path, port: int) -> str:
+    """The text of the demo's ``jupyterhub_config.py`` (loads the sample pieces, then demo settings)."""
+    loads = "\n".join(f"load_subconfig({str(pieces_dir / piece)!r})" for piece in DEMO_PIECES)
+    return f"""# Written by `workspacespawner demo`; edit jupyterhub_config.d/ instead.
+{loads}
+
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = {port}
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.db_url = "sqlite:///{state_dir / 'jupyterhub.sqlite'}"
+c.JupyterHub.cookie_secret_file = {str(state_dir / 'jupyterhub_cookie_secret')!r}
+c.ConfigurableHTTPProxy.pid_file = {str(state_dir / 'proxy.pid')!r}
+# Demo login: any user name, no password, loopback only. Never use this on a real hub.
+c.JupyterHub.authenticator_class = "dummy"
+c.Authenticator.allow_all = True
+c.JupyterHub.load_groups = {{"research": {{"users": ["researcher"]}}}}
+c.KubeSpawner.namespace = "default"
+c.KubeSpawner.start_timeout = 120
+c.KubeSpawner.http_timeout = 60
+"""
+
+
+async def run_demo(state_dir: Path, port: int) -> int:
+    """Run cluster and hub until the hub exits or the process gets SIGINT/SIGTERM; returns the hub's exit code."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    cluster = LocalCluster(state_dir / "cluster", port=0)
+    await cluster.start()
+    config_file = state_dir / "jupyterhub_config.py"
+    config_file.write_text(demo_config(state_dir, config_dir(), port))
+    env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig))
+    hub = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "jupyterhub", "-f", str(config_file), cwd=str(state_dir), env=env
+    )
+    print(f"\nworkspacespawner demo: JupyterHub at http://127.0.0.1:{port} (any user name logs in)")
+    print(f"local cluster: export KUBECONFIG={cluster.kubeconfig}\n", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    waiter = asyncio.create_task(hub.wait())
+    await asyncio.wait([waiter, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
+    if hub.returncode is None:
+        hub.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(waiter, 30)
+        except TimeoutError:
+            hub.kill()
+            await waiter
+    await cluster.stop()
+    return hub.returncode or 0
+
+
+def main(argv=None) -> int:
+    """Entry point of ``workspacespawner demo [--state-dir DIR] [--port N]``."""
+    parser = argparse.ArgumentParser(prog="workspacespawner demo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--state-dir", default=".workspacespawner-demo", help="hub database, cluster state and home volumes (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=8000, help="JupyterHub's port on 127.0.0.1 (default: %(default)s)")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    return asyncio.run(run_demo(Path(args.state_dir).resolve(), args.port))

@@ -1,0 +1,180 @@
+"""profile_list validation, group filtering, and the profile resolved for one start.
+
+The schema is kubespawner's ``profile_list`` (display_name, slug,
+description, default, kubespawner_override, profile_options with choices and
+unlisted_choice) plus ``allowed_groups`` (JupyterHub group names that may use
+the profile; absent or empty means everyone). Our own settings travel inside
+``kubespawner_override`` as ordinary spawner traits, so z2jh's
+``singleuser.profileList`` carries them unchanged:
+
+``workspace_kind``
+    ``container`` (a Pod) or ``vm`` (a KubeVirt VirtualMachine).
+``ide``
+    ``jupyterlab`` or ``code-server``.
+``extra_resource_limits``
+    ``{"nvidia.com/gpu": N}`` for N GPUs (kubespawner's own trait).
+``node_selector``
+    ``{"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}`` to pick a GPU type.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+WORKSPACE_KINDS = ("container", "vm")
+IDES = ("jupyterlab", "code-server")
+GPU_RESOURCE = "nvidia.com/gpu"
+
+PROFILE_KEYS = {
+    "display_name",
+    "slug",
+    "description",
+    "default",
+    "kubespawner_override",
+    "profile_options",
+    "allowed_groups",
+}
+OPTION_KEYS = {"display_name", "choices", "unlisted_choice"}
+CHOICE_KEYS = {"display_name", "default", "kubespawner_override"}
+UNLISTED_KEYS = {
+    "enabled",
+    "display_name",
+    "display_name_in_choices",
+    "validation_regex",
+    "validation_message",
+    "kubespawner_override",
+}
+_SLUG = re.compile(r"^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$")
+
+
+class ProfileConfigError(ValueError):
+    """A profile_list that must not be served; the message names the profile slug and the field."""
+
+
+def _fail(slug: str, field: str, problem: str):
+    raise ProfileConfigError(f"profile_list: profile {slug!r}, field {field!r}: {problem}")
+
+
+def _check_override(slug: str, field: str, override, trait_names: set[str]) -> None:
+    if not isinstance(override, dict):
+        _fail(slug, field, f"must be a mapping of spawner settings, not {type(override).__name__}")
+    for key, value in override.items():
+        where = f"{field}.{key}"
+        if key not in trait_names:
+            _fail(slug, where, "is not a setting of WorkspaceSpawner (misspelled?)")
+        if callable(value):
+            continue
+        if key == "workspace_kind" and value not in WORKSPACE_KINDS:
+            _fail(slug, where, f"must be one of {', '.join(WORKSPACE_KINDS)}, not {value!r}")
+        if key == "ide" and value not in IDES:
+            _fail(slug, where, f"must be one of {', '.join(IDES)}, not {value!r}")
+        if key == "extra_resource_limits" and isinstance(value, dict) and GPU_RESOURCE in value:
+            gpus = value[GPU_RESOURCE]
+            try:
+                count = int(str(gpus))
+            except ValueError:
+                count = -1
+            if count < 0 or str(count) != str(gpus).strip():
+                _fail(slug, f"{where}.{GPU_RESOURCE}", f"must be a whole number of GPUs >= 0, not {gpus!r}")
+
+
+def _check_keys(slug: str, field: str, mapping, allowed: set[str]) -> None:
+    if not isinstance(mapping, dict):
+        _fail(slug, field, "must be a mapping")
+    for key in mapping:
+        if key not in allowed:
+            _fail(slug, f"{field}.{key}" if field else key, f"unknown key (allowed: {', '.join(sorted(allowed))})")
+
+
+def validate_profile_list(profile_list, trait_names: Iterable[str]) -> None:
+    """Check a whole static profile_list; raise :class:`ProfileConfigError` on the first problem.
+
+    ``trait_names`` are the settings a ``kubespawner_override`` may name
+    (``WorkspaceSpawner.class_trait_names()``). Checks: known keys at every
+    level, a unique slug per profile, ``workspace_kind`` and ``ide`` values,
+    a non-negative whole GPU count, ``allowed_groups`` a list of strings,
+    profile_options choices, and a compilable unlisted_choice
+    validation_regex. A callable profile_list is checked when it is called.
+    """
+    if callable(profile_list):
+        return
+    if not isinstance(profile_list, list):
+        raise ProfileConfigError(f"profile_list must be a list of profiles, not {type(profile_list).__name__}")
+    names = set(trait_names)
+    seen: set[str] = set()
+    for index, profile in enumerate(profile_list):
+        if not isinstance(profile, dict):
+            raise ProfileConfigError(f"profile_list[{index}] must be a mapping, not {type(profile).__name__}")
+        slug = profile.get("slug") or f"#{index}"
+        _check_keys(slug, "", profile, PROFILE_KEYS)
+        if "display_name" not in profile:
+            _fail(slug, "display_name", "is required")
+        if "slug" in profile and not (isinstance(profile["slug"], str) and _SLUG.match(profile["slug"])):
+            _fail(slug, "slug", "must be lowercase letters, digits, '-', '_' or '.'")
+        if slug in seen:
+            _fail(slug, "slug", "is used by another profile; slugs must be unique")
+        seen.add(slug)
+        groups = profile.get("allowed_groups", [])
+        if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+            _fail(slug, "allowed_groups", "must be a list of JupyterHub group names")
+        _check_override(slug, "kubespawner_override", profile.get("kubespawner_override", {}), names)
+        options = profile.get("profile_options", {})
+        if not isinstance(options, dict):
+            _fail(slug, "profile_options", "must be a mapping")
+        for opt_name, option in options.items():
+            field = f"profile_options.{opt_name}"
+            _check_keys(slug, field, option, OPTION_KEYS)
+            for choice_name, choice in (option.get("choices") or {}).items():
+                cfield = f"{field}.choices.{choice_name}"
+                _check_keys(slug, cfield, choice, CHOICE_KEYS)
+                _check_override(slug, f"{cfield}.kubespawner_override", choice.get("kubespawner_override", {}), names)
+            unlisted = option.get("unlisted_choice", {})
+            _check_keys(slug, f"{field}.unlisted_choice", unlisted, UNLISTED_KEYS)
+            if unlisted.get("validation_regex"):
+                try:
+                    re.compile(unlisted["validation_regex"])
+                except re.error as e:
+                    _fail(slug, f"{field}.unlisted_choice.validation_regex", f"does not compile: {e}")
+
+
+def profile_allowed(profile: dict, group_names: Iterable[str], is_admin: bool = False) -> bool:
+    """True if a user in ``group_names`` may start ``profile`` (no allowed_groups: everyone).
+
+    Admins see every profile, as JupyterHub admins may act for any user.
+    """
+    allowed = profile.get("allowed_groups") or []
+    return not allowed or is_admin or bool(set(allowed) & set(group_names))
+
+
+def profiles_for_user(profile_list: list[dict], group_names: Iterable[str], is_admin: bool = False) -> list[dict]:
+    """The profiles a user may start, in the configured order."""
+    group_names = set(group_names)
+    return [p for p in profile_list if profile_allowed(p, group_names, is_admin)]
+
+
+@dataclass(frozen=True)
+class ResolvedProfile:
+    """What one start of a workspace runs, fixed before anything is created.
+
+    ``gpus`` is the count of ``nvidia.com/gpu`` (0 for CPU); ``cpu`` is in
+    cores (None: no limit set); ``memory`` a Kubernetes quantity string
+    (``"16Gi"``) or None; ``gpu_product`` the ``nvidia.com/gpu.product``
+    node label the profile selects, or None.
+    """
+
+    slug: str
+    display_name: str
+    workspace_kind: str
+    ide: str
+    gpus: int
+    gpu_product: str | None
+    cpu: float | None
+    memory: str | None
+    image: str
+    default_url: str
+
+    def to_state(self) -> dict:
+        """A JSON-safe dict for spawner state."""
+        return dict(self.__dict__)
