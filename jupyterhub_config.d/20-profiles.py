@@ -59,4 +59,30 @@ c.KubeSpawner.profile_list = [
             "mem_limit": "4G",
         },
     },
+    {
+        "display_name": "Ubuntu VM, JupyterLab",
+        "slug": "ubuntu-vm",
+        "description": "A whole Ubuntu 22.04 virtual machine: apt packages, /etc and /opt are kept between sessions.",
+        "kubespawner_override": {
+            "workspace_kind": "vm",
+            "ide": "jupyterlab",
+            "cpu_limit": 2,
+            "mem_limit": "4G",
+            "vm_golden_image": "ubuntu-22.04-gpu",
+        },
+    },
+    {
+        "display_name": "Ubuntu VM, 1 GPU, code-server",
+        "slug": "ubuntu-vm-gpu-code",
+        "description": "An Ubuntu 22.04 VM with one A100 passed through, opening code-server.",
+        "kubespawner_override": {
+            "workspace_kind": "vm",
+            "ide": "code-server",
+            "cpu_limit": 8,
+            "mem_limit": "32G",
+            "extra_resource_limits": {"nvidia.com/gpu": 1},
+            "node_selector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+            "vm_golden_image": "ubuntu-22.04-gpu",
+        },
+    },
 ]

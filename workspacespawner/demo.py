@@ -5,8 +5,11 @@ scheduler with a CPU node and an 8-GPU node, node agent that runs each Pod's
 ``jupyterhub-singleuser`` as a local process), then runs ``jupyterhub`` with
 the sample config pieces from ``jupyterhub_config.d/`` plus demo settings: a
 login that accepts any user name, reachable only on 127.0.0.1, the hub at
-http://127.0.0.1:8000. Ctrl-C stops the hub, every server and the cluster;
-home volumes stay in the state folder for the next run.
+http://127.0.0.1:8000. The cluster also holds a golden image
+(``golden-images/ubuntu-22.04-gpu``) for the VM profiles: their guests run
+from cloud-init on the same node agent. Ctrl-C stops the hub, every server
+and the cluster. The cluster's objects live in memory, so a new run starts
+with empty volumes.
 """
 
 from __future__ import annotations
@@ -21,8 +24,17 @@ import sysconfig
 from pathlib import Path
 
 from .localcluster import LocalCluster
+from .localcluster.goldenimage import make_golden_image
 
 log = logging.getLogger("workspacespawner.demo")
+
+#: (namespace, name) of the demo's golden-image DataSource, the default of ``vm_golden_image``.
+GOLDEN_IMAGE = ("golden-images", "ubuntu-22.04-gpu")
+#: What the demo's golden image holds: enough of a root filesystem to recognise.
+GOLDEN_FILES = {
+    "etc/os-release": 'NAME="Ubuntu"\nVERSION_ID="22.04"\nPRETTY_NAME="Ubuntu 22.04 (workspacespawner demo image)"\n',
+    "etc/hostname": "workspace\n",
+}
 
 #: Config pieces the demo loads, in order (the school-OAuth piece is for real deployments).
 DEMO_PIECES = ("10-workspace-spawner.py", "20-profiles.py", "90-check-config.py")
@@ -68,6 +80,7 @@ async def run_demo(state_dir: Path, port: int) -> int:
     state_dir.mkdir(parents=True, exist_ok=True)
     cluster = LocalCluster(state_dir / "cluster", port=0)
     await cluster.start()
+    await make_golden_image(cluster, GOLDEN_IMAGE[0], GOLDEN_IMAGE[1], GOLDEN_FILES)
     config_file = state_dir / "jupyterhub_config.py"
     config_file.write_text(demo_config(state_dir, config_dir(), port))
     env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig))

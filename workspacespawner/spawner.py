@@ -39,6 +39,7 @@ from .profiles import (
     profiles_for_user,
     validate_profile_list,
 )
+from .vmspawner import VMSpawnerMixin
 
 #: Bumped when the meaning of get_state() changes; load_state() reads older ones.
 STATE_VERSION = 1
@@ -60,7 +61,7 @@ ALWAYS_RESET = (
 )
 
 
-class WorkspaceSpawner(KubeSpawner):
+class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin):
     """A KubeSpawner whose workspaces keep a persistent home volume and run a profile's IDE.
 
     Configure it as ``c.JupyterHub.spawner_class = "workspace"``; every
@@ -213,6 +214,7 @@ class WorkspaceSpawner(KubeSpawner):
         self.profile: ResolvedProfile | None = None
         self._configured: dict = {}
         self._options_loaded = False
+        self._vm_ident_state: dict | None = None
         self._steps: list[str] = []
         self._steps_changed = asyncio.Event() if _has_loop() else None
 
@@ -223,6 +225,8 @@ class WorkspaceSpawner(KubeSpawner):
         state["home_pvc_name"] = self.home_pvc_name
         if self.profile is not None:
             state["profile"] = self.profile.to_state()
+        if self._runs_vm() and self._vm_ident_state:
+            state["vm"] = self._vm_ident_state
         return state
 
     def load_state(self, state):
@@ -235,6 +239,25 @@ class WorkspaceSpawner(KubeSpawner):
                 self.profile = ResolvedProfile(**state["profile"])
             except TypeError:
                 self.log.warning("Ignoring saved profile of %s in an unknown shape", self._log_name)
+        if state.get("vm"):
+            self._vm_ident_state = state["vm"]
+
+    def _runs_vm(self) -> bool:
+        """True when the current (or last started) workspace is a VM."""
+        return self.profile is not None and self.profile.workspace_kind == "vm"
+
+    async def poll(self):
+        """None while the workspace runs or starts; an exit status once it is gone (VMs: from the shared caches)."""
+        if self._runs_vm():
+            return await self._poll_vm()
+        return await super().poll()
+
+    async def stop(self, now=False):
+        """Stop compute only: the Pod, or the VM (its VMI). Disks, the VM object and its Service stay."""
+        if self._runs_vm():
+            await self._stop_vm()
+            return
+        await super().stop(now=now)
 
     # -- profiles -------------------------------------------------------
 
@@ -379,12 +402,9 @@ class WorkspaceSpawner(KubeSpawner):
         self._steps = []
         self._steps_changed = asyncio.Event()
         await self.load_user_options()
-        if self.profile.workspace_kind != "container":
-            raise WorkspaceError(
-                f"The profile {self.profile.display_name!r} runs as a virtual machine, which this hub cannot start yet.",
-                reason="invalid-options",
-            )
         await self._ensure_home()
+        if self.profile.workspace_kind == "vm":
+            return await self._start_vm()
         self._step("Starting your server")
         self._options_loaded = True  # kubespawner's _start loads them again: keep this resolution
         try:
