@@ -11,13 +11,19 @@ with the scheduler's reason; the code-server profile's default URL.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import kubernetes
 import pytest
+import requests
 from hubharness import CONFIG_D, Hub
 
 from workspacespawner import names
 from workspacespawner.localcluster import ClusterThread
+
+#: code-server's npm package downloads binaries from GitHub at install time, which tests cannot reach:
+#: a stand-in `code-server` on the server's PATH answers behind jupyter-server-proxy instead.
+STAND_IN_BIN = Path(__file__).resolve().parent / "data" / "bin"
 
 TEST_PROFILES = """
 c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
@@ -61,6 +67,7 @@ def hub(cluster, tmp_path_factory):
         f"load_subconfig({str(CONFIG_D / piece)!r})" for piece in ("10-workspace-spawner.py", "20-profiles.py")
     )
     config += TEST_PROFILES + f"\nload_subconfig({str(CONFIG_D / '90-check-config.py')!r})\n"
+    config += f'import os\nc.KubeSpawner.environment = {{"PATH": {str(STAND_IN_BIN)!r} + ":" + os.environ["PATH"]}}\n'
     hub = Hub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config).start()
     yield hub
     hub.stop()
@@ -218,6 +225,10 @@ def test_code_server_profile_opens_vscode_url(hub, core):
     [pod] = user_pods(core, "coder")
     env = {e.name: e.value for e in pod.spec.containers[0].env}
     assert env.get("JUPYTERHUB_DEFAULT_URL") == "/vscode/"
+    r = hub.server_request("coder", "GET", "vscode/")
+    assert r.status_code == 200 and r.text == "stand-in code-server", r.text
+    anonymous = requests.get(f"{hub.url}/user/coder/vscode/", allow_redirects=False, timeout=30)
+    assert anonymous.status_code == 302 and "oauth2/authorize" in anonymous.headers["Location"]
     hub.stop_server("coder")
     hub.start_server("coder", {"profile": "jupyterlab-cpu"})
     [pod] = user_pods(core, "coder")
