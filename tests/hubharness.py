@@ -153,3 +153,20 @@ class Hub:
         headers = {"Authorization": f"token {self.token}"}
         url = f"{self.url}/user/{requests.utils.quote(name, safe='')}/{path.lstrip('/')}"
         return requests.request(method, url, headers=headers, timeout=60, **kwargs)
+
+
+def progress_messages(hub: Hub, name: str) -> list[str]:
+    """The spawn-progress event stream of ``name``'s default server, read to its end (the server ready or failed)."""
+    import json
+
+    messages = []
+    url = f"/users/{requests.utils.quote(name, safe='')}/server/progress"
+    with hub.api("GET", url, stream=True) as r:
+        r.raise_for_status()
+        for line in r.iter_lines(decode_unicode=True):
+            if line and line.startswith("data:"):
+                event = json.loads(line[5:])
+                messages.append(event.get("message", ""))
+                if event.get("ready") or event.get("failed"):
+                    break
+    return messages

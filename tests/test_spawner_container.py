@@ -16,7 +16,7 @@ from pathlib import Path
 import kubernetes
 import pytest
 import requests
-from hubharness import CONFIG_D, Hub
+from hubharness import CONFIG_D, Hub, progress_messages
 
 from workspacespawner import names
 from workspacespawner.localcluster import ClusterThread
@@ -235,3 +235,28 @@ def test_code_server_profile_opens_vscode_url(hub, core):
     env = {e.name: e.value for e in pod.spec.containers[0].env}
     assert env.get("JUPYTERHUB_DEFAULT_URL") != "/vscode/"
     hub.stop_server("coder")
+
+
+def test_progress_speaks_plain_words(hub, core, cluster):
+    import threading
+
+    hub.create_user("petra")
+    agent = cluster.controllers["nodeagent"]
+    agent.pull_seconds = 2.0  # an image pull long enough to watch the spawn page (an attribute the agent reads)
+    answer = {}
+    spawn = threading.Thread(target=lambda: answer.update(r=hub.spawn("petra", {"profile": "jupyterlab-cpu"})))
+    spawn.start()
+    try:
+        while not hub.user("petra").get("servers", {}).get(""):
+            time.sleep(0.05)
+        text = "\n".join(progress_messages(hub, "petra"))
+    finally:
+        spawn.join()
+        agent.pull_seconds = 0.0
+    assert answer["r"].status_code in (201, 202), answer["r"].text
+    assert "Home volume home-petra" in text
+    assert "Found a node for your server" in text
+    assert "Pulling the image" in text
+    assert "Server starting" in text
+    hub.wait_ready("petra")
+    hub.stop_server("petra")

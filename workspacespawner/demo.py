@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import logging
 import os
+import shutil
 import signal
 import sys
 import sysconfig
@@ -53,9 +54,39 @@ def config_dir() -> Path:
     raise FileNotFoundError("the sample jupyterhub_config.d was not found; reinstall workspacespawner")
 
 
-def demo_config(state_dir: Path, pieces_dir: Path, port: int) -> str:
-    """The text of the demo's ``jupyterhub_config.py`` (loads the sample pieces, then demo settings)."""
+async def npm_proxy(state_dir: Path) -> list[str] | None:
+    """The npm ``configurable-http-proxy`` command, installed under ``state_dir/proxy`` on first use; None without npm.
+
+    JupyterHub's reference proxy streams the spawn page's progress events as
+    they happen; the Python port that the ``demo`` extra installs delivers
+    them in one burst when the server is ready, so the demo prefers npm's.
+    """
+    prefix = state_dir / "proxy"
+    command = prefix / "node_modules" / ".bin" / "configurable-http-proxy"
+    if command.exists():
+        return [str(command)]
+    npm = shutil.which("npm")
+    if npm is None:
+        return None
+    print("Installing configurable-http-proxy from npm (once) ...", flush=True)
+    installer = await asyncio.create_subprocess_exec(
+        npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), "configurable-http-proxy@4",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await installer.communicate()
+    if installer.returncode != 0 or not command.exists():
+        log.warning("npm install of configurable-http-proxy failed (%s); using the Python proxy", err.decode()[-300:])
+        return None
+    return [str(command)]
+
+
+def demo_config(state_dir: Path, pieces_dir: Path, port: int, proxy_command: list[str] | None = None) -> str:
+    """The text of the demo's ``jupyterhub_config.py`` (loads the sample pieces, then demo settings).
+
+    ``proxy_command`` replaces JupyterHub's ``configurable-http-proxy`` command when given.
+    """
     loads = "\n".join(f"load_subconfig({str(pieces_dir / piece)!r})" for piece in DEMO_PIECES)
+    proxy = f"c.ConfigurableHTTPProxy.command = {proxy_command!r}\n" if proxy_command else ""
     return f"""# Written by `workspacespawner demo`; edit jupyterhub_config.d/ instead.
 {loads}
 
@@ -72,17 +103,18 @@ c.JupyterHub.load_groups = {{"research": {{"users": ["researcher"]}}}}
 c.KubeSpawner.namespace = "default"
 c.KubeSpawner.start_timeout = 120
 c.KubeSpawner.http_timeout = 60
-"""
+{proxy}"""
 
 
-async def run_demo(state_dir: Path, port: int) -> int:
+async def run_demo(state_dir: Path, port: int, proxy: str = "auto") -> int:
     """Run cluster and hub until the hub exits or the process gets SIGINT/SIGTERM; returns the hub's exit code."""
     state_dir.mkdir(parents=True, exist_ok=True)
     cluster = LocalCluster(state_dir / "cluster", port=0)
     await cluster.start()
     await make_golden_image(cluster, GOLDEN_IMAGE[0], GOLDEN_IMAGE[1], GOLDEN_FILES)
     config_file = state_dir / "jupyterhub_config.py"
-    config_file.write_text(demo_config(state_dir, config_dir(), port))
+    proxy_command = await npm_proxy(state_dir) if proxy == "auto" else None
+    config_file.write_text(demo_config(state_dir, config_dir(), port, proxy_command))
     env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig))
     hub = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "jupyterhub", "-f", str(config_file), cwd=str(state_dir), env=env
@@ -111,7 +143,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="workspacespawner demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--state-dir", default=".workspacespawner-demo", help="hub database, cluster state and home volumes (default: %(default)s)")
     parser.add_argument("--port", type=int, default=8000, help="JupyterHub's port on 127.0.0.1 (default: %(default)s)")
+    parser.add_argument(
+        "--proxy",
+        choices=("auto", "python"),
+        default="auto",
+        help="auto: npm's configurable-http-proxy when npm is there (live progress), else the Python one (default: %(default)s)",
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    return asyncio.run(run_demo(Path(args.state_dir).resolve(), args.port))
+    return asyncio.run(run_demo(Path(args.state_dir).resolve(), args.port, args.proxy))

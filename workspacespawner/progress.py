@@ -37,6 +37,12 @@ def scale_up_triggered(events: list[dict]) -> bool:
     return any(e.get("reason") == "TriggeredScaleUp" for e in events)
 
 
+def no_node_message(scheduler_message: str | None, what: str = "server") -> str:
+    """What a user reads when no node can run their ``what`` (``server``, ``workspace``), with the scheduler's reason."""
+    reason = (scheduler_message or "not enough free resources").strip().rstrip(".")
+    return f"No node can run your {what} right now: {reason}. Try a smaller profile or try again later."
+
+
 def unschedulable_reason(pod: dict | None) -> str | None:
     """The scheduler's message if ``pod`` is marked Unschedulable (condition PodScheduled False), else None."""
     if not pod:

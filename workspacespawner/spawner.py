@@ -274,6 +274,10 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin):
             validate_profile_list(profile_list, self.trait_names())
         return self._get_initialized_profile_list(profile_list)
 
+    @default("apply_user_options")
+    def _apply_user_options_default(self):
+        return _refuse_bad_options
+
     @default("options_form")
     def _options_form_default(self):
         if not self.profile_list:
@@ -451,8 +455,7 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin):
             unschedulable = progress.unschedulable_reason(pod)
             if unschedulable and self.fail_fast_unschedulable and not progress.scale_up_triggered(self.events):
                 raise WorkspaceError(
-                    f"No node can run your server right now: {unschedulable}. "
-                    "Try a smaller profile or try again later.",
+                    progress.no_node_message(unschedulable),
                     reason="unschedulable",
                     status_code=503,
                 )
@@ -491,6 +494,18 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin):
     async def delete_forever(self):
         """Called when the user or a named server is deleted: the home volume is kept, never deleted here."""
         self.log.info("Keeping home volume %s of %s (workspacespawner never deletes disks on deletion)", self.home_pvc_name, self._log_name)
+
+
+async def _refuse_bad_options(spawner: WorkspaceSpawner, user_options: dict) -> None:
+    """JupyterHub's ``apply_user_options`` hook (JupyterHub 5.3+): refuse a forbidden or tampered choice before start().
+
+    Raises :class:`WorkspaceError` (400/403), which JupyterHub passes to the
+    client. The chosen profile itself is applied in ``load_user_options``,
+    fresh on every start.
+    """
+    profile_list = await spawner._profile_list()
+    if profile_list:
+        spawner._check_user_options(profile_list)
 
 
 def _name(obj) -> str | None:

@@ -29,6 +29,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .progress import no_node_message
+
 #: VMI phases after which nothing runs any more.
 FINAL_PHASES = ("Succeeded", "Failed")
 #: DataVolume phases in which the VM may start (the last two: CDI waits for the VM to be scheduled).
@@ -156,11 +158,7 @@ def _vmi_failure(vmi: dict | None, scale_up: bool) -> Failure | None:
         )
     unschedulable = _condition_is(vmi, "PodScheduled", "False", "Unschedulable")
     if unschedulable and not scale_up:
-        return Failure(
-            "unschedulable",
-            f"No node can run your workspace right now: {_sentence(unschedulable.get('message') or 'not enough free resources')}. "
-            "Try a smaller profile or try again later.",
-        )
+        return Failure("unschedulable", no_node_message(unschedulable.get("message"), "workspace"))
     if _status(vmi).get("phase") == "Failed":
         why = _status(vmi).get("reason") or "the guest stopped during boot"
         return Failure("crash-loop", f"Your virtual machine failed to boot ({_sentence(why)}).")
@@ -177,7 +175,7 @@ def _vm_error(vm: dict | None, vmi: dict | None, dv: dict | None) -> Failure | N
     if printable == "ErrorPvcNotFound":
         return Failure("disk-missing", "A disk of your workspace is missing. Nothing was deleted; please ask an administrator.")
     if printable == "ErrorUnschedulable":
-        return Failure("unschedulable", "No node can run your workspace right now. Try a smaller profile or try again later.")
+        return Failure("unschedulable", no_node_message(None, "workspace"))
     return _boot_failure(vm)
 
 
