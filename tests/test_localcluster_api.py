@@ -5,7 +5,9 @@ field selectors (namespaced, across namespaces, cluster-scoped), replace
 (and 409 on a stale resourceVersion), patch with merge, JSON and strategic
 merge patches (a container merged by name) and 415 for strategic merge on a
 custom resource, delete (finalizers, deletionTimestamp, ownerReferences
-garbage collection, propagationPolicy Orphan, 404 once gone), deletecollection
+garbage collection, propagationPolicy Orphan, 404 once gone, a graceful Pod
+deletion due after its grace period), metadata.generation (kept only by the
+kinds that keep one in Kubernetes, never set by clients), deletecollection
 with a label selector, the status subresource, Status bodies for 400, 404,
 405, 409, 415 and 422, discovery documents (with trailing slashes),
 server-side printing as Table, KubeVirt's start/stop/restart subresources,
@@ -16,6 +18,7 @@ controllers, so only the API server is under test.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import os
 import stat
@@ -26,6 +29,8 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
+
+from workspacespawner.localcluster.version import at_least
 
 pytestmark = pytest.mark.parametrize("cluster_thread", [{"controllers": ()}], indirect=True)
 
@@ -274,6 +279,53 @@ async def test_delete_collection_with_label_selector(api, raw):
     assert [i.metadata.name for i in left.items] == ["c"]
     await v1.delete_collection_namespaced_config_map(NS, label_selector="app=y")
     assert (await v1.list_namespaced_config_map(NS)).items == []
+
+
+async def test_graceful_pod_deletion_is_due_after_its_grace_period(api, cluster):
+    v1 = client.CoreV1Api(api)
+    body = pod("placed")
+    body["spec"]["nodeName"] = "node-1"
+    await v1.create_namespaced_pod(NS, body)
+    cluster.store.clock = lambda: datetime.datetime(2030, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
+    await v1.delete_namespaced_pod("placed", NS, grace_period_seconds=45)
+    marked = await v1.read_namespaced_pod("placed", NS)
+    assert marked.metadata.deletion_grace_period_seconds == 45
+    assert marked.metadata.deletion_timestamp == datetime.datetime(2030, 1, 1, 12, 0, 45, tzinfo=datetime.UTC)
+
+
+# -- generation --------------------------------------------------------------
+
+
+async def test_generation_only_where_kubernetes_keeps_one(api, raw):
+    v1 = client.CoreV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    merge = "application/merge-patch+json"
+    # Built-in kinds without it: ConfigMap, Service, PVC... (Pods since 1.33).
+    created = await v1.create_namespaced_config_map(NS, configmap("plain", data={"a": "1"}))
+    assert created.metadata.generation is None
+    updated = await v1.patch_namespaced_config_map("plain", NS, {"data": {"a": "2"}, "metadata": {"generation": 7}}, _content_type=merge)
+    assert updated.metadata.generation is None  # clients cannot set it either
+    _, svc, _ = await raw.request("POST", "/api/v1/namespaces/default/services",
+                                  {"metadata": {"name": "svc"}, "spec": {"ports": [{"port": 80}]}})
+    assert "generation" not in svc["metadata"]
+    web = await v1.create_namespaced_pod(NS, pod("web"))
+    assert web.metadata.generation == (1 if at_least(1, 33) else None)
+    # Custom resources: 1, then one more per change outside metadata and status, and on being marked for deletion.
+    body = virtual_machine("vm1")
+    body["metadata"]["finalizers"] = ["example.com/hold"]
+    vm = await custom.create_namespaced_custom_object(VM_GROUP, VM_VERSION, NS, VM_PLURAL, body)
+    assert vm["metadata"]["generation"] == 1
+    patch = custom.patch_namespaced_custom_object
+    vm = await patch(VM_GROUP, VM_VERSION, NS, VM_PLURAL, "vm1", {"metadata": {"labels": {"a": "b"}, "generation": 9}}, _content_type=merge)
+    assert vm["metadata"]["generation"] == 1
+    vm = await patch(VM_GROUP, VM_VERSION, NS, VM_PLURAL, "vm1", {"spec": {"runStrategy": "Always"}}, _content_type=merge)
+    assert vm["metadata"]["generation"] == 2
+    vm = await custom.patch_namespaced_custom_object_status(VM_GROUP, VM_VERSION, NS, VM_PLURAL, "vm1", {"status": {"ready": False}},
+                                                            _content_type=merge)
+    assert vm["metadata"]["generation"] == 2
+    await custom.delete_namespaced_custom_object(VM_GROUP, VM_VERSION, NS, VM_PLURAL, "vm1")
+    vm = await custom.get_namespaced_custom_object(VM_GROUP, VM_VERSION, NS, VM_PLURAL, "vm1")
+    assert vm["metadata"]["generation"] == 3 and vm["metadata"]["deletionGracePeriodSeconds"] == 0
 
 
 # -- status subresource ------------------------------------------------------

@@ -4,8 +4,9 @@ Covers: ``apply -f`` creating and then updating a ConfigMap and a Pod;
 ``get`` with server-side printed columns, ``-o wide``, ``-o yaml``,
 ``--show-labels``; ``get -w`` printing a line for a change; ``describe pod``
 with its Events; ``label``, ``annotate``, ``patch --type merge|json`` and the
-default strategic merge; ``delete``; ``get events``; and the KubeVirt and
-CDI kinds by short name (``vm``, ``vmi``, ``dv``). Runs with whichever
+default strategic merge; ``delete``; ``get events``; the KubeVirt and
+CDI kinds by short name (``vm``, ``vmi``, ``dv``); and ``get all`` listing
+the ``all`` category (Pods, Services, KubeVirt and CDI kinds). Runs with whichever
 kubectl is on PATH (1.20 from Debian or a current one) and is skipped when
 there is none. No controllers run.
 """
@@ -47,6 +48,15 @@ spec:
   - name: main
     image: %s
     command: [sleep, "3600"]
+"""
+
+SERVICE = """\
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8888}]
 """
 
 KUBEVIRT = """\
@@ -217,3 +227,18 @@ def test_kubevirt_kinds_by_short_name(kubectl):
     assert "vmi1" in kubectl.out("get", "vmis")
     assert "deleted" in kubectl.out("delete", "vm", "vm1")
     assert kubectl.out("get", "vm").strip() == ""
+
+
+def test_get_all_lists_the_all_category(kubectl):
+    kubectl.apply("pod.yaml", POD % "busybox:1.36")
+    kubectl.apply("svc.yaml", SERVICE)
+    kubectl.apply("cm.yaml", CONFIGMAP % "hello")
+    kubectl.apply("kubevirt.yaml", KUBEVIRT)
+    listed = set(kubectl.out("get", "all", "-o", "name").split())
+    assert listed == {
+        "pod/web",
+        "service/web",
+        "virtualmachine.kubevirt.io/vm1",
+        "virtualmachineinstance.kubevirt.io/vmi1",
+        "datavolume.cdi.kubevirt.io/dv1",
+    }  # not the ConfigMap: Kubernetes puts Pods and Services in "all", KubeVirt and CDI their kinds

@@ -16,7 +16,9 @@ boot of the same instance (runcmd not run again, the enabled unit started,
 ``write_files`` with frequency ``always`` bringing a fresh setting), and is
 shut down with its finalizer lifted; a guest that fails to boot. Without a
 cluster: path mapping and bind rewriting, the address pool, systemd unit
-and environment-file parsing, and cloud-init's per-instance semantics.
+and environment-file parsing (systemd's quoting and escapes, ``%``
+specifiers, ``$$`` and ``${VAR}``/``$VAR`` in ExecStart), and cloud-init's
+per-instance semantics.
 
 Every test checks that no process it started outlives the cluster (no
 process is left with its working directory in the test's directory).
@@ -38,6 +40,7 @@ from tests.helpers import wait_for
 from workspacespawner.localcluster import LocalCluster
 from workspacespawner.localcluster.controllers.guest import (
     GuestBoot,
+    expand_exec_argv,
     parse_environment_file,
     parse_unit,
     systemctl_command,
@@ -494,10 +497,44 @@ def test_systemd_unit_and_environment_file():
     assert unit.name == "ide.service" and unit.exec_start == ["/usr/bin/env", "a b", "c"]
     assert unit.environment == {"A": "1 2", "B": "3"} and unit.environment_files == [("/etc/x.env", True)]
     assert (unit.restart, unit.restart_sec, unit.wanted_by) == ("OnFailure", 0.5, ["multi-user.target"])
-    env = parse_environment_file("# comment\nTOKEN='a$b c'\nQUOTED=\"it's \\\"q\\\"\"\nexport PLAIN=x y\n")
-    assert env == {"TOKEN": "a$b c", "QUOTED": 'it\'s "q"', "PLAIN": "x y"}
+    env = parse_environment_file("# comment\nTOKEN='a$b c'\nQUOTED=\"it's \\\"q\\\"\"\nPLAIN=x y\nexport SHELLISH=1\n")
+    assert env == {"TOKEN": "a$b c", "QUOTED": 'it\'s "q"', "PLAIN": "x y"}  # "export SHELLISH" is no variable name
     assert systemctl_command("sudo systemctl enable --now ide") == ("enable", ["ide.service"], {"--now"})
     assert systemctl_command(["mkdir", "-p", "/x"]) is None
+
+
+def test_environment_file_quoting_as_systemd_reads_it():
+    text = (
+        'DQ="a \\"q\\" \\\\ \\` \\$HOME \\n \\x"\n'  # DQ="a \"q\" \\ \` \$HOME \n \x"
+        "SQ='$HOME \\\" \\n'\n"  # SQ='$HOME \" \n'
+        "  SPACED  =  value with  spaces   \n"
+        "JOINED=one\\\n  two\n"  # a backslash before the line break joins the next line
+        'MIXED="a b"\'c d\'e\n'
+        "; a comment\n# another\nEMPTY=\nLAST=1\nLAST=2"
+    )
+    assert parse_environment_file(text) == {
+        "DQ": 'a "q" \\ ` $HOME \\n \\x',  # the backslash goes before " \\ ` $ only
+        "SQ": '$HOME \\" \\n',
+        "SPACED": "value with  spaces",
+        "JOINED": "one  two",
+        "MIXED": "a bc de",
+        "EMPTY": "",
+        "LAST": "2",
+    }
+
+
+def test_exec_start_specifiers_and_variables_as_systemd_expands_them():
+    unit = parse_unit(
+        "ide@ann",
+        "[Service]\nEnvironment=WHO=%i\nExecStart=/bin/run 100%% %n %p \"$$HOME\" $$VAR ${WHO} x${WHO}y $ARGS a$WHO ${NONE} $NONE\n",
+    )
+    assert unit.environment == {"WHO": "ann"}
+    assert unit.exec_start == ["/bin/run", "100%", "ide@ann.service", "ide", "$$HOME", "$$VAR", "${WHO}", "x${WHO}y",
+                               "$ARGS", "a$WHO", "${NONE}", "$NONE"]
+    env = {**unit.environment, "ARGS": "--a 'b c'", "HOME": "/home/ann"}
+    assert expand_exec_argv(unit.exec_start, env) == [
+        "/bin/run", "100%", "ide@ann.service", "ide", "$HOME", "$VAR", "ann", "xanny", "--a", "b c", "a$WHO", "",
+    ]
 
 
 def test_guest_boot_runs_per_instance_modules_once(tmp_path):

@@ -1,6 +1,7 @@
 """The local cluster's scheduler: Nodes, fitting Pods and VMIs by CPU/memory/GPU, selectors, taints, events.
 
-Checks that GPU Pods land on the GPU node, that a request no node can hold
+Checks that the Nodes register with the API server's own kubelet version,
+that GPU Pods land on the GPU node, that a request no node can hold
 gets PodScheduled=False with kube-scheduler's wording and a FailedScheduling
 Warning (counted, not repeated), that nodeSelector on the GPU product label
 and node readiness are honoured, that the autoscaler knob reports
@@ -16,6 +17,7 @@ from tests.helpers import get_object as get
 from tests.helpers import wait_for
 from workspacespawner.localcluster import LocalCluster
 from workspacespawner.localcluster.controllers.scheduler import pod_requests, vmi_requests
+from workspacespawner.localcluster.discovery import version_info
 
 PODS = ("", "v1", "pods")
 NODES = ("", "v1", "nodes")
@@ -73,7 +75,10 @@ async def test_nodes_are_registered(tmp_path):
         assert cpu["status"]["capacity"]["pods"] == "110"
         ready = next(c for c in cpu["status"]["conditions"] if c["type"] == "Ready")
         assert ready["status"] == "True"
-        assert cpu["status"]["nodeInfo"]["kubeletVersion"].startswith("v1.")
+        # The kubelets run the API server's release (what /version answers), as on a cluster without skew.
+        served = version_info()["gitVersion"]
+        assert cpu["status"]["nodeInfo"]["kubeletVersion"] == gpu["status"]["nodeInfo"]["kubeletVersion"] == served
+        assert cpu["status"]["nodeInfo"]["kubeProxyVersion"] == served
         assert cpu["status"]["addresses"][0]["type"] == "InternalIP"
 
 

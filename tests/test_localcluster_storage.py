@@ -3,9 +3,13 @@
 Drives the StorageController (PersistentVolume controller + ceph-csi
 provisioner) and the SnapshotController through the store, the way a client's
 writes reach them, and checks objects, Events and the volume directories.
+Also the API server's DefaultStorageClass admission: a claim created without
+a class gets the default one written into it, on create only.
 """
 
 from __future__ import annotations
+
+import datetime
 
 import pytest
 
@@ -20,6 +24,7 @@ PVCS = ("", "v1", "persistentvolumeclaims")
 PVS = ("", "v1", "persistentvolumes")
 PODS = ("", "v1", "pods")
 SNAPSHOTS = ("snapshot.storage.k8s.io", "v1", "volumesnapshots")
+SCS = ("storage.k8s.io", "v1", "storageclasses")
 
 
 def claim(name: str, size: str = "1Gi", storage_class: str | None = "ceph-rbd", **spec) -> dict:
@@ -121,6 +126,36 @@ async def test_claim_without_class_uses_the_default_class(tmp_path):
         await wait_for(lambda: phase(cluster, PVCS, "scratch") == "Bound")
         pv = get(cluster, PVS, get(cluster, PVCS, "scratch")["spec"]["volumeName"], None)
         assert pv["spec"]["storageClassName"] == "ceph-rbd"
+
+
+def storage_class(name: str, default: bool) -> dict:
+    annotations = {"storageclass.kubernetes.io/is-default-class": "true"} if default else {}
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name, "annotations": annotations},
+            "provisioner": "rbd.csi.ceph.com"}
+
+
+async def test_default_storage_class_is_written_on_create_only(tmp_path):
+    async with LocalCluster(state_dir=tmp_path, controllers=()) as cluster:
+        store = cluster.store
+        create(cluster, PVCS, claim("before", storage_class=None))  # no default class yet: left unset
+        create(cluster, SCS, storage_class("plain", default=False), None)
+        create(cluster, SCS, storage_class("fast", default=True), None)
+        assert create(cluster, PVCS, claim("home", storage_class=None))["spec"]["storageClassName"] == "fast"
+        assert get(cluster, PVCS, "home")["spec"]["storageClassName"] == "fast"
+        assert create(cluster, PVCS, claim("static", storage_class=""))["spec"]["storageClassName"] == ""
+        assert create(cluster, PVCS, claim("chosen", storage_class="plain"))["spec"]["storageClassName"] == "plain"
+        legacy = claim("legacy", storage_class=None)
+        legacy["metadata"]["annotations"] = {"volume.beta.kubernetes.io/storage-class": "plain"}
+        assert "storageClassName" not in create(cluster, PVCS, legacy)["spec"]
+        before = get(cluster, PVCS, "before")
+        before["metadata"]["labels"] = {"touched": "yes"}
+        updated = store.replace(store.kind(*PVCS), "default", "before", before)
+        assert updated["metadata"]["labels"] == {"touched": "yes"} and "storageClassName" not in updated["spec"]
+        # Two defaults: the newest wins, then the first by name.
+        store.clock = lambda: datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC)
+        create(cluster, SCS, storage_class("newer-b", default=True), None)
+        create(cluster, SCS, storage_class("newer-a", default=True), None)
+        assert create(cluster, PVCS, claim("late", storage_class=None))["spec"]["storageClassName"] == "newer-a"
 
 
 async def test_expansion_updates_volume_then_claim_capacity(tmp_path):

@@ -1,7 +1,8 @@
 """The local cluster's KubeVirt: the start/stop/restart subresources and the VM -> VMI controller.
 
 Covers ``vm_action`` against each run strategy (202 paths, 404, 409, 500, 400
-as virt-api answers them), a Halted VM started once its root DataVolume has
+as virt-api answers them), the firmware UUID virt-controller writes into a VM
+that has none (and the VMI inherits), a Halted VM started once its root DataVolume has
 Succeeded, stop deleting the VMI (the virt controller finalizes VMIs that
 never reached a node; placed ones are finalized here by hand, standing in for
 the node agent), and the VM's printableStatus for a missing PVC, a failed
@@ -9,6 +10,8 @@ DataVolume, an unschedulable VMI and a crash loop.
 """
 
 from __future__ import annotations
+
+import uuid
 
 import pytest
 
@@ -142,6 +145,24 @@ async def test_manual_run_strategy_uses_state_change_requests(tmp_path):
         await wait_for(lambda: get(cluster, VMIS, "vm-man") is None)
         await wait_for(lambda: printable(cluster, "vm-man") == "Stopped")
         assert get(cluster, VMS, "vm-man")["spec"]["runStrategy"] == "Manual"
+
+
+async def test_vm_gets_a_stable_firmware_uuid(tmp_path):
+    # KubeVirt's CalculateLegacyUUID: UUIDv5 of the VM name in this namespace (pkg/virt-controller/watch/vm/firmware.go).
+    kubevirt_namespace = uuid.UUID("6a1a24a1-4061-4607-8bf4-a3963d0c5895")
+    async with LocalCluster(state_dir=tmp_path, controllers=("virt",)) as cluster:
+        created = create(cluster, VMS, virtual_machine("vm-fw"))
+        firmware = await wait_for(lambda: get(cluster, VMS, "vm-fw")["spec"]["template"]["spec"]["domain"].get("firmware"))
+        assert firmware == {"uuid": str(uuid.uuid5(kubevirt_namespace, "vm-fw"))}
+        assert get(cluster, VMS, "vm-fw")["metadata"]["generation"] == created["metadata"]["generation"] + 1
+        vm_action(cluster.store, "default", "vm-fw", "start", {})
+        await wait_for(lambda: vmi_phase(cluster, "vm-fw") == "Scheduling")
+        assert get(cluster, VMIS, "vm-fw")["spec"]["domain"]["firmware"] == firmware  # the guest's instance id
+        chosen = virtual_machine("vm-own")
+        chosen["spec"]["template"]["spec"]["domain"]["firmware"] = {"uuid": "0b4d4e07-49c3-4b41-9d4a-6a3a33f9a4b8"}
+        create(cluster, VMS, chosen)
+        await wait_for(lambda: printable(cluster, "vm-own") == "Stopped")
+        assert get(cluster, VMS, "vm-own")["spec"]["template"]["spec"]["domain"]["firmware"] == {"uuid": "0b4d4e07-49c3-4b41-9d4a-6a3a33f9a4b8"}
 
 
 async def test_start_waits_for_datavolume_then_runs_and_stops(tmp_path):

@@ -1,4 +1,4 @@
-"""Server-side defaulting and status reset on create, as the Kubernetes API server does.
+"""Server-side defaulting, admission and status reset, as the Kubernetes API server does them.
 
 Only the defaults clients visibly rely on are filled in (the ones kubectl
 prints and kubespawner reads back): Pod restartPolicy, dnsPolicy,
@@ -6,7 +6,12 @@ schedulerName, terminationGracePeriodSeconds, container
 imagePullPolicy/terminationMessage*, the Pod's initial ``Pending`` status;
 Service type, clusterIP, sessionAffinity and port protocol/targetPort;
 PVC volumeMode and ``Pending`` status; PV ``Available`` status;
-Namespace ``Active`` status.
+Namespace ``Active`` status. Defaulting runs on create and update alike;
+the DefaultStorageClass admission plugin only on create: a PVC created
+without ``spec.storageClassName`` (and without the legacy
+``volume.beta.kubernetes.io/storage-class`` annotation) gets the name of the
+default StorageClass, the newest one annotated
+``storageclass.kubernetes.io/is-default-class: "true"``.
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ from .kinds import Kind
 
 #: Service cluster IPs are loopback addresses, so the local cluster's service proxy can listen on them.
 SERVICE_NETWORK = ipaddress.ip_network("127.96.0.0/16")
+
+#: The annotations that mark the default StorageClass (GA and legacy beta), and a PVC's legacy class annotation.
+DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class", "storageclass.beta.kubernetes.io/is-default-class")
+BETA_CLAIM_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
 
 
 def reset_status(kind: Kind, obj: dict) -> None:
@@ -140,8 +149,36 @@ def _default_pvc(obj: dict, store) -> None:
         _canonical_resources(spec.get("resources"))
 
 
-def apply_defaults(kind: Kind, obj: dict, store) -> None:
-    """Fill in the defaults the API server sets for built-in kinds; other kinds are left alone."""
+def default_storage_class(store) -> dict | None:
+    """The default StorageClass (the newest annotated default, then by name, as Kubernetes picks it), or None."""
+    kind = store.kind("storage.k8s.io", "v1", "storageclasses")
+    defaults = [
+        sc for sc in store.objects(kind)
+        if any((sc["metadata"].get("annotations") or {}).get(a) == "true" for a in DEFAULT_CLASS_ANNOTATIONS)
+    ]
+    defaults.sort(key=lambda sc: sc["metadata"]["name"])
+    defaults.sort(key=lambda sc: sc["metadata"]["creationTimestamp"], reverse=True)
+    return defaults[0] if defaults else None
+
+
+def _admit_pvc(obj: dict, store) -> None:
+    """The DefaultStorageClass admission plugin: a claim that names no class gets the default one."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or spec.get("storageClassName") is not None:
+        return
+    if BETA_CLAIM_CLASS_ANNOTATION in ((obj.get("metadata") or {}).get("annotations") or {}):
+        return
+    default = default_storage_class(store)
+    if default is not None:
+        spec["storageClassName"] = default["metadata"]["name"]
+
+
+def apply_defaults(kind: Kind, obj: dict, store, *, creating: bool) -> None:
+    """Fill in the defaults the API server sets for built-in kinds; other kinds are left alone.
+
+    ``creating`` is True on create, when admission plugins that act only on
+    create (DefaultStorageClass) run too.
+    """
     if kind.group != "":
         return
     defaulter = {
@@ -151,6 +188,8 @@ def apply_defaults(kind: Kind, obj: dict, store) -> None:
     }.get(kind.kind)
     if defaulter is not None:
         defaulter(obj, store)
+    if creating and kind.kind == "PersistentVolumeClaim":
+        _admit_pvc(obj, store)
 
 
 def carry_over(kind: Kind, new: dict, current: dict) -> None:

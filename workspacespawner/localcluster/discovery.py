@@ -1,6 +1,7 @@
 """The API server's discovery documents, built from the table of kinds.
 
-Mirrors the unaggregated discovery of a Kubernetes 1.31 API server:
+Mirrors the unaggregated discovery of a Kubernetes API server of the
+release in :mod:`.version`:
 ``/version`` (``version.Info``), ``/api`` (``APIVersions``), ``/apis``
 (``APIGroupList``), ``/apis/{group}`` (``APIGroup``) and ``/api/v1`` /
 ``/apis/{group}/{version}`` (``APIResourceList``, with subresources listed
@@ -13,9 +14,7 @@ from __future__ import annotations
 
 from .errors import ApiError
 from .kinds import KUBEVIRT_SUBRESOURCE_GROUP, KUBEVIRT_SUBRESOURCE_VERSION, VM_ACTIONS, Kind, groups
-
-#: The Kubernetes version the local cluster reports.
-MAJOR, MINOR, PATCH = "1", "31", "0"
+from .version import BUILD_DATE, GIT_VERSION, GO_VERSION, MAJOR, MINOR
 
 #: Verbs of a ``{plural}/status`` subresource.
 STATUS_VERBS = ("get", "patch", "update")
@@ -26,11 +25,11 @@ def version_info() -> dict:
     return {
         "major": MAJOR,
         "minor": MINOR,
-        "gitVersion": f"v{MAJOR}.{MINOR}.{PATCH}",
+        "gitVersion": GIT_VERSION,
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
-        "buildDate": "2024-08-13T00:00:00Z",
-        "goVersion": "go1.22.5",
+        "buildDate": BUILD_DATE,
+        "goVersion": GO_VERSION,
         "compiler": "gc",
         "platform": "linux/amd64",
     }

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .version import at_least
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -22,6 +24,13 @@ class Kind:
     ``strategic_merge`` is True for kinds that accept
     ``application/strategic-merge-patch+json`` (built-in kinds only, as in
     Kubernetes; custom resources answer 415).
+    ``generation`` is True for kinds whose registry maintains
+    ``metadata.generation`` (1 on create, one more for each change outside
+    ``metadata`` and ``status``, and on being marked for deletion): every
+    custom resource, and the built-in kinds whose strategy sets it. Other
+    kinds keep whatever ``generation`` a client wrote on create.
+    ``categories`` are the discovery categories (``all`` is what ``kubectl get
+    all`` lists).
     """
 
     group: str
@@ -44,6 +53,7 @@ class Kind:
         "watch",
     )
     categories: tuple[str, ...] = field(default=())
+    generation: bool = True
 
     @property
     def api_version(self) -> str:
@@ -60,7 +70,7 @@ class Kind:
         return (self.group, self.version, self.plural)
 
 
-def _core(kind, plural, namespaced=True, short=(), sub=()):
+def _core(kind, plural, namespaced=True, short=(), sub=(), categories=(), generation=False):
     return Kind(
         group="",
         version="v1",
@@ -71,14 +81,17 @@ def _core(kind, plural, namespaced=True, short=(), sub=()):
         short_names=short,
         subresources=sub,
         strategic_merge=True,
+        categories=categories,
+        generation=generation,
     )
 
 
 KINDS: tuple[Kind, ...] = (
-    _core("Pod", "pods", short=("po",), sub=("status",)),
+    # Pods have metadata.generation since 1.33 (KEP-5067: the pod strategy sets it, bumped on spec changes).
+    _core("Pod", "pods", short=("po",), sub=("status",), categories=("all",), generation=at_least(1, 33)),
     _core("PersistentVolumeClaim", "persistentvolumeclaims", short=("pvc",), sub=("status",)),
     _core("PersistentVolume", "persistentvolumes", namespaced=False, short=("pv",), sub=("status",)),
-    _core("Service", "services", short=("svc",), sub=("status",)),
+    _core("Service", "services", short=("svc",), sub=("status",), categories=("all",)),
     _core("Secret", "secrets"),
     _core("ConfigMap", "configmaps", short=("cm",)),
     _core("Event", "events", short=("ev",)),
@@ -93,6 +106,7 @@ KINDS: tuple[Kind, ...] = (
         schema="kubernetes",
         short_names=("sc",),
         strategic_merge=True,
+        generation=False,
     ),
     Kind(
         group="snapshot.storage.k8s.io",
@@ -146,6 +160,7 @@ KINDS: tuple[Kind, ...] = (
         schema="cdi:v1beta1.DataSource",
         short_names=("das",),
         subresources=("status",),
+        categories=("all",),
     ),
 )
 

@@ -18,8 +18,8 @@ tolerates once v3 answers.
 
 from __future__ import annotations
 
-from .discovery import MAJOR, MINOR, PATCH
 from .kinds import Kind
+from .version import GIT_VERSION, MAJOR, MINOR, PATCH
 
 _WRITE_PARAMS = ("dryRun", "fieldManager", "fieldValidation", "pretty")
 _LIST_PARAMS = (
@@ -57,7 +57,7 @@ def v2_document() -> dict:
     """``GET /openapi/v2`` (JSON): a valid Swagger 2.0 document without paths or definitions."""
     return {
         "swagger": "2.0",
-        "info": {"title": "Kubernetes", "version": f"v{MAJOR}.{MINOR}.{PATCH}"},
+        "info": {"title": "Kubernetes", "version": GIT_VERSION},
         "paths": {},
         "definitions": {},
     }
@@ -125,7 +125,7 @@ def document(kinds, group: str, version: str) -> dict | None:
         paths.update(_paths(kind))
     return {
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": f"v{MAJOR}.{MINOR}.{PATCH}"},
+        "info": {"title": "Kubernetes", "version": GIT_VERSION},
         "paths": paths,
         "components": {"schemas": {}},
     }

@@ -72,6 +72,7 @@ import jsonpointer
 
 from . import errors
 from .kinds import Kind
+from .version import KUBERNETES_VERSION
 
 __all__ = [
     "APPLY_PATCH",
@@ -92,8 +93,8 @@ APPLY_PATCH = "application/apply-patch+yaml"
 #: The API server refuses JSON patches with more operations than this (413).
 MAX_JSON_PATCH_OPERATIONS = 10000
 
-#: kubernetes-validate schema version whose metadata drives strategic merge.
-SCHEMA_VERSION = "1.37.0"
+#: kubernetes-validate schema version whose metadata drives strategic merge: the local cluster's release.
+SCHEMA_VERSION = KUBERNETES_VERSION
 
 _DIRECTIVE = "$patch"
 _RETAIN_KEYS = "$retainKeys"

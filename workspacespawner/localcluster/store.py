@@ -4,9 +4,11 @@ One :class:`Store` holds every object of every kind, hands out
 resourceVersions from one counter (as etcd does), keeps a bounded history of
 change events for watch resume (older versions answer 410 Gone, as a
 compacted etcd does), and applies the generic registry rules of the
-Kubernetes API server: generateName, uid, creationTimestamp, generation,
-status subresources, optimistic concurrency on resourceVersion, finalizers
-and deletionTimestamp, graceful Pod deletion, and garbage collection through
+Kubernetes API server: generateName, uid, creationTimestamp, generation
+(for the kinds that keep one, see ``Kind.generation``), defaulting and
+admission (:mod:`.defaults`), status subresources, optimistic concurrency
+on resourceVersion, finalizers and deletionTimestamp, graceful Pod deletion
+(due after its grace period), and garbage collection through
 ownerReferences.
 
 All methods run on the cluster's event loop; none of them awaits, so each
@@ -271,10 +273,11 @@ class Store:
             meta.pop(server_field, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = rfc3339(self.clock())
-        meta["generation"] = 1
+        if kind.generation:
+            meta["generation"] = 1
         if "status" in kind.subresources:
             reset_status(kind, obj)
-        apply_defaults(kind, obj, self)
+        apply_defaults(kind, obj, self, creating=True)
         if self.validator is not None:
             self.validator.validate(kind, obj, None)
         if dry_run:
@@ -373,11 +376,14 @@ class Store:
                     meta[fixed] = old_meta[fixed]
                 else:
                     meta.pop(fixed, None)
-            meta["generation"] = old_meta.get("generation", 1)
+            # Clients cannot set generation; kinds that keep one count changes outside metadata and status.
+            meta.pop("generation", None)
+            if "generation" in old_meta:
+                meta["generation"] = old_meta["generation"]
             carry_over(kind, new, current)
-            apply_defaults(kind, new, self)
-            if _spec_of(new) != _spec_of(current):
-                meta["generation"] += 1
+            apply_defaults(kind, new, self, creating=False)
+            if kind.generation and _spec_of(new) != _spec_of(current):
+                meta["generation"] = meta.get("generation", 0) + 1
         if self.validator is not None:
             self.validator.validate(kind, new, current)
         if dry_run:
@@ -439,8 +445,12 @@ class Store:
             if meta.get("deletionTimestamp"):
                 return copy.deepcopy(current)
             new = copy.deepcopy(current)
-            new["metadata"]["deletionTimestamp"] = rfc3339(self.clock())
-            new["metadata"]["deletionGracePeriodSeconds"] = int(grace_period_seconds or 0)
+            grace = int(grace_period_seconds or 0) if graceful else 0
+            # Graceful deletion sets the time the object is due to go; finalizers alone, now with a grace period of 0.
+            new["metadata"]["deletionTimestamp"] = rfc3339(self.clock() + datetime.timedelta(seconds=grace))
+            new["metadata"]["deletionGracePeriodSeconds"] = grace
+            if new["metadata"].get("generation", 0) > 0:
+                new["metadata"]["generation"] += 1  # being marked for deletion is a new generation
             new["metadata"]["resourceVersion"] = self._next_rv()
             self._bucket(kind)[(meta.get("namespace", ""), name)] = new
             self._emit(MODIFIED, kind, new, current)

@@ -3,8 +3,8 @@
 Three layers, each mirroring a part of the real server:
 
 1. **Schema.** Built-in kinds are checked against kubernetes-validate's
-   *strict* JSON schemas (Kubernetes 1.37, or the newest the installed
-   package carries); KubeVirt, CDI and snapshot kinds against their OpenAPI v2
+   *strict* JSON schemas of the local cluster's release (:mod:`.version`, or
+   the newest older one the installed package carries); KubeVirt, CDI and snapshot kinds against their OpenAPI v2
    definitions in ``localcluster/schemas``, made strict the way a structural
    CRD schema is: an object that lists ``properties`` takes no other field.
    As for every custom resource, the top-level ``metadata`` of those kinds is
@@ -41,9 +41,7 @@ import referencing.jsonschema
 
 from . import errors
 from .kinds import KINDS, Kind
-
-#: The Kubernetes version whose built-in schemas are used (or the newest older one installed).
-KUBERNETES_VERSION = "1.37"
+from .version import KUBERNETES_VERSION
 
 #: Where the CRD-style OpenAPI documents live, by the prefix ``Kind.schema`` uses.
 OPENAPI_FILES = {

@@ -33,7 +33,11 @@ per-instance semantics:
 :func:`parse_unit` reads the parts of a ``.service`` file the node agent
 honours: ``ExecStart``, ``Environment``, ``EnvironmentFile``,
 ``WorkingDirectory``, ``User`` (for ``HOME`` only), ``Restart``,
-``RestartSec`` and ``WantedBy``.
+``RestartSec`` and ``WantedBy``, with the unit specifiers ``%%``, ``%n``,
+``%N``, ``%p`` and ``%i`` resolved as systemd does on loading the unit.
+:func:`expand_exec_argv` expands the environment in ``ExecStart`` at start
+(systemd.service "Command lines"), :func:`parse_environment_file` reads an
+``EnvironmentFile=`` as systemd does (systemd.exec).
 """
 
 from __future__ import annotations
@@ -111,22 +115,39 @@ def _unit_lines(text: str):
             yield section, key.strip(), value.strip()
 
 
+def resolve_specifiers(value: str, unit: str) -> str:
+    """systemd's unit specifiers in a setting of ``unit``.
+
+    ``%%`` is ``%``; ``%n`` the unit name, ``%N`` it without its suffix,
+    ``%p`` the part before ``@`` and ``%i`` the instance after it. Other
+    specifiers are kept as written.
+    """
+    stem = unit.rsplit(".", 1)[0]
+    prefix, _, instance = stem.partition("@")
+    table = {"%": "%", "n": unit, "N": stem, "p": prefix, "i": instance}
+    return re.sub(r"%(.)", lambda m: table.get(m.group(1), m.group(0)), value, flags=re.DOTALL)
+
+
 def parse_unit(name: str, text: str) -> Unit:
     """The honoured settings of unit file ``text`` (see the module docstring)."""
     unit = Unit(unit_name(name))
+
+    def resolved(value: str) -> str:
+        return resolve_specifiers(value, unit.name)
+
     for section, key, value in _unit_lines(text):
         if section == "Service" and key == "ExecStart" and value:
-            unit.exec_start = shlex.split(value.lstrip("-@+!:"))
+            unit.exec_start = [resolved(word) for word in shlex.split(value.lstrip("-@+!:"))]
         elif section == "Service" and key == "Environment":
             for assignment in shlex.split(value):
-                env_key, _, env_value = assignment.partition("=")
+                env_key, _, env_value = resolved(assignment).partition("=")
                 unit.environment[env_key] = env_value
         elif section == "Service" and key == "EnvironmentFile":
-            unit.environment_files.append((value.lstrip("-"), value.startswith("-")))
+            unit.environment_files.append((resolved(value.lstrip("-")), value.startswith("-")))
         elif section == "Service" and key == "WorkingDirectory":
-            unit.working_directory = value
+            unit.working_directory = resolved(value)
         elif section == "Service" and key == "User":
-            unit.user = value
+            unit.user = resolved(value)
         elif section == "Service" and key == "Restart":
             unit.restart = _RESTART.get(value, "OnFailure")
         elif section == "Service" and key == "RestartSec":
@@ -136,31 +157,109 @@ def parse_unit(name: str, text: str) -> Unit:
     return unit
 
 
+#: Environment variable names systemd accepts (env_name_is_valid); assignments to others are ignored.
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def parse_environment_file(text: str) -> dict[str, str]:
-    """``KEY=VALUE`` lines (systemd ``EnvironmentFile=``, ``/etc/os-release``); comments skipped.
+    """``KEY=VALUE`` lines as systemd reads an ``EnvironmentFile=`` (or ``/etc/os-release``).
 
-    A quoted value loses its quotes and, in double quotes, its backslash
-    escapes, as systemd reads it; an unquoted value is taken as it stands.
+    Blank lines and lines starting with ``#`` or ``;`` are skipped;
+    whitespace around the key and value goes. Quoted parts of a value lose
+    their quotes and join what follows: inside single quotes everything is
+    literal; inside double quotes a backslash is dropped before ``"``,
+    ``\\``, backquote and ``$`` and kept before anything else; outside
+    quotes a backslash escapes the next character, and before a line break
+    joins the next line. A key that is not a variable name (``export X``) is
+    ignored, as systemd ignores it.
     """
-    env = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line[0] in "#;" or "=" not in line:
+    return {key: value for key, value in _env_file_assignments(text) if ENV_NAME.fullmatch(key)}
+
+
+def _env_file_assignments(text: str):
+    """The (key, value) pairs of ``text``, read character by character as systemd's env-file parser does."""
+    newline, whitespace = "\n\r", " \t\n\r"
+    state, key, value = "pre_key", "", ""
+    key_end = value_end = None  # where trailing whitespace starts
+    for c in text:
+        if state == "pre_key":
+            if c in "#;":
+                state = "comment"
+            elif c not in whitespace:
+                state, key, key_end = "key", c, None
+        elif state == "key":
+            if c in newline:
+                state, key = "pre_key", ""
+            elif c == "=":
+                state, value, value_end = "pre_value", "", None
+            else:
+                key_end, key = _blank_from(c, key_end, len(key)), key + c
+        elif state in ("pre_value", "value") and c in newline:
+            yield key[:key_end], value[:value_end] if state == "value" else value
+            state, key = "pre_key", ""
+        elif state == "pre_value":
+            if c in "'\"\\":
+                state = {"'": "single", '"': "double", "\\": "escape"}[c]
+            elif c not in whitespace:
+                state, value = "value", value + c
+        elif state == "value":
+            if c == "\\":
+                state, value_end = "escape", None
+            else:
+                value_end, value = _blank_from(c, value_end, len(value)), value + c
+        elif state == "escape":
+            state, value = "value", value + (c if c not in newline else "")
+        elif state == "single":
+            state, value = ("pre_value", value) if c == "'" else ("single", value + c)
+        elif state == "double":
+            if c in '"\\':
+                state = "pre_value" if c == '"' else "double_escape"
+            else:
+                value += c
+        elif state == "double_escape":
+            state = "double"
+            if c in '"\\`$':
+                value += c
+            elif c != "\n":
+                value += "\\" + c
+        elif state == "comment":
+            if c == "\\":
+                state = "comment_escape"
+            elif c in newline:
+                state = "pre_key"
+        elif state == "comment_escape":
+            state = "pre_key" if c in newline else "comment"
+    if state in ("pre_value", "value", "escape", "single", "double", "double_escape"):
+        yield key[:key_end], value[:value_end] if state == "value" else value
+
+
+def _blank_from(c: str, mark: int | None, length: int) -> int | None:
+    """Where the trailing whitespace of a text of ``length`` characters starts once ``c`` is added to it (None: there is none)."""
+    if c not in " \t\n\r":
+        return None
+    return length if mark is None else mark
+
+
+def expand_exec_argv(argv: list[str], env: dict[str, str]) -> list[str]:
+    """ExecStart's words with the unit's environment expanded, as systemd does at start.
+
+    A word that is exactly ``$VAR`` becomes the variable's value split at
+    whitespace (quotes honoured): zero or more words. Elsewhere ``${VAR}``
+    becomes the value as it is (empty if unset), ``$$`` a literal ``$``, and a
+    ``$VAR`` inside a longer word stays as written.
+    """
+    out: list[str] = []
+    for word in argv:
+        if word.startswith("$") and word[1:2] not in ("{", "$"):
+            value = env.get(word[1:]) if ENV_NAME.fullmatch(word[1:]) else None
+            if value is not None:
+                try:
+                    out.extend(shlex.split(value))
+                except ValueError:
+                    out.extend(value.split())
             continue
-        key, value = line.split("=", 1)
-        value = value.strip()
-        if value[:1] in ("'", '"'):
-            try:
-                value = "".join(shlex.split(value))
-            except ValueError:
-                value = value.strip("'\"")
-        env[key.removeprefix("export ").strip()] = value
-    return env
-
-
-def expand_unit_variables(word: str, env: dict[str, str]) -> str:
-    """systemd's ``$VAR`` and ``${VAR}`` in ExecStart, from the unit's environment."""
-    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: env.get(m.group(1) or m.group(2), ""), word)
+        out.append(re.sub(r"\$\$|\$\{([^}:]*)\}", lambda m: "$" if m.group(1) is None else env.get(m.group(1), ""), word))
+    return out
 
 
 def home_of(rootfs: Filesystem, user: str | None) -> str:

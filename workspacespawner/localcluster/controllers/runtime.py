@@ -38,6 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from ..version import MAJOR, MINOR
+
 log = logging.getLogger("workspacespawner.localcluster")
 
 #: Pod and guest addresses: loopback, so processes can bind them without privileges.
@@ -375,7 +377,7 @@ async def probe_once(probe: dict, host: str, ports: dict[str, int]) -> bool:
         if "httpGet" not in probe:
             return True
         headers = "".join(f"{h['name']}: {h['value']}\r\n" for h in check.get("httpHeaders") or [])
-        request = f"GET {check.get('path') or '/'} HTTP/1.0\r\nHost: {host}:{port}\r\nUser-Agent: kube-probe/1.30\r\n{headers}\r\n"
+        request = f"GET {check.get('path') or '/'} HTTP/1.0\r\nHost: {host}:{port}\r\nUser-Agent: kube-probe/{MAJOR}.{MINOR}\r\n{headers}\r\n"
         writer.write(request.encode())
         status_line = await asyncio.wait_for(reader.readline(), timeout)
         parts = status_line.split()

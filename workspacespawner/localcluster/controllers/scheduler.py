@@ -51,6 +51,7 @@ from ..events import record_event
 from ..selectors import Requirement
 from ..store import rfc3339
 from ..validation import parse_quantity
+from ..version import GIT_VERSION
 from .base import Controller
 from .refs import NODES, PODS, VMIS, get_or_none
 
@@ -101,8 +102,8 @@ def make_node(spec: dict, index: int, now: str) -> dict:
             "bootID": f"00000000-0000-4000-8000-{index:012d}",
             "containerRuntimeVersion": "containerd://1.7.20",
             "kernelVersion": "6.8.0-45-generic",
-            "kubeProxyVersion": "v1.30.4",
-            "kubeletVersion": "v1.30.4",
+            "kubeProxyVersion": GIT_VERSION,
+            "kubeletVersion": GIT_VERSION,
             "machineID": f"{index:032x}",
             "operatingSystem": "linux",
             "osImage": "Ubuntu 22.04.4 LTS",

@@ -14,8 +14,9 @@ storage is ceph-csi (``rbd.csi.ceph.com``, ``cephfs.csi.ceph.com``):
   Pod or VMI using it is placed on a node, or until the
   ``volume.kubernetes.io/selected-node`` annotation names one, as the
   scheduler's volume binder would set it. An unknown class gives the Warning
-  ``ProvisioningFailed``. A PVC with no class uses the default one (what the
-  DefaultStorageClass admission plugin would have written).
+  ``ProvisioningFailed``. A PVC created with no class got the default one
+  from the API server (see :mod:`..defaults`); one created while there was
+  no default class provisions from the default class once there is one.
 * A PVC naming a PersistentVolume (``spec.volumeName``) is bound to it
   statically.
 * ``dataSource``/``dataSourceRef`` of a ready VolumeSnapshot (restore) or of a
@@ -35,6 +36,7 @@ import asyncio
 import copy
 import logging
 
+from ..defaults import DEFAULT_CLASS_ANNOTATIONS, default_storage_class
 from ..errors import ApiError
 from ..events import record_event
 from ..store import rfc3339
@@ -46,7 +48,7 @@ from .refs import PODS, PVCS, PVS, STORAGE_CLASSES, VMIS, VOLUME_SNAPSHOTS, clai
 log = logging.getLogger("workspacespawner.localcluster.storage")
 
 COMPONENT = "persistentvolume-controller"
-DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+DEFAULT_CLASS_ANNOTATION = DEFAULT_CLASS_ANNOTATIONS[0]
 SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
 RBD_PROVISIONER = "rbd.csi.ceph.com"
 CEPHFS_PROVISIONER = "cephfs.csi.ceph.com"
@@ -96,15 +98,13 @@ def ensure_storage_classes(cluster) -> None:
 def storage_class_for(store, pvc: dict) -> tuple[str, dict | None]:
     """The class name a PVC provisions from and the StorageClass (None if missing).
 
-    A PVC without ``storageClassName`` uses the default class, as the
-    DefaultStorageClass admission plugin would have set it.
+    A PVC without ``storageClassName`` (created before there was a default
+    class) uses the default class.
     """
     name = pvc["spec"].get("storageClassName")
     if name is None:
-        for storage_class in store.objects(store.kind(*STORAGE_CLASSES)):
-            if storage_class["metadata"].get("annotations", {}).get(DEFAULT_CLASS_ANNOTATION) == "true":
-                return storage_class["metadata"]["name"], copy.deepcopy(storage_class)
-        return "", None
+        default = default_storage_class(store)
+        return (default["metadata"]["name"], copy.deepcopy(default)) if default else ("", None)
     return name, (get_or_none(store, STORAGE_CLASSES, None, name) if name else None)
 
 

@@ -2,6 +2,10 @@
 
 VirtualMachine controller (``pkg/virt-controller/watch/vm``):
 
+* A VM without ``spec.template.spec.domain.firmware.uuid`` gets one written
+  into its spec (KubeVirt's firmware sync, ``CalculateLegacyUUID``: the
+  UUIDv5 of the VM's name in KubeVirt's namespace), so every VMI of the VM,
+  and the guest's cloud-init instance id, keep the same system UUID.
 * Runs the VM's run strategy (``spec.runStrategy`` or legacy ``spec.running``):
   ``Always``/``RerunOnFailure``/``Once`` create a VMI when none exists,
   ``Halted`` deletes it, ``Manual`` follows ``status.stateChangeRequests``;
@@ -42,6 +46,7 @@ import asyncio
 import copy
 import datetime
 import logging
+import uuid
 
 from ..conditions import find_condition, has_condition, remove_condition, set_condition
 from ..errors import ApiError
@@ -58,6 +63,9 @@ FINALIZER = "foregroundDeleteVirtualMachine"
 DV_READY_PHASES = ("Succeeded", "WaitForFirstConsumer", "PendingPopulation")
 STARTING_PHASES = (None, "", "Pending", "Scheduling", "Scheduled")
 
+#: The namespace of KubeVirt's name-based firmware UUIDs (``magicUUID`` in pkg/virt-controller/watch/vm/firmware.go).
+FIRMWARE_UUID_NAMESPACE = uuid.UUID("6a1a24a1-4061-4607-8bf4-a3963d0c5895")
+
 
 def _parse_time(value: str) -> datetime.datetime:
     return datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
@@ -69,6 +77,11 @@ def _phase(obj: dict | None) -> str | None:
 
 def _template_spec(vm: dict) -> dict:
     return ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
+
+
+def legacy_firmware_uuid(vm_name: str) -> str:
+    """KubeVirt's ``CalculateLegacyUUID``: the firmware UUID virt-controller gives a VM that has none."""
+    return str(uuid.uuid5(FIRMWARE_UUID_NAMESPACE, vm_name))
 
 
 def make_vmi(vm: dict) -> dict:
@@ -201,6 +214,8 @@ class VirtController(Controller):
         vm = get_or_none(self.store, VMS, namespace, name)
         if vm is None:
             return
+        if not vm["metadata"].get("deletionTimestamp"):
+            vm = self._ensure_firmware_uuid(vm)
         vmi = get_or_none(self.store, VMIS, namespace, name)
         status = copy.deepcopy(vm.get("status") or {})
         requests = status.get("stateChangeRequests") or []
@@ -216,6 +231,15 @@ class VirtController(Controller):
         if status != (vm.get("status") or {}):
             vm["status"] = status
             self.store.replace(self.store.kind(*VMS), namespace, name, vm, subresource="status")
+
+    def _ensure_firmware_uuid(self, vm: dict) -> dict:
+        """Write the legacy firmware UUID into a VM that has none (a spec change: the VM's generation moves on)."""
+        domain = vm["spec"]["template"]["spec"].setdefault("domain", {})
+        firmware = domain.get("firmware") or {}
+        if firmware.get("uuid"):
+            return vm
+        domain["firmware"] = {**firmware, "uuid": legacy_firmware_uuid(vm["metadata"]["name"])}
+        return self.store.replace(self.store.kind(*VMS), vm["metadata"]["namespace"], vm["metadata"]["name"], vm)
 
     @staticmethod
     def _request_done(request: dict, vmi: dict | None) -> bool:

@@ -24,7 +24,7 @@ from pathlib import Path
 from ..conditions import set_condition
 from ..store import rfc3339
 from ..volumes import claim_path
-from .guest import GuestBoot, Unit, expand_unit_variables, find_unit, home_of, parse_environment_file, parse_unit
+from .guest import GuestBoot, Unit, expand_exec_argv, find_unit, home_of, parse_environment_file, parse_unit
 from .runtime import Launch, LaunchError, LogTail, Readiness, Supervisor, resolve_command, translate
 from .workload import Workload
 
@@ -208,7 +208,7 @@ class GuestRuntime(Workload):
                 if not unit.working_directory.startswith("-"):
                     raise FileNotFoundError(f"Changing to the requested working directory failed: {wanted}")
                 cwd = home
-        argv = [translate(expand_unit_variables(word, declared), self.fs, self.ip) for word in unit.exec_start]
+        argv = [translate(word, self.fs, self.ip) for word in expand_exec_argv(unit.exec_start, declared)]
         return Launch(resolve_command(argv, self.fs, env, cwd), env, cwd)
 
     async def stop(self, grace: float) -> None:
