@@ -1,6 +1,9 @@
-# Check the spawner settings and the whole profile_list now, while the hub
-# starts, instead of at some user's first spawn: a bad profile stops the hub
-# with a message that names the profile slug and the field.
+# Check the spawner and quota settings and the whole profile_list now, while
+# the hub starts, instead of at some user's first spawn: a bad profile or
+# setting stops the hub with a message that names the profile slug (or the
+# setting) and the bad value.
+from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.spawner import check_hub_config
 
 check_hub_config(c)
+WorkspaceQuota(config=c)

@@ -2,6 +2,7 @@
 
 ``workspacespawner demo``          the local cluster and a demo JupyterHub on loopback
 ``workspacespawner localcluster``  the local Kubernetes API server alone, for kubectl
+``workspacespawner usage``         card-hours used and left per user, and running workspaces
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 COMMANDS = {
     "demo": ("workspacespawner.demo", "run the local cluster and a demo JupyterHub on http://127.0.0.1:8000"),
     "localcluster": ("workspacespawner.localcluster.__main__", "run the local Kubernetes API server until Ctrl-C"),
+    "usage": ("workspacespawner.quota.cli", "card-hours used and left per user, and running workspaces"),
 }
 
 

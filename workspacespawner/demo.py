@@ -38,7 +38,7 @@ GOLDEN_FILES = {
 }
 
 #: Config pieces the demo loads, in order (the school-OAuth piece is for real deployments).
-DEMO_PIECES = ("10-workspace-spawner.py", "20-profiles.py", "90-check-config.py")
+DEMO_PIECES = ("10-workspace-spawner.py", "20-profiles.py", "40-quota.py", "90-check-config.py")
 
 
 def config_dir() -> Path:

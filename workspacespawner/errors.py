@@ -32,7 +32,10 @@ class WorkspaceError(_Base):
         self.status_code = status_code
         self.message = message
         self.reason = reason
-        self.log_message = log_message or message
+        if _Base is not web.HTTPError:
+            # JupyterHub 6's SpawnException keeps log_message as a plain attribute. On 5.5 it is
+            # tornado's read-only property (tornado >= 6.5), which already yields the message.
+            self.log_message = log_message or message
         self.message_html = ""
         self.jupyterhub_message = message
 

@@ -39,6 +39,7 @@ from .profiles import (
     profiles_for_user,
     validate_profile_list,
 )
+from .quotaspawner import QuotaSpawnerMixin
 from .vmspawner import VMSpawnerMixin
 
 #: Bumped when the meaning of get_state() changes; load_state() reads older ones.
@@ -61,7 +62,7 @@ ALWAYS_RESET = (
 )
 
 
-class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin):
+class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin):
     """A KubeSpawner whose workspaces keep a persistent home volume and run a profile's IDE.
 
     Configure it as ``c.JupyterHub.spawner_class = "workspace"``; every
@@ -215,6 +216,7 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin):
         self._configured: dict = {}
         self._options_loaded = False
         self._vm_ident_state: dict | None = None
+        self._quota_setup()
         self._steps: list[str] = []
         self._steps_changed = asyncio.Event() if _has_loop() else None
 
@@ -256,8 +258,14 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin):
         """Stop compute only: the Pod, or the VM (its VMI). Disks, the VM object and its Service stay."""
         if self._runs_vm():
             await self._stop_vm()
-            return
-        await super().stop(now=now)
+        else:
+            await super().stop(now=now)
+        await self.quota.stopped(self.user.name, self.name)
+
+    async def run_post_stop_hook(self):
+        """Close the metered run also when JupyterHub found the server already gone (it then skips stop())."""
+        await self.quota.stopped(self.user.name, self.name, gone=True)
+        return await _maybe_await(super().run_post_stop_hook())
 
     # -- profiles -------------------------------------------------------
 
@@ -288,6 +296,7 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin):
         """The spawn form, listing only the profiles this user may start."""
         profile_list = await self._profile_list()
         visible = profiles_for_user(profile_list, self._group_names(), self._is_admin())
+        visible = await self.quota.annotated_profiles(visible, user=self.user.name, groups=self._group_names())
         if not visible:
             return "<p>No server profile is available to you. Please ask an administrator.</p>"
         if not any(p.get("default") for p in visible):
@@ -406,6 +415,17 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin):
         self._steps = []
         self._steps_changed = asyncio.Event()
         await self.load_user_options()
+        await self._quota_reserve()
+        try:
+            url = await self._start_workspace()
+        except BaseException:
+            await self.quota.release(self._quota_reservation)
+            raise
+        await self.quota.running(self._quota_reservation)
+        return url
+
+    async def _start_workspace(self) -> str:
+        """Ensure the home volume, then start the Pod (kubespawner) or the VM; return the server URL."""
         await self._ensure_home()
         if self.profile.workspace_kind == "vm":
             return await self._start_vm()

@@ -43,9 +43,13 @@ class VMSpawnerMixin(LoggingConfigurable):
     )
 
     vm_root_disk_size = Unicode(
-        "50Gi",
+        "40Gi",
         config=True,
-        help="""Size of a new root disk, a Kubernetes quantity. An existing disk is reused as it is.""",
+        help="""Size of a new root disk, a Kubernetes quantity. An existing disk is reused as it is.
+
+        With the default home (10Gi) one VM workspace fits the default
+        per-user disk quota (``WorkspaceQuota.max_disk``, 50Gi).
+        """,
     )
 
     vm_storage_class = Unicode(

@@ -1,0 +1,180 @@
+"""``workspacespawner usage``: card-hours used and left per user, and their running workspaces.
+
+Reads the hub's own ``jupyterhub_config.py`` (``-f``), loaded the way
+JupyterHub loads it (traitlets' ``PyFileConfigLoader``, so
+``load_subconfig`` works), for the ``c.WorkspaceQuota.*`` settings and the
+ledger, and the hub's database (``c.JupyterHub.db_url``) for group
+membership, read-only. Run it where the hub runs (relative SQLite paths are
+relative to the working directory, as for the hub)::
+
+    workspacespawner usage -f /srv/jupyterhub/jupyterhub_config.py --month 2025-06 --group students --csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+from traitlets.config import Config, PyFileConfigLoader
+
+from . import policy
+from .config import WorkspaceQuota
+from .ledger import Ledger, LedgerUnavailable
+from .policy import OPEN, number
+
+COLUMNS = (
+    "user",
+    "groups",
+    "card_hours_used",
+    "card_hours_limit",
+    "card_hours_left",
+    "running",
+    "running_gpus",
+    "workspaces",
+)
+
+
+def load_hub_config(path: str | None) -> Config:
+    """The traitlets Config of a ``jupyterhub_config.py``; empty if ``path`` is None and no such file is here."""
+    if path is None:
+        if not Path("jupyterhub_config.py").exists():
+            return Config()
+        path = "jupyterhub_config.py"
+    file = Path(path).resolve()
+    if not file.exists():
+        raise FileNotFoundError(f"no config file {path}")
+    return PyFileConfigLoader(file.name, path=str(file.parent)).load_config()
+
+
+def hub_groups(config: Config) -> dict[str, set[str]] | None:
+    """``{user: {group, ...}}`` from the hub's database, or None if it cannot be read."""
+    import sqlalchemy as sa
+    from jupyterhub import orm
+    from sqlalchemy.orm import Session
+
+    url = config.JupyterHub.get("db_url", "sqlite:///jupyterhub.sqlite")
+    parsed = sa.engine.make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database and not Path(parsed.database).exists():
+        return None
+    engine = sa.create_engine(parsed)
+    try:
+        with Session(engine) as session:
+            groups: dict[str, set[str]] = {user.name: set() for user in session.scalars(sa.select(orm.User))}
+            for group in session.scalars(sa.select(orm.Group)):
+                for user in group.users:
+                    groups.setdefault(user.name, set()).add(group.name)
+            return groups
+    except sa.exc.SQLAlchemyError:
+        return None
+    finally:
+        engine.dispose()
+
+
+def usage_rows(
+    settings: WorkspaceQuota, ledger: Ledger, groups: dict[str, set[str]] | None, period, now, *, user=None, group=None
+) -> list[dict]:
+    """One row per user (the columns of :data:`COLUMNS`), sorted by user name.
+
+    Everyone with use in ``period``; with ``group``, every member of it
+    (use or not); with ``user``, that user alone. Running workspaces are
+    listed for the month holding ``now`` only.
+    """
+    usage = ledger.usage_all(period, now)
+    names = set(usage)
+    if group is not None:
+        names = {name for name, theirs in (groups or {}).items() if group in theirs}
+    if user is not None:
+        names = {user} if group is None or user in names else set()
+    current = period[0] <= now < period[1]
+    rows = []
+    for name in sorted(names):
+        theirs = (groups or {}).get(name, set())
+        use = usage.get(name) or policy.Usage(0.0, *period)
+        if not current:
+            use = policy.Usage(use.card_hours, *period)  # running workspaces belong to this month only
+        limit = settings.limits_for(name, theirs).card_hours_per_month
+        workspaces = [
+            f"{run.server_name or '(default)'}:{run.workspace_kind}:{run.gpus}gpu{'' if run.state == OPEN else ':' + run.state}"
+            for run in use.active
+        ]
+        rows.append(
+            {
+                "user": name,
+                "groups": " ".join(sorted(theirs)),
+                "card_hours_used": round(use.card_hours, 2),
+                "card_hours_limit": limit,
+                "card_hours_left": round(max(0.0, limit - use.card_hours), 2),
+                "running": use.running,
+                "running_gpus": use.running_gpus,
+                "workspaces": " ".join(workspaces),
+            }
+        )
+    return rows
+
+
+def print_table(rows: list[dict], header: str, out) -> None:
+    print(header, file=out)
+    shown = [{k: number(v) if isinstance(v, float) else str(v) for k, v in row.items()} for row in rows]
+    widths = {c: max([len(c)] + [len(row[c]) for row in shown]) for c in COLUMNS}
+    print("  ".join(c.ljust(widths[c]) for c in COLUMNS).rstrip(), file=out)
+    for row in shown:
+        print("  ".join(row[c].ljust(widths[c]) for c in COLUMNS).rstrip(), file=out)
+    if not rows:
+        print("(no users)", file=out)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="workspacespawner usage",
+        description="Card-hours used and left per user this month (or --month), and their running workspaces, "
+        "read with the hub's own config file.",
+    )
+    parser.add_argument(
+        "-f", "--config", help="the hub's jupyterhub_config.py (default: ./jupyterhub_config.py if there)"
+    )
+    parser.add_argument("--month", help="the month, YYYY-MM (default: this month, in WorkspaceQuota.timezone)")
+    parser.add_argument("--user", help="only this user")
+    parser.add_argument("--group", help="only members of this JupyterHub group")
+    parser.add_argument("--csv", action="store_true", help="print CSV instead of a table")
+    args = parser.parse_args(argv)
+    try:
+        config = load_hub_config(args.config)
+        settings = WorkspaceQuota(config=config)
+        now = policy.utcnow()
+        period = (
+            policy.named_month(args.month, settings.timezone)
+            if args.month
+            else policy.month_bounds(now, settings.timezone)
+        )
+    except (FileNotFoundError, ValueError) as e:
+        print(f"workspacespawner usage: {e}", file=sys.stderr)
+        return 2
+    groups = hub_groups(config)
+    if groups is None:
+        print(
+            "workspacespawner usage: the hub's database cannot be read: group limits are not applied", file=sys.stderr
+        )
+    ledger = Ledger(settings.ledger_url, timeout=settings.ledger_timeout)
+    try:
+        rows = usage_rows(settings, ledger, groups, period, now, user=args.user, group=args.group)
+    except LedgerUnavailable as e:
+        print(f"workspacespawner usage: {e}", file=sys.stderr)
+        return 1
+    finally:
+        ledger.dispose()
+    if args.csv:
+        writer = csv.DictWriter(sys.stdout, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    else:
+        start, end = period
+        print_table(
+            rows, f"Card-hours for {start:%Y-%m} ({settings.timezone}); they reset on {policy.when(end)}.", sys.stdout
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,303 @@
+"""The quota settings: ``c.WorkspaceQuota.*`` in ``jupyterhub_config.py``, checked when loaded.
+
+One traitlets ``Configurable`` holds the policy (limits, overrides per
+group and per user, the month's timezone, graces), where the ledger lives
+and how the hub reaches its own REST API to stop servers. The hub and the
+``workspacespawner usage`` command read the same settings from the same
+config file. A bad value raises ``traitlets.TraitError`` naming the setting
+and the value, at hub start-up when ``90-check-config.py`` builds it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from traitlets import Bool, Dict, Float, Integer, TraitError, Unicode, default, validate
+from traitlets.config import Configurable
+
+from . import policy
+from .policy import LIMIT_NAMES, Limits
+
+
+class WorkspaceQuota(Configurable):
+    """Card-hour quotas, workspace limits and their enforcement (``c.WorkspaceQuota.*``)."""
+
+    enabled = Bool(
+        True,
+        config=True,
+        help="""Check and meter every start. ``False`` turns quotas off: no checks, no ledger, no enforcement.""",
+    )
+
+    card_hours_per_month = Float(
+        50.0,
+        min=0,
+        config=True,
+        help="""GPU time each user may use per calendar month, in card-hours (one GPU for one hour).
+
+        A server with 2 GPUs running 90 minutes uses 3 card-hours. 0 allows no
+        GPU profile at all; CPU profiles never use card-hours.
+        """,
+    )
+
+    max_concurrent = Integer(
+        2,
+        min=0,
+        config=True,
+        help="""Workspaces a user may have starting, running or stopping at once (default and named servers, containers and VMs).""",
+    )
+
+    max_cpu = Float(
+        None,
+        allow_none=True,
+        min=0,
+        config=True,
+        help="""Largest CPU limit of a single workspace, in cores. ``None``: no limit.""",
+    )
+
+    max_memory = Unicode(
+        None,
+        allow_none=True,
+        config=True,
+        help="""Largest memory limit of a single workspace, a Kubernetes quantity such as ``"64Gi"``. ``None``: no limit.""",
+    )
+
+    max_gpus = Integer(
+        None,
+        allow_none=True,
+        min=0,
+        config=True,
+        help="""Most GPUs in a single workspace. ``None``: no limit.""",
+    )
+
+    max_disk = Unicode(
+        "50Gi",
+        allow_none=True,
+        config=True,
+        help="""Disk a user's workspaces may hold together (home plus VM root disks), a Kubernetes quantity.
+
+        Only a start that would create new disk beyond it is refused; existing
+        disks are never touched. ``None``: no limit.
+        """,
+    )
+
+    group_limits = Dict(
+        {},
+        config=True,
+        help="""Limits per JupyterHub group, replacing the defaults above for its members.
+
+        A user in several groups gets, limit by limit, the most generous value
+        among their groups. Keys are the settings above. Example::
+
+            c.WorkspaceQuota.group_limits = {
+                "students": {"card_hours_per_month": 20, "max_gpus": 1},
+                "research": {"card_hours_per_month": 500, "max_concurrent": 4, "max_disk": "500Gi"},
+            }
+        """,
+    )
+
+    user_limits = Dict(
+        {},
+        config=True,
+        help="""Limits per user name, winning over the defaults and every group. Example::
+
+            c.WorkspaceQuota.user_limits = {"ann": {"card_hours_per_month": 120}}
+        """,
+    )
+
+    timezone = Unicode(
+        "UTC",
+        config=True,
+        help="""IANA timezone whose calendar months card-hours count in (``"Europe/Berlin"``); they reset at its midnight of the 1st.""",
+    )
+
+    min_gpu_start_minutes = Float(
+        15.0,
+        min=0,
+        max=1440,
+        config=True,
+        help="""Minutes of GPU time a GPU start needs left, for all the user's GPU workspaces together, in minutes.
+
+        A user with 2 GPUs running who asks for 1 more needs 3 × 15 minutes =
+        0.75 card-hours left. 0: any card-hours left will do (two racing
+        starts may then both take the last of them).
+        """,
+    )
+
+    warn_minutes = Float(
+        30.0,
+        min=0,
+        max=1440,
+        config=True,
+        help="""Warn a user this many minutes (at their current GPU use) before their card-hours run out. 0: no early warning.""",
+    )
+
+    grace_minutes = Float(
+        15.0,
+        min=0,
+        max=10080,
+        config=True,
+        help="""Minutes GPU servers keep running after the card-hours ran out, before they are stopped.""",
+    )
+
+    grace_card_hours = Float(
+        0.0,
+        min=0,
+        config=True,
+        help="""Card-hours of overrun allowed after the month's card-hours ran out, before GPU servers are stopped.
+
+        Together with ``grace_minutes``, the more generous grace applies.
+        """,
+    )
+
+    enforce_interval = Float(
+        60.0,
+        min=1,
+        max=3600,
+        config=True,
+        help="""Seconds between two passes of the enforcer (warnings, stops, reconciliation with the cluster, metrics).""",
+    )
+
+    reservation_timeout = Float(
+        1800.0,
+        min=60,
+        config=True,
+        help="""Seconds after which a start's reservation that never reached Running is cleaned up.
+
+        Keep it above the spawner's ``start_timeout``.
+        """,
+    )
+
+    ledger_url = Unicode(
+        "sqlite:///workspacespawner-ledger.sqlite",
+        config=True,
+        help="""SQLAlchemy URL of the usage ledger. The default is a SQLite file in the hub's working directory.
+
+        Any SQLAlchemy URL works, e.g. the hub's own PostgreSQL database
+        (``postgresql+psycopg://...``): the ledger's tables and version
+        table are prefixed ``workspacespawner_``.
+        """,
+    )
+
+    ledger_timeout = Float(
+        10.0,
+        min=0.1,
+        max=300,
+        config=True,
+        help="""Seconds to wait for the ledger's lock or connection before it counts as unreachable.""",
+    )
+
+    allow_cpu_when_ledger_down = Bool(
+        True,
+        config=True,
+        help="""Let CPU-only starts proceed, unmetered, while the ledger cannot be reached. GPU starts always fail closed.""",
+    )
+
+    contact = Unicode(
+        "an administrator",
+        config=True,
+        help="""Whom a refused user should ask for more, as words in a sentence (``"the GPU team at gpu@example.edu"``).""",
+    )
+
+    hub_api_url = Unicode(
+        None,
+        allow_none=True,
+        config=True,
+        help="""URL of the hub's REST API the enforcer stops servers through. ``None``: the hub's own (``Hub.api_url``).""",
+    )
+
+    hub_api_token = Unicode(
+        config=True,
+        help="""API token the enforcer stops servers with; it needs the ``delete:servers`` scope (a service's token).
+
+        Default: the environment variable ``WORKSPACESPAWNER_QUOTA_TOKEN``.
+        Empty: the enforcer warns users but cannot stop servers.
+        """,
+    )
+
+    metrics_top_users = Integer(
+        20,
+        min=0,
+        max=1000,
+        config=True,
+        help="""How many users get their own ``user`` label in the card-hours metric; the rest add up in ``user="other"``.""",
+    )
+
+    @default("hub_api_token")
+    def _default_hub_api_token(self):
+        return os.environ.get("WORKSPACESPAWNER_QUOTA_TOKEN", "")
+
+    # -- checks ----------------------------------------------------------
+
+    def _quantity(self, name: str, value):
+        try:
+            return policy.check_limit(name, value)
+        except ValueError as e:
+            raise TraitError(f"WorkspaceQuota.{name} {e}") from None
+
+    @validate("max_memory")
+    def _check_max_memory(self, proposal):
+        return self._quantity("max_memory", proposal.value)
+
+    @validate("max_disk")
+    def _check_max_disk(self, proposal):
+        return self._quantity("max_disk", proposal.value)
+
+    @validate("timezone")
+    def _check_timezone(self, proposal):
+        try:
+            policy.zone(proposal.value)
+        except ValueError as e:
+            raise TraitError(f"WorkspaceQuota.timezone {e}") from None
+        return proposal.value
+
+    @validate("ledger_url")
+    def _check_ledger_url(self, proposal):
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            make_url(proposal.value)
+        except ArgumentError:
+            raise TraitError(
+                f"WorkspaceQuota.ledger_url must be a SQLAlchemy URL such as 'sqlite:///ledger.sqlite', not {proposal.value!r}"
+            ) from None
+        return proposal.value
+
+    def _check_overrides(self, setting: str, value) -> dict:
+        if not isinstance(value, dict):
+            raise TraitError(f"WorkspaceQuota.{setting} must be a dict of names to limit dicts, not {value!r}")
+        checked = {}
+        for who, limits in value.items():
+            where = f"WorkspaceQuota.{setting}[{who!r}]"
+            if not isinstance(limits, dict):
+                raise TraitError(f"{where} must be a dict such as {{'card_hours_per_month': 100}}, not {limits!r}")
+            entry = {}
+            for name, limit in limits.items():
+                try:
+                    entry[name] = policy.check_limit(name, limit)
+                except ValueError as e:
+                    raise TraitError(f"{where}[{name!r}] {e}") from None
+            checked[who] = entry
+        return checked
+
+    @validate("group_limits")
+    def _check_group_limits(self, proposal):
+        return self._check_overrides("group_limits", proposal.value)
+
+    @validate("user_limits")
+    def _check_user_limits(self, proposal):
+        return self._check_overrides("user_limits", proposal.value)
+
+    # -- use -------------------------------------------------------------
+
+    def default_limits(self) -> Limits:
+        """The limits of a user in no overriding group and without an override of their own."""
+        return Limits(**{name: getattr(self, name) for name in LIMIT_NAMES})
+
+    def limits_for(self, user: str, groups) -> Limits:
+        """The effective :class:`Limits` of ``user`` in JupyterHub ``groups`` (names)."""
+        return policy.effective_limits(self.default_limits(), self.group_limits, self.user_limits, user, groups)
+
+    @property
+    def min_start_hours(self) -> float:
+        return self.min_gpu_start_minutes / 60

@@ -1,0 +1,255 @@
+"""The hub's periodic quota pass: one task for all users, reading the ledger, never polling the cluster per user.
+
+Each pass (every ``WorkspaceQuota.enforce_interval`` seconds):
+
+1. Reconciles the ledger with the cluster, if it was given an ``alive``
+   source (the shared watch caches: every ``(user, server)`` whose Pod or
+   VMI exists): open runs seen alive get their ``last_seen``, runs whose
+   workspace vanished (a crash, a stop missed while the hub was down) are
+   closed at their last sighting, stale reservations are cleaned up.
+2. Reads this month's usage of every user with card-hours or an active
+   workspace (one query), refreshes the Prometheus gauges.
+3. For each user with open GPU runs whose groups are known (a spawner of
+   theirs lives in this hub): :func:`policy.enforcement` says ``warn``,
+   ``grace`` or ``stop``. The user sees a message on the hub's home page
+   (:mod:`.announce`) and a Kubernetes Event and a log line record it once
+   per change; on ``stop`` the reason is written on the run in the ledger
+   and each of their GPU servers is stopped through the hub's REST API
+   (:mod:`.hubapi`). CPU servers keep running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+
+from . import metrics, policy
+from .announce import ANNOUNCEMENTS
+from .ledger import LedgerUnavailable
+from .policy import OPEN, Verdict, number, when
+
+log = logging.getLogger("workspacespawner.quota")
+
+#: How long to wait before asking the hub again to stop a server that is still open.
+RESTOP_AFTER = timedelta(minutes=5)
+
+EVENT_REASONS = {"warn": "QuotaLow", "grace": "QuotaExhausted", "stop": "QuotaStop"}
+
+#: kubespawner's annotations on a server's Pod: the exact user and server names.
+USER_ANNOTATIONS = ("hub.jupyter.org/username", "workspacespawner.io/owner-name")
+SERVER_ANNOTATION = "hub.jupyter.org/servername"
+
+
+def alive_from_objects(objects) -> set[tuple[str, str]]:
+    """``(user, server)`` of every object (raw JSON dict) in ``objects`` that names its owner.
+
+    Reads kubespawner's ``hub.jupyter.org/username`` and
+    ``hub.jupyter.org/servername`` annotations (our owner-name annotation
+    stands in for the first). Objects being deleted still count: their
+    compute is still held.
+    """
+    alive = set()
+    for obj in objects:
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        user = next((annotations[key] for key in USER_ANNOTATIONS if annotations.get(key)), None)
+        if user:
+            alive.add((user, annotations.get(SERVER_ANNOTATION, "")))
+    return alive
+
+
+def verdict_message(verdict: Verdict, reset, stop_tz) -> str:
+    """What the user reads about ``verdict`` (plain text)."""
+    stop_at = (
+        f"{verdict.stop_at.astimezone(stop_tz):%H:%M} ({getattr(stop_tz, 'key', 'UTC')})" if verdict.stop_at else "soon"
+    )
+    limit, used = number(verdict.limit), number(verdict.used)
+    if verdict.action == "warn":
+        minutes = number(round(max(0.0, verdict.left) / verdict.running_gpus * 60))
+        return (
+            f"Your GPU time runs out soon: {number(verdict.left)} of your {limit} card-hours are left this month, "
+            f"about {minutes} minutes at your current use ({verdict.running_gpus} GPUs). "
+            f"Your GPU servers will be stopped at {stop_at}. Save your work."
+        )
+    if verdict.action == "grace":
+        return (
+            f"You have used all {limit} card-hours of this month ({used} used). Your GPU servers will be stopped at "
+            f"{stop_at}: save your work now. Card-hours reset on {when(reset)}."
+        )
+    if verdict.action == "stop":
+        return (
+            f"Your GPU servers were stopped: you used all {limit} card-hours of this month ({used} used). "
+            f"CPU profiles remain available; card-hours reset on {when(reset)}."
+        )
+    return ""
+
+
+def exhausted_message(limit: float, reset) -> str:
+    """What a user without GPU servers reads once their card-hours are used up."""
+    return f"You have used all {number(limit)} card-hours of this month. CPU profiles remain available; GPU profiles again from {when(reset)}."
+
+
+class Enforcer:
+    """The periodic pass for one hub process (see the module docstring).
+
+    ``service``: the :class:`~workspacespawner.quota.service.QuotaService`
+    (settings, ledger calls in its worker thread, groups and events of the
+    hub's spawners). ``stop``: ``async (user, server_name)`` asking the hub
+    to stop a server (None: warn only). ``alive``: ``() -> set of (user,
+    server) | None`` (may be async), the workspaces the cluster holds now,
+    None while that is not known (watch caches not loaded): no
+    reconciliation then. ``alive_kinds``: the workspace kinds that view
+    covers (``("container",)`` if it reads Pods only; None: all kinds).
+    """
+
+    def __init__(
+        self,
+        service,
+        *,
+        stop: Callable[[str, str], Awaitable] | None = None,
+        alive: Callable[[], object] | None = None,
+        alive_kinds: tuple[str, ...] | None = None,
+    ):
+        self.service = service
+        self.stop = stop
+        self.alive = alive
+        self.alive_kinds = alive_kinds
+        self.task: asyncio.Task | None = None
+        self._told: dict[str, str] = {}
+        self._asked_stop: dict[tuple[str, str], object] = {}
+
+    async def _alive(self) -> set[tuple[str, str]] | None:
+        if self.alive is None:
+            return None
+        seen = self.alive()
+        if asyncio.iscoroutine(seen):
+            seen = await seen
+        return None if seen is None else set(seen)
+
+    async def reconcile(self, now) -> list:
+        """Step 1: close what the cluster no longer holds; returns the runs closed."""
+        seen = await self._alive()
+        if seen is None:
+            return []
+        settings = self.service.settings
+        closed = await self.service.call(
+            self.service.ledger.close_orphans,
+            seen,
+            now,
+            min_age=timedelta(seconds=2 * settings.enforce_interval),
+            reservation_timeout=timedelta(seconds=settings.reservation_timeout),
+            kinds=self.alive_kinds,
+        )
+        for run in closed:
+            log.info(
+                "Closed run %s of %s's server %r (no longer in the cluster; last seen %s)",
+                run.id,
+                run.user,
+                run.server_name,
+                run.stopped,
+            )
+        return closed
+
+    async def tick(self) -> list[tuple[str, str, str]]:
+        """One pass; returns ``(user, server_name, action)`` for every warning and stop issued."""
+        settings = self.service.settings
+        ledger = self.service.ledger
+        now = policy.utcnow()
+        period = policy.month_bounds(now, settings.timezone)
+        await self.reconcile(now)
+        usage = await self.service.call(ledger.usage_all, period, now)
+        running_gpus = sum(run.gpus for use in usage.values() for run in use.active if run.state == OPEN)
+        metrics.set_snapshot(
+            {user: use.card_hours for user, use in usage.items()}, running_gpus, settings.metrics_top_users
+        )
+        actions: list[tuple[str, str, str]] = []
+        for user in ANNOUNCEMENTS.users() - set(usage):
+            ANNOUNCEMENTS.clear(user)
+            self._told.pop(user, None)
+        for user, use in usage.items():
+            groups = self.service.groups_of(user)
+            if groups is None:
+                continue  # no spawner of theirs here: their group limits are unknown, leave them alone
+            limits = settings.limits_for(user, groups)
+            gpu_runs = [run for run in use.active if run.state == OPEN and run.gpus > 0]
+            if not gpu_runs:
+                exhausted = limits.card_hours_per_month - use.card_hours <= 0 and use.card_hours > 0
+                self._say(user, exhausted_message(limits.card_hours_per_month, period[1]) if exhausted else "")
+                continue
+            runs = await self.service.call(ledger.runs_of, user, period)
+            verdict = policy.enforcement(
+                runs,
+                period,
+                limits.card_hours_per_month,
+                now,
+                warn_minutes=settings.warn_minutes,
+                grace_minutes=settings.grace_minutes,
+                grace_card_hours=settings.grace_card_hours,
+            )
+            message = verdict_message(verdict, period[1], policy.zone(settings.timezone))
+            self._say(user, message)
+            if verdict.action == "none":
+                self._told.pop(user, None)
+                continue
+            if self._told.get(user) != verdict.action:
+                self._told[user] = verdict.action
+                log.warning("Quota %s for %s: %s", verdict.action, user, message)
+                for run in gpu_runs:
+                    await self.service.event(user, run.server_name, EVENT_REASONS[verdict.action], message)
+                    actions.append((user, run.server_name, verdict.action))
+            if verdict.action == "stop":
+                for run in gpu_runs:
+                    if await self._stop(run, verdict, now):
+                        actions.append((user, run.server_name, "stopped"))
+        return actions
+
+    def _say(self, user: str, message: str) -> None:
+        if message:
+            ANNOUNCEMENTS.set(user, message)
+        else:
+            ANNOUNCEMENTS.clear(user)
+
+    async def _stop(self, run, verdict: Verdict, now) -> bool:
+        key = (run.user, run.server_name)
+        asked = self._asked_stop.get(key)
+        if asked is not None and now - asked < RESTOP_AFTER:
+            return False
+        reason = f"card-hours: {number(verdict.used)} of {number(verdict.limit)} used"
+        await self.service.call(self.service.ledger.set_stop_reason, run.id, reason)
+        if self.stop is None:
+            log.warning(
+                "Cannot stop %s's server %r (%s): no hub API token configured", run.user, run.server_name, reason
+            )
+            return False
+        self._asked_stop[key] = now
+        log.warning("Stopping %s's GPU server %r: %s", run.user, run.server_name, reason)
+        await self.stop(run.user, run.server_name)
+        return True
+
+    async def run_forever(self) -> None:
+        """Pass after pass, ``enforce_interval`` apart; an error is logged and the next pass runs anyway."""
+        while True:
+            try:
+                await self.tick()
+            except LedgerUnavailable as e:
+                log.warning("Quota pass skipped: %s", e)
+            except Exception:
+                log.exception("Quota pass failed")
+            await asyncio.sleep(self.service.settings.enforce_interval)
+
+    def start(self) -> asyncio.Task:
+        """Run :meth:`run_forever` as a task of the running event loop (once)."""
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self.run_forever(), name="workspacespawner-quota")
+        return self.task
+
+    async def close(self) -> None:
+        """Cancel the task and wait for it."""
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except asyncio.CancelledError:
+                pass
+            self.task = None

@@ -1,0 +1,49 @@
+"""Stopping a user's server through the hub's own REST API, as an admin or the idle culler would.
+
+Why the REST API and not the hub's objects: ``DELETE
+/hub/api/users/{name}/server`` (``/servers/{server}`` for a named one) is
+the one way to stop a server that is public and the same in JupyterHub 5.5
+and 6.x, and it does the whole stop: proxy route removed, spawner stopped,
+state saved, events and metrics. The in-process ``User.stop()`` skips the
+proxy and the handler's bookkeeping. The token needs the ``delete:servers`` scope.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from jupyterhub.utils import url_path_join
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+
+
+class HubApiStopper:
+    """``await stopper(user, server_name)`` stops that server; a server already stopped is fine."""
+
+    def __init__(self, api_url: str, token: str, *, timeout: float = 30.0):
+        self.api_url = api_url
+        self.token = token
+        self.timeout = timeout
+
+    def url(self, user: str, server_name: str) -> str:
+        """The REST URL of ``user``'s server ``server_name`` (``""``: the default server)."""
+        base = url_path_join(self.api_url, "users", quote(user, safe=""))
+        return (
+            url_path_join(base, "servers", quote(server_name, safe=""))
+            if server_name
+            else url_path_join(base, "server")
+        )
+
+    async def __call__(self, user: str, server_name: str) -> bool:
+        """Ask the hub to stop the server; True if asked, False if it was not running (400/404)."""
+        try:
+            await AsyncHTTPClient().fetch(
+                self.url(user, server_name),
+                method="DELETE",
+                headers={"Authorization": f"token {self.token}"},
+                request_timeout=self.timeout,
+            )
+        except HTTPClientError as e:
+            if e.code in (400, 404):
+                return False
+            raise
+        return True

@@ -1,0 +1,500 @@
+"""The ledger: one row per workspace run, in any SQLAlchemy database (a SQLite file by default).
+
+Synchronous SQLAlchemy, on purpose: it is simple and the same for SQLite,
+PostgreSQL and the ``workspacespawner usage`` command. **The hub must not
+call it on its event loop**: every call may wait for a lock or the network.
+:class:`~workspacespawner.quota.service.QuotaService` runs each call in one
+worker thread (``loop.run_in_executor``); do the same from any other async
+code.
+
+Atomicity of :meth:`Ledger.check_and_reserve`: the check and the
+reservation are one transaction holding the user's lock, so two starts of
+the same user racing for the last concurrent slot or the last card-hours
+cannot both pass. SQLite: the transaction opens with ``BEGIN IMMEDIATE``
+(the database's write lock, taken before anything is read). PostgreSQL and
+others: ``SELECT ... FOR UPDATE`` of the user's row in
+``workspacespawner_quota_users``.
+
+The pre-spawn check reads a user's active runs and the runs they closed
+in this period through one index, ``(user_name, state, stopped)``: two
+range scans whose size is this month's runs of that user, flat however
+many rows the table and the user's history hold (``benchmarks/
+quota_check.py`` measures it up to a million rows).
+
+Times are stored as naive UTC and handed out as aware UTC datetimes. The
+schema is created and upgraded on first use by alembic (see
+:mod:`.migrations`). Every database error that means "cannot reach or use
+the database" comes out as :class:`LedgerUnavailable`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import Iterable
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy import event, exc
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.pool import StaticPool
+
+from . import policy
+from .migrations import RUNS_TABLE, USERS_TABLE, VERSION_TABLE
+from .policy import ACTIVE_STATES, CLOSED, OPEN, RESERVED, Decision, Limits, Request, Reservation, Run, Usage
+
+log = logging.getLogger("workspacespawner.quota")
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+_ALEMBIC_LOCK = threading.Lock()
+
+
+def head_revision() -> str:
+    """The newest schema revision the package's migrations know."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory(str(MIGRATIONS)).get_current_head()
+
+
+class LedgerUnavailable(Exception):
+    """The ledger's database cannot be reached or used right now (the cause is chained)."""
+
+
+class UTCDateTime(sa.types.TypeDecorator):
+    """Aware datetimes in, stored as naive UTC, aware UTC out (SQLite has no timezones)."""
+
+    impl = sa.DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is None:
+            return None
+        return policy.aware(value).astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value, dialect):
+        return None if value is None else value.replace(tzinfo=UTC)
+
+
+metadata = sa.MetaData()
+
+#: The runs table at the newest revision (the migrations create it; this describes it for queries).
+runs = sa.Table(
+    RUNS_TABLE,
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("user_name", sa.String(255), nullable=False),
+    sa.Column("server_name", sa.String(255), nullable=False),
+    sa.Column("profile", sa.String(255), nullable=False),
+    sa.Column("workspace_kind", sa.String(32), nullable=False),
+    sa.Column("gpus", sa.Integer, nullable=False),
+    sa.Column("started", UTCDateTime, nullable=False),
+    sa.Column("stopped", UTCDateTime, nullable=True),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("last_seen", UTCDateTime, nullable=True),
+    sa.Column("stop_reason", sa.String(255), nullable=True),
+)
+
+quota_users = sa.Table(USERS_TABLE, metadata, sa.Column("user_name", sa.String(255), primary_key=True))
+
+
+#: Columns a :class:`Run` carries under the same name.
+_RUN_COLUMNS = (
+    "server_name",
+    "profile",
+    "workspace_kind",
+    "gpus",
+    "started",
+    "stopped",
+    "state",
+    "last_seen",
+    "stop_reason",
+)
+_IDENTITY = ("server_name", "profile", "workspace_kind", "gpus")
+
+
+def _run(row) -> Run:
+    return Run(id=row.id, user=row.user_name, **{name: getattr(row, name) for name in _RUN_COLUMNS})
+
+
+def _identity(reservation: Reservation) -> dict:
+    """The columns that say whose workspace a run is, and what it runs."""
+    return dict(user_name=reservation.user, **{name: getattr(reservation, name) for name in _IDENTITY})
+
+
+def _guarded(method):
+    """Turn "cannot reach or use the database" errors into :class:`LedgerUnavailable`."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except (exc.OperationalError, exc.InterfaceError, exc.TimeoutError, exc.DisconnectionError) as e:
+            raise LedgerUnavailable(f"the quota ledger at {self.engine.url!r} cannot be used: {e}") from e
+
+    return wrapper
+
+
+def make_engine(url: str, *, timeout: float = 10.0) -> sa.Engine:
+    """An engine for ``url``; SQLite gets ``BEGIN IMMEDIATE`` for write transactions and WAL for files.
+
+    ``timeout`` (seconds): how long to wait for SQLite's lock, or to connect
+    to a server database (psycopg and psycopg2 drivers).
+    """
+    parsed = sa.engine.make_url(url)
+    kwargs: dict = {"pool_pre_ping": True}
+    if parsed.get_backend_name() == "sqlite":
+        kwargs["connect_args"] = {"timeout": timeout, "check_same_thread": False}
+        if parsed.database in (None, "", ":memory:"):
+            kwargs["poolclass"] = StaticPool
+    elif parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() in ("psycopg2", "psycopg"):
+        kwargs["connect_args"] = {"connect_timeout": max(1, int(timeout))}
+    engine = sa.create_engine(parsed, **kwargs)
+    if parsed.get_backend_name() == "sqlite":
+        in_file = parsed.database not in (None, "", ":memory:")
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_connection, _record):
+            dbapi_connection.isolation_level = None  # we issue BEGIN ourselves, below
+            cursor = dbapi_connection.cursor()
+            if in_file:
+                cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(connection):
+            immediate = connection.get_execution_options().get("ledger_write")
+            connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return engine
+
+
+class Ledger:
+    """Workspace runs in the database at ``url``; schema created and upgraded on first use.
+
+    Blocking: call from a worker thread in the hub (see the module docstring).
+    Safe to share between threads. ``timeout`` as in :func:`make_engine`.
+    """
+
+    def __init__(self, url: str, *, timeout: float = 10.0):
+        self.engine = make_engine(url, timeout=timeout)
+        self._sqlite = self.engine.dialect.name == "sqlite"
+        self._ready = False
+        self._ready_lock = threading.Lock()
+
+    def dispose(self) -> None:
+        """Close the database connections."""
+        self.engine.dispose()
+
+    # -- schema ----------------------------------------------------------
+
+    @_guarded
+    def upgrade(self) -> str:
+        """Create or upgrade the schema to the newest revision (idempotent); returns that revision.
+
+        A database holding the runs table of revision 0001 but no version
+        table (made by hand or by a tool) is adopted as 0001 first. alembic
+        keeps its running context in module globals, so upgrades in this
+        process take turns (:data:`_ALEMBIC_LOCK`, taken before the
+        database's lock, never after).
+        """
+        head = head_revision()
+        with self.engine.connect() as conn:
+            if self._revision(conn) == head:
+                return head
+        from alembic import command
+        from alembic.config import Config
+
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS))
+        with _ALEMBIC_LOCK, self._transaction() as conn:
+            config.attributes["connection"] = conn
+            inspector = sa.inspect(conn)
+            tables = set(inspector.get_table_names())
+            if RUNS_TABLE in tables and VERSION_TABLE not in tables:
+                columns = {c["name"] for c in inspector.get_columns(RUNS_TABLE)}
+                command.stamp(config, "0002" if "state" in columns else "0001")
+            command.upgrade(config, "head")
+            return self._revision(conn)
+
+    @staticmethod
+    def _revision(conn) -> str | None:
+        if not sa.inspect(conn).has_table(VERSION_TABLE):
+            return None
+        return conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
+
+    def _ensure_schema(self) -> None:
+        if self._ready:
+            return
+        with self._ready_lock:
+            if not self._ready:
+                self.upgrade()
+                self._ready = True
+
+    @contextmanager
+    def _transaction(self):
+        """A write transaction: ``BEGIN IMMEDIATE`` on SQLite, an ordinary one elsewhere."""
+        with self.engine.connect() as conn:
+            conn.execution_options(ledger_write=True)
+            with conn.begin():
+                yield conn
+
+    @contextmanager
+    def _write(self):
+        self._ensure_schema()
+        with self._transaction() as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self):
+        self._ensure_schema()
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    def _lock_users(self, conn, users: Iterable[str]) -> None:
+        """Hold the per-user lock rows (created if missing) until the transaction ends; sorted, so no deadlock."""
+        names = sorted(set(users))
+        if not names:
+            return
+        dialect = conn.dialect.name
+        if dialect in ("sqlite", "postgresql"):
+            insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
+            conn.execute(insert(quota_users).on_conflict_do_nothing(), [{"user_name": n} for n in names])
+        else:
+            existing = set(conn.scalars(sa.select(quota_users.c.user_name).where(quota_users.c.user_name.in_(names))))
+            for name in names:
+                if name not in existing:
+                    try:
+                        with conn.begin_nested():
+                            conn.execute(quota_users.insert().values(user_name=name))
+                    except exc.IntegrityError:
+                        pass  # another transaction made it first
+        conn.execute(
+            sa.select(quota_users.c.user_name)
+            .where(quota_users.c.user_name.in_(names))
+            .order_by(quota_users.c.user_name)
+            .with_for_update()
+        ).all()
+
+    # -- queries ---------------------------------------------------------
+
+    @staticmethod
+    def _runs_in(conn, period: tuple[datetime, datetime], user: str | None = None) -> list[Run]:
+        """Active runs, and closed runs overlapping ``period``: two index range scans, flat as the table grows."""
+        start, end = period
+        active = sa.select(runs).where(runs.c.state.in_(ACTIVE_STATES))
+        closed = sa.select(runs).where(runs.c.state == CLOSED, runs.c.stopped > start, runs.c.started < end)
+        if user is not None:
+            active = active.where(runs.c.user_name == user)
+            closed = closed.where(runs.c.user_name == user)
+        return [_run(row) for query in (active, closed) for row in conn.execute(query)]
+
+    @_guarded
+    def usage(self, user: str, period: tuple[datetime, datetime], now: datetime | None = None) -> Usage:
+        """``user``'s :class:`Usage` in ``period`` (card-hours up to ``now``; active workspaces)."""
+        now = policy.aware(now or policy.utcnow())
+        with self._read() as conn:
+            return policy.usage_from_runs(self._runs_in(conn, period, user), period, now)
+
+    @_guarded
+    def usage_all(self, period: tuple[datetime, datetime], now: datetime | None = None) -> dict[str, Usage]:
+        """Every user with card-hours in ``period`` or an active workspace: ``{user: Usage}``."""
+        now = policy.aware(now or policy.utcnow())
+        by_user: dict[str, list[Run]] = {}
+        with self._read() as conn:
+            for run in self._runs_in(conn, period):
+                by_user.setdefault(run.user, []).append(run)
+        return {user: policy.usage_from_runs(found, period, now) for user, found in sorted(by_user.items())}
+
+    @_guarded
+    def runs_of(self, user: str, period: tuple[datetime, datetime]) -> list[Run]:
+        """``user``'s runs in ``period`` and their active ones (what :func:`policy.enforcement` reads)."""
+        with self._read() as conn:
+            return self._runs_in(conn, period, user)
+
+    @_guarded
+    def get(self, run_id: int) -> Run | None:
+        """One run by id, or None."""
+        with self._read() as conn:
+            row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).first()
+            return None if row is None else _run(row)
+
+    # -- the pre-spawn check -----------------------------------------------
+
+    @_guarded
+    def check_and_reserve(
+        self,
+        user: str,
+        request: Request,
+        limits: Limits,
+        now: datetime | None = None,
+        *,
+        tz: str = "UTC",
+        min_start_hours: float = 0.25,
+    ) -> Decision:
+        """Decide on a start and, if allowed, reserve its place, atomically for ``user``.
+
+        Under the user's lock: an older active row of the same server (left
+        by a crash: JupyterHub starts only stopped servers) is closed at its
+        last sighting, the month's usage is read, :func:`policy.decide`
+        decides, and an allowed start gets a ``reserved`` row, returned as
+        ``decision.reservation``. Two racing calls for the same user see each
+        other's reservations, never the same free place.
+        """
+        now = policy.aware(now or policy.utcnow())
+        period = policy.month_bounds(now, tz)
+        with self._write() as conn:
+            self._lock_users(conn, [user])
+            stale = conn.execute(
+                sa.select(runs).where(
+                    runs.c.user_name == user, runs.c.state.in_(ACTIVE_STATES), runs.c.server_name == request.server_name
+                )
+            ).all()
+            for row in stale:
+                self._end(conn, _run(row), None, "restarted")
+            usage = policy.usage_from_runs(self._runs_in(conn, period, user), period, now)
+            decision = policy.decide(request, usage, limits, now, min_start_hours=min_start_hours)
+            if not decision.allowed:
+                return decision
+            reservation = Reservation.of(user, request, now)
+            query = runs.insert().values(**_identity(reservation), started=now, state=RESERVED)
+            run_id = conn.execute(query).inserted_primary_key[0]
+        return Decision(allowed=True, reservation=replace(reservation, id=run_id))
+
+    # -- the run's life --------------------------------------------------
+
+    @_guarded
+    def open_run(self, reservation: Reservation, started_at: datetime | None = None) -> int | None:
+        """The workspace reached Running: its reservation becomes an open run from ``started_at``.
+
+        A reservation made while the ledger was down (``id`` None) gets a new
+        open row. A reservation already released or closed (the start failed
+        or was stopped meanwhile) stays so: returns None. Returns the run id.
+        """
+        started_at = policy.aware(started_at or policy.utcnow())
+        with self._write() as conn:
+            self._lock_users(conn, [reservation.user])
+            if reservation.id is None:
+                query = runs.insert().values(
+                    **_identity(reservation), started=started_at, last_seen=started_at, state=OPEN
+                )
+                return conn.execute(query).inserted_primary_key[0]
+            done = conn.execute(
+                runs.update()
+                .where(runs.c.id == reservation.id, runs.c.state == RESERVED)
+                .values(state=OPEN, started=started_at, last_seen=started_at)
+            )
+            return reservation.id if done.rowcount else None
+
+    @_guarded
+    def release(self, reservation: Reservation) -> None:
+        """A start failed before Running: drop its reservation (an opened run is left alone)."""
+        if reservation.id is None:
+            return
+        with self._write() as conn:
+            conn.execute(runs.delete().where(runs.c.id == reservation.id, runs.c.state == RESERVED))
+
+    @staticmethod
+    def _end(conn, run: Run, stopped_at: datetime | None, reason: str | None) -> Run | None:
+        """Close an open run at ``stopped_at`` (None: its last sighting), or drop a reservation."""
+        if run.state == RESERVED:
+            conn.execute(runs.delete().where(runs.c.id == run.id, runs.c.state == RESERVED))
+            return None
+        if run.state != OPEN:
+            return None
+        stopped = stopped_at if stopped_at is not None else (run.last_seen or run.started)
+        stopped = max(policy.aware(stopped), run.started)
+        reason = run.stop_reason or reason
+        done = conn.execute(
+            runs.update()
+            .where(runs.c.id == run.id, runs.c.state == OPEN)
+            .values(state=CLOSED, stopped=stopped, stop_reason=reason)
+        )
+        if not done.rowcount:
+            return None
+        return Run(**{**run.__dict__, "state": CLOSED, "stopped": stopped, "stop_reason": reason})
+
+    @_guarded
+    def close_run(self, run_id: int, stopped_at: datetime | None, *, reason: str | None = None) -> Run | None:
+        """The workspace stopped at ``stopped_at``; None means "already gone": close at its last sighting.
+
+        Idempotent: a closed run is never closed again (no double count); a
+        reservation is dropped. ``reason`` is kept unless one was recorded
+        before (the enforcer's). Returns the closed run, or None.
+        """
+        with self._write() as conn:
+            row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).first()
+            return None if row is None else self._end(conn, _run(row), stopped_at, reason)
+
+    @_guarded
+    def close_server(
+        self, user: str, server_name: str, stopped_at: datetime | None, *, reason: str | None = None
+    ) -> list[Run]:
+        """:meth:`close_run` for whatever is active for ``(user, server_name)``: what a spawner's stop calls."""
+        with self._write() as conn:
+            rows = conn.execute(
+                sa.select(runs).where(
+                    runs.c.user_name == user, runs.c.server_name == server_name, runs.c.state.in_(ACTIVE_STATES)
+                )
+            ).all()
+            closed = [self._end(conn, _run(row), stopped_at, reason) for row in rows]
+        return [run for run in closed if run is not None]
+
+    @_guarded
+    def set_stop_reason(self, run_id: int, reason: str) -> None:
+        """Record why an open run is being stopped (kept when it closes)."""
+        with self._write() as conn:
+            conn.execute(runs.update().where(runs.c.id == run_id, runs.c.state == OPEN).values(stop_reason=reason))
+
+    @_guarded
+    def close_orphans(
+        self,
+        alive: set[tuple[str, str]],
+        seen_at: datetime,
+        *,
+        min_age: timedelta = timedelta(minutes=2),
+        reservation_timeout: timedelta = timedelta(minutes=30),
+        kinds: Iterable[str] | None = None,
+    ) -> list[Run]:
+        """Reconcile with the cluster: ``alive`` is every ``(user, server_name)`` running at ``seen_at``.
+
+        - An open run that is alive gets ``last_seen = seen_at``.
+        - An open run that is not alive, and older than ``min_age`` (so a
+          run opened after the cluster was looked at is spared), is closed
+          at its last sighting: never left open forever, never counted
+          twice, and never charged for the time the hub could not see it.
+        - A reservation older than ``reservation_timeout`` (its start
+          never finished, e.g. the hub died mid-start) is opened from when it
+          was made if the workspace is alive, dropped otherwise.
+
+        ``alive`` must be complete for the workspace ``kinds`` it covers
+        (``container``, ``vm``; None: all), from synced watch caches: runs of
+        other kinds are left alone. Returns the runs closed.
+        """
+        seen_at = policy.aware(seen_at)
+        closed: list[Run] = []
+        with self._write() as conn:
+            self._lock_users(
+                conn, conn.scalars(sa.select(runs.c.user_name).where(runs.c.state.in_(ACTIVE_STATES)).distinct())
+            )
+            active = [_run(row) for row in conn.execute(sa.select(runs).where(runs.c.state.in_(ACTIVE_STATES)))]
+            if kinds is not None:
+                active = [run for run in active if run.workspace_kind in set(kinds)]
+            seen = [run.id for run in active if run.state == OPEN and (run.user, run.server_name) in alive]
+            for chunk in range(0, len(seen), 500):
+                conn.execute(runs.update().where(runs.c.id.in_(seen[chunk : chunk + 500])).values(last_seen=seen_at))
+            for run in active:
+                is_alive = (run.user, run.server_name) in alive
+                if run.state == OPEN and not is_alive and run.started <= seen_at - min_age:
+                    done = self._end(conn, run, None, "gone")
+                    if done is not None:
+                        closed.append(done)
+                elif run.state == RESERVED and run.started <= seen_at - reservation_timeout:
+                    if is_alive:
+                        conn.execute(runs.update().where(runs.c.id == run.id).values(state=OPEN, last_seen=seen_at))
+                    else:
+                        self._end(conn, run, None, None)
+        return closed
