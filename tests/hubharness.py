@@ -20,6 +20,11 @@ import requests
 CONFIG_D = Path(__file__).resolve().parent.parent / "jupyterhub_config.d"
 
 
+def config_pieces(*pieces: str) -> str:
+    """Config text that loads the given ``jupyterhub_config.d`` pieces in order (``"10-workspace-spawner.py"``, ...)."""
+    return "".join(f"load_subconfig({str(CONFIG_D / piece)!r})\n" for piece in pieces)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

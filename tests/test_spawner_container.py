@@ -33,6 +33,19 @@ c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
         "kubespawner_override": {"extra_resource_limits": {"nvidia.com/gpu": 16}},
     },
     {
+        "display_name": "JupyterLab with a choice of image",
+        "slug": "choose-image",
+        "profile_options": {
+            "image": {
+                "display_name": "Image",
+                "choices": {
+                    "scipy": {"display_name": "SciPy", "kubespawner_override": {"image": "quay.io/jupyter/scipy-notebook:2025-10-20"}},
+                    "torch": {"display_name": "PyTorch", "kubespawner_override": {"image": "quay.io/jupyter/pytorch-notebook:2025-10-20"}},
+                },
+            },
+        },
+    },
+    {
         "display_name": "Home on a WaitForFirstConsumer class",
         "slug": "late-binding",
         "kubespawner_override": {"home_storage_class": "ceph-rbd-wffc"},
@@ -183,6 +196,8 @@ def test_forbidden_profile_is_403(hub, core):
     [
         ({"profile": "no-such-profile"}, "no profile"),
         ({"profile": ["jupyterlab-cpu"]}, "by its name"),
+        ({"profile": "choose-image", "image": "evil"}, "not a choice"),
+        ({"profile": "choose-image", "image--unlisted-choice": "evil/miner:latest"}, "unlisted_choice"),
     ],
 )
 def test_tampered_options_are_400(hub, core, options, words):
@@ -256,7 +271,7 @@ def test_progress_speaks_plain_words(hub, core, cluster):
     assert answer["r"].status_code in (201, 202), answer["r"].text
     assert "Home volume home-petra" in text
     assert "Found a node for your server" in text
-    assert "Pulling the image" in text
+    assert "Image ready" in text
     assert "Server starting" in text
     hub.wait_ready("petra")
     hub.stop_server("petra")
