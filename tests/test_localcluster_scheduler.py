@@ -1,7 +1,8 @@
 """The local cluster's scheduler: Nodes, fitting Pods and VMIs by CPU/memory/GPU, selectors, taints, events.
 
 Checks that the Nodes register with the API server's own kubelet version,
-that GPU Pods land on the GPU node, that a request no node can hold
+that GPU Pods land on the GPU node and CPU Pods and VMIs never do (its
+``nvidia.com/gpu`` taint, tolerated by what asks for GPUs), that a request no node can hold
 gets PodScheduled=False with kube-scheduler's wording and a FailedScheduling
 Warning (counted, not repeated), that nodeSelector on the GPU product label
 and node readiness are honoured, that the autoscaler knob reports
@@ -16,7 +17,7 @@ from tests.helpers import events_for as events
 from tests.helpers import get_object as get
 from tests.helpers import wait_for
 from workspacespawner.localcluster import LocalCluster
-from workspacespawner.localcluster.controllers.scheduler import pod_requests, vmi_requests
+from workspacespawner.localcluster.controllers.scheduler import GPU_TAINT, pod_requests, vmi_requests, vmi_tolerations
 from workspacespawner.localcluster.discovery import version_info
 
 PODS = ("", "v1", "pods")
@@ -44,7 +45,7 @@ def pod(name: str, *, gpus: int = 0, cpu: str = "1", memory: str = "1Gi", select
     return body
 
 
-def vmi(name: str, *, gpus: int = 0) -> dict:
+def vmi(name: str, *, gpus: int = 0, cores: int = 4) -> dict:
     devices = {"disks": []}
     if gpus:
         devices["gpus"] = [{"name": f"gpu{i}", "deviceName": "nvidia.com/GA100_A100_SXM4_80GB"} for i in range(gpus)]
@@ -52,7 +53,7 @@ def vmi(name: str, *, gpus: int = 0) -> dict:
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachineInstance",
         "metadata": {"name": name},
-        "spec": {"domain": {"cpu": {"cores": 4}, "memory": {"guest": "16Gi"}, "devices": devices}},
+        "spec": {"domain": {"cpu": {"cores": cores}, "memory": {"guest": "16Gi"}, "devices": devices}},
     }
 
 
@@ -165,7 +166,7 @@ async def test_not_ready_node_is_not_used(tmp_path):
         )
         scheduler.set_node_ready("gpu-node-1", True)
         await wait_for(lambda: node_of(cluster, "jupyter-gpu") == "gpu-node-1")
-        assert "taints" not in get(cluster, NODES, "gpu-node-1", None)["spec"]
+        assert get(cluster, NODES, "gpu-node-1", None)["spec"]["taints"] == [GPU_TAINT]  # only the unreachable taints went
 
 
 async def test_autoscaler_knob_reports_scale_up(tmp_path):
@@ -208,3 +209,57 @@ def test_requests_fall_back_to_limits_and_count_vmi_devices():
     vmi_req = vmi_requests(vmi("v", gpus=2))
     assert vmi_req["nvidia.com/GA100_A100_SXM4_80GB"] == 2
     assert vmi_req["cpu"] == 4 and vmi_req["memory"] == 16 * 2**30
+
+
+def vmi_node(cluster, name):
+    return (get(cluster, VMIS, name).get("status") or {}).get("nodeName")
+
+
+async def schedule_vmi(cluster, body: dict) -> None:
+    created = create(cluster, VMIS, body)
+    created["status"] = {"phase": "Scheduling"}
+    cluster.store.replace(cluster.store.kind(*VMIS), "default", body["metadata"]["name"], created, subresource="status")
+
+
+async def test_gpu_node_takes_only_what_asks_for_gpus(tmp_path):
+    untolerated = "1 node(s) had untolerated taint {nvidia.com/gpu: present}"
+    async with LocalCluster(state_dir=tmp_path, controllers=("scheduler",)) as cluster:
+        assert get(cluster, NODES, "gpu-node-1", None)["spec"]["taints"] == [
+            {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+        ]
+        assert "taints" not in get(cluster, NODES, "cpu-node-1", None)["spec"]
+        # CPU work goes to the CPU node, though the GPU node has more room; what the CPU node cannot hold waits.
+        create(cluster, PODS, pod("jupyter-cpu"))
+        create(cluster, PODS, pod("jupyter-wide", cpu="20"))
+        create(cluster, PODS, pod("jupyter-gpu", gpus=1, cpu="20"))
+        await wait_for(lambda: node_of(cluster, "jupyter-cpu") and node_of(cluster, "jupyter-gpu"))
+        assert (node_of(cluster, "jupyter-cpu"), node_of(cluster, "jupyter-gpu")) == ("cpu-node-1", "gpu-node-1")
+        await wait_for(lambda: events(cluster, "jupyter-wide", "FailedScheduling"))
+        assert events(cluster, "jupyter-wide", "FailedScheduling")[0]["message"] == (
+            f"0/2 nodes are available: 1 Insufficient cpu, {untolerated}."
+        )
+        assert node_of(cluster, "jupyter-wide") is None
+        # VMIs likewise: their virt-launcher Pods tolerate the taint of the devices they ask for.
+        await schedule_vmi(cluster, vmi("vm-cpu"))
+        await schedule_vmi(cluster, vmi("vm-wide", cores=20))
+        await schedule_vmi(cluster, vmi("vm-gpu", gpus=1, cores=8))
+        await wait_for(lambda: vmi_node(cluster, "vm-cpu") and vmi_node(cluster, "vm-gpu"))
+        assert (vmi_node(cluster, "vm-cpu"), vmi_node(cluster, "vm-gpu")) == ("cpu-node-1", "gpu-node-1")
+        await wait_for(lambda: scheduled_condition(get(cluster, VMIS, "vm-wide")))
+        assert untolerated in scheduled_condition(get(cluster, VMIS, "vm-wide"))["message"]
+
+
+def test_vmi_tolerates_the_taints_of_the_devices_it_asks_for():
+    assert vmi_tolerations(vmi("cpu")) == []
+    assert vmi_tolerations(vmi("gpu", gpus=2)) == [
+        {"key": "nvidia.com/GA100_A100_SXM4_80GB", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    own = {"key": "dedicated", "operator": "Equal", "value": "lab", "effect": "NoSchedule"}
+    body = vmi("gpu", gpus=1)
+    body["spec"]["tolerations"] = [own]
+    body["spec"]["domain"]["resources"] = {"limits": {"nvidia.com/gpu": "1", "cpu": "2"}}
+    assert vmi_tolerations(body) == [
+        own,
+        {"key": "nvidia.com/GA100_A100_SXM4_80GB", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    ]

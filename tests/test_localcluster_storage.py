@@ -172,7 +172,7 @@ async def test_expansion_updates_volume_then_claim_capacity(tmp_path):
 
 @pytest.mark.parametrize("policy", ["Delete", "Retain"])
 async def test_deleted_claim_follows_reclaim_policy(tmp_path, policy):
-    async with LocalCluster(state_dir=tmp_path, controllers=("storage",)) as cluster:
+    async with LocalCluster(state_dir=tmp_path, controllers=("storage", "protection")) as cluster:
         store = cluster.store
         sc_kind = store.kind("storage.k8s.io", "v1", "storageclasses")
         store.create(sc_kind, None, {

@@ -8,8 +8,16 @@ login that accepts any user name, reachable only on 127.0.0.1, the hub at
 http://127.0.0.1:8000. The cluster also holds a golden image
 (``golden-images/ubuntu-22.04-gpu``) for the VM profiles: their guests run
 from cloud-init on the same node agent. Ctrl-C stops the hub, every server
-and the cluster. The cluster's objects live in memory, so a new run starts
-with empty volumes.
+and the cluster.
+
+Everything lives in the state directory (``--state-dir``), so a second run
+picks up where the first stopped: the hub's database, and the cluster's
+objects, saved in ``cluster/objects.json`` while it runs and when it stops
+and loaded when it starts again. Each user's home volume (PVC, PV and its
+directory under ``cluster/volumes``), VM root disks and VirtualMachines come
+back as they were, and the golden image is reused. Running servers do not:
+their Pods and VMIs are gone, as after a node restart, and users start them
+again. Delete the state directory to start from scratch.
 """
 
 from __future__ import annotations
@@ -109,7 +117,7 @@ c.KubeSpawner.http_timeout = 60
 async def run_demo(state_dir: Path, port: int, proxy: str = "auto") -> int:
     """Run cluster and hub until the hub exits or the process gets SIGINT/SIGTERM; returns the hub's exit code."""
     state_dir.mkdir(parents=True, exist_ok=True)
-    cluster = LocalCluster(state_dir / "cluster", port=0)
+    cluster = LocalCluster(state_dir / "cluster", port=0, persist=True)
     await cluster.start()
     await make_golden_image(cluster, GOLDEN_IMAGE[0], GOLDEN_IMAGE[1], GOLDEN_FILES)
     config_file = state_dir / "jupyterhub_config.py"

@@ -3,7 +3,8 @@
 Runs either on the caller's event loop (``await cluster.start()``) or on a
 thread of its own (:class:`ClusterThread`), which is what tests and the demo
 use so that synchronous clients (the ``kubernetes`` package, ``kubectl`` in a
-subprocess) can talk to it while the test's own loop is busy.
+subprocess) can talk to it while the test's own loop is busy. With
+``persist`` its objects outlive it (see :mod:`.persistence`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from .faults import FaultInjector, RequestLog
 from .kinds import KINDS
 from .kubeconfig import write_kubeconfig
+from .persistence import STATE_FILE, Persistence
 from .store import Store
 from .validation import Validator
 
@@ -32,11 +34,15 @@ class LocalCluster:
     port. ``controllers`` names the controllers to run (default: all of
     :data:`CONTROLLERS`); each stays reachable as ``cluster.controllers[name]``
     so tests can switch it off or slow it down. ``nodes`` is a list of
-    ``{"name", "cpu", "memory", "gpus", "gpu_product"}`` dicts (see
-    :mod:`.controllers.scheduler`); None gives the default demo nodes.
+    ``{"name", "cpu", "memory", "gpus", "gpu_product", "taints"}`` dicts (see
+    :mod:`.controllers.scheduler`); None gives the default demo nodes (a
+    CPU node and an 8-GPU node tainted ``nvidia.com/gpu=present:NoSchedule``).
     ``history`` is how many change events the store keeps for watch resume
     (older resourceVersions answer 410 Expired); ``bookmark_interval`` the
-    seconds between BOOKMARK events on watches that allow them.
+    seconds between BOOKMARK events on watches that allow them. ``persist``
+    keeps the objects in ``state_dir/objects.json`` across restarts: loaded
+    on start, saved while running and on stop (see :mod:`.persistence`;
+    Pods, VMIs and Events do not come back).
     """
 
     def __init__(
@@ -50,6 +56,7 @@ class LocalCluster:
         volume_binding_mode: str = "Immediate",
         history: int = 2000,
         bookmark_interval: float = 5.0,
+        persist: bool = False,
     ):
         self._tmp = None
         if state_dir is None:
@@ -68,13 +75,17 @@ class LocalCluster:
         self.controller_names = controllers
         self.controllers: dict = {}
         self.kubeconfig: Path = self.state_dir / "kubeconfig"
+        self.persistence = Persistence(self.store, self.state_dir / STATE_FILE) if persist else None
         self._server = None
         self.url = ""
 
     async def start(self) -> LocalCluster:
-        """Listen, write the kubeconfig, start the controllers. Returns self."""
+        """Load the saved objects (with ``persist``), listen, write the kubeconfig, start the controllers. Returns self."""
         from .server import serve
 
+        if self.persistence is not None:
+            self.persistence.load()
+            self.persistence.start()
         self._server, self.port = await serve(self, self.host, self.port)
         self.url = f"http://{self.host}:{self.port}"
         write_kubeconfig(self.kubeconfig, self.url)
@@ -90,13 +101,15 @@ class LocalCluster:
         return self
 
     async def stop(self) -> None:
-        """Stop the controllers (the node agent ends its processes), then the server."""
+        """Stop the controllers (the node agent ends its processes), then the server; with ``persist``, save last."""
         for controller in reversed(list(self.controllers.values())):
             await controller.stop()
         if self._server is not None:
             self._server.stop()
             await self._server.close_all_connections()
             self._server = None
+        if self.persistence is not None:
+            await self.persistence.stop()
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

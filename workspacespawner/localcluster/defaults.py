@@ -3,15 +3,32 @@
 Only the defaults clients visibly rely on are filled in (the ones kubectl
 prints and kubespawner reads back): Pod restartPolicy, dnsPolicy,
 schedulerName, terminationGracePeriodSeconds, container
-imagePullPolicy/terminationMessage*, the Pod's initial ``Pending`` status;
-Service type, clusterIP, sessionAffinity and port protocol/targetPort;
-PVC volumeMode and ``Pending`` status; PV ``Available`` status;
-Namespace ``Active`` status. Defaulting runs on create and update alike;
-the DefaultStorageClass admission plugin only on create: a PVC created
-without ``spec.storageClassName`` (and without the legacy
-``volume.beta.kubernetes.io/storage-class`` annotation) gets the name of the
-default StorageClass, the newest one annotated
-``storageclass.kubernetes.io/is-default-class: "true"``.
+imagePullPolicy/terminationMessage*, a container's ``resources.requests``
+for each resource it only limits (request = limit, ``SetDefaults_Pod``), the
+Pod's initial ``Pending`` status and its ``status.qosClass`` (Guaranteed,
+Burstable or BestEffort by the rules of ``GetPodQOS``, set on create and kept
+by later status writes); Service type, clusterIP, sessionAffinity and port
+protocol/targetPort; PVC volumeMode and ``Pending`` status; PV ``Available``
+status; Namespace ``Active`` status. Defaulting runs on create and update
+alike.
+
+Admission plugins of a default kube-apiserver:
+
+* **ExtendedResourceToleration** (create and update): a Pod requesting an
+  extended resource (a domain-prefixed name outside ``kubernetes.io/``, such
+  as ``nvidia.com/gpu``) in any container or init container gets the
+  toleration ``{key: <resource>, operator: Exists, effect: NoSchedule}``, so
+  it tolerates the taint GPU operators and cloud GPU pools put on their
+  nodes.
+* **DefaultStorageClass** (create): a PVC created without
+  ``spec.storageClassName`` (and without the legacy
+  ``volume.beta.kubernetes.io/storage-class`` annotation) gets the name of the
+  default StorageClass, the newest one annotated
+  ``storageclass.kubernetes.io/is-default-class: "true"``.
+* **StorageObjectInUseProtection** (create): every PVC gets the finalizer
+  ``kubernetes.io/pvc-protection`` and every PV ``kubernetes.io/pv-protection``;
+  the protection controller (:mod:`.controllers.protection`) removes them
+  once a deleted claim is no longer used, a deleted volume no longer bound.
 """
 
 from __future__ import annotations
@@ -21,6 +38,7 @@ import random
 from decimal import Decimal
 
 from .kinds import Kind
+from .validation import parse_quantity
 
 #: Service cluster IPs are loopback addresses, so the local cluster's service proxy can listen on them.
 SERVICE_NETWORK = ipaddress.ip_network("127.96.0.0/16")
@@ -28,6 +46,13 @@ SERVICE_NETWORK = ipaddress.ip_network("127.96.0.0/16")
 #: The annotations that mark the default StorageClass (GA and legacy beta), and a PVC's legacy class annotation.
 DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class", "storageclass.beta.kubernetes.io/is-default-class")
 BETA_CLAIM_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
+
+#: The finalizers of the StorageObjectInUseProtection admission plugin.
+PVC_PROTECTION = "kubernetes.io/pvc-protection"
+PV_PROTECTION = "kubernetes.io/pv-protection"
+
+#: The resources the Pod QoS class is computed from.
+QOS_RESOURCES = ("cpu", "memory")
 
 
 def reset_status(kind: Kind, obj: dict) -> None:
@@ -80,10 +105,23 @@ def _canonical_resources(resources) -> None:
                 values[name] = canonical_quantity(value)
 
 
+def _default_requests(resources) -> None:
+    """A resource limited but not requested is requested at its limit (``SetDefaults_Pod``)."""
+    if not isinstance(resources, dict) or not isinstance(resources.get("limits"), dict):
+        return
+    requests = resources.get("requests")
+    if requests is None:
+        requests = resources["requests"] = {}
+    if isinstance(requests, dict):
+        for name, value in resources["limits"].items():
+            requests.setdefault(name, value)
+
+
 def _default_containers(containers: list) -> None:
     for container in containers or []:
         if isinstance(container, dict):
             _canonical_resources(container.get("resources"))
+            _default_requests(container.get("resources"))
             container.setdefault("imagePullPolicy", _image_pull_policy(str(container.get("image", ""))))
             container.setdefault("terminationMessagePath", "/dev/termination-log")
             container.setdefault("terminationMessagePolicy", "File")
@@ -104,6 +142,76 @@ def _default_pod(obj: dict, store) -> None:
     spec.setdefault("enableServiceLinks", True)
     _default_containers(spec.get("containers"))
     _default_containers(spec.get("initContainers"))
+
+
+def _pod_containers(pod: dict) -> list[dict]:
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    return [c for key in ("initContainers", "containers") for c in spec.get(key) or [] if isinstance(c, dict)]
+
+
+def _quantities(values) -> dict[str, Decimal]:
+    out = {}
+    for name, value in (values or {}).items() if isinstance(values, dict) else ():
+        try:
+            out[name] = parse_quantity(value)
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def pod_qos_class(pod: dict) -> str:
+    """The Pod's QoS class, as ``GetPodQOS`` computes it from cpu and memory of every container.
+
+    BestEffort: no container requests or limits cpu or memory. Guaranteed:
+    every container limits both, and the summed requests equal the summed
+    limits. Burstable otherwise. Zero quantities count as unset.
+    """
+    requests: dict[str, Decimal] = {}
+    limits: dict[str, Decimal] = {}
+    guaranteed = True
+    for container in _pod_containers(pod):
+        resources = container.get("resources") if isinstance(container.get("resources"), dict) else {}
+        for total, section in ((requests, "requests"), (limits, "limits")):
+            for name, amount in _quantities(resources.get(section)).items():
+                if name in QOS_RESOURCES and amount > 0:
+                    total[name] = total.get(name, Decimal(0)) + amount
+        limited = {n for n, a in _quantities(resources.get("limits")).items() if n in QOS_RESOURCES and a > 0}
+        if limited != set(QOS_RESOURCES):
+            guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    if guaranteed and all(limits.get(name) == amount for name, amount in requests.items()) and len(requests) == len(limits):
+        return "Guaranteed"
+    return "Burstable"
+
+
+def is_extended_resource(name: str) -> bool:
+    """Whether ``name`` is an extended resource: domain-prefixed, outside ``kubernetes.io/``, not a quota ``requests.`` name."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def _admit_extended_resource_tolerations(pod: dict) -> None:
+    """ExtendedResourceToleration: tolerate the NoSchedule taint named after each extended resource requested."""
+    requested = set()
+    for container in _pod_containers(pod):
+        resources = container.get("resources") if isinstance(container.get("resources"), dict) else {}
+        if isinstance(resources.get("requests"), dict):
+            requested.update(name for name in resources["requests"] if is_extended_resource(name))
+    spec = pod.get("spec")
+    if not requested or not isinstance(spec, dict):
+        return
+    tolerations = spec.get("tolerations")
+    if tolerations is None:
+        tolerations = spec["tolerations"] = []
+    if not isinstance(tolerations, list):
+        return  # the schema reports it
+    for name in sorted(requested):
+        wanted = {"key": name, "operator": "Exists", "effect": "NoSchedule"}
+        if not any(
+            isinstance(t, dict) and (t.get("key"), t.get("operator"), t.get("value", ""), t.get("effect")) == (name, "Exists", "", "NoSchedule")
+            for t in tolerations
+        ):
+            tolerations.append(wanted)
 
 
 def _used_cluster_ips(store) -> set[str]:
@@ -173,11 +281,20 @@ def _admit_pvc(obj: dict, store) -> None:
         spec["storageClassName"] = default["metadata"]["name"]
 
 
+def _add_finalizer(obj: dict, finalizer: str) -> None:
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        finalizers = meta.get("finalizers") if isinstance(meta.get("finalizers"), list) else []
+        if finalizer not in finalizers:
+            meta["finalizers"] = [*finalizers, finalizer]
+
+
 def apply_defaults(kind: Kind, obj: dict, store, *, creating: bool) -> None:
-    """Fill in the defaults the API server sets for built-in kinds; other kinds are left alone.
+    """Fill in the defaults the API server sets for built-in kinds, then run its admission plugins; other kinds are left alone.
 
     ``creating`` is True on create, when admission plugins that act only on
-    create (DefaultStorageClass) run too.
+    create (DefaultStorageClass, StorageObjectInUseProtection) run too and a
+    Pod gets its ``status.qosClass``.
     """
     if kind.group != "":
         return
@@ -188,8 +305,23 @@ def apply_defaults(kind: Kind, obj: dict, store, *, creating: bool) -> None:
     }.get(kind.kind)
     if defaulter is not None:
         defaulter(obj, store)
+    if kind.kind == "Pod":
+        _admit_extended_resource_tolerations(obj)
+        if creating and isinstance(obj.get("status"), dict):
+            obj["status"]["qosClass"] = pod_qos_class(obj)
     if creating and kind.kind == "PersistentVolumeClaim":
         _admit_pvc(obj, store)
+        _add_finalizer(obj, PVC_PROTECTION)
+    if creating and kind.kind == "PersistentVolume":
+        _add_finalizer(obj, PV_PROTECTION)
+
+
+def carry_over_status(kind: Kind, new: dict, current: dict) -> None:
+    """On a status write, keep a Pod's ``status.qosClass`` when the writer left it out (the pod status strategy backfills it)."""
+    if kind.group == "" and kind.kind == "Pod" and isinstance(new.get("status"), dict):
+        qos = (current.get("status") or {}).get("qosClass")
+        if qos and not new["status"].get("qosClass"):
+            new["status"]["qosClass"] = qos
 
 
 def carry_over(kind: Kind, new: dict, current: dict) -> None:

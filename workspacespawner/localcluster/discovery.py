@@ -5,7 +5,7 @@ release in :mod:`.version`:
 ``/version`` (``version.Info``), ``/api`` (``APIVersions``), ``/apis``
 (``APIGroupList``), ``/apis/{group}`` (``APIGroup``) and ``/api/v1`` /
 ``/apis/{group}/{version}`` (``APIResourceList``, with subresources listed
-as ``plural/sub``). Clients asking for aggregated discovery
+as ``plural/sub``: ``pods/status``, ``pods/log`` and the like). Clients asking for aggregated discovery
 (``as=APIGroupDiscoveryList``) get these documents too and fall back, as
 they do against any server that does not aggregate.
 """
@@ -13,11 +13,20 @@ they do against any server that does not aggregate.
 from __future__ import annotations
 
 from .errors import ApiError
-from .kinds import KUBEVIRT_SUBRESOURCE_GROUP, KUBEVIRT_SUBRESOURCE_VERSION, VM_ACTIONS, Kind, groups
+from .kinds import (
+    KUBEVIRT_SUBRESOURCE_GROUP,
+    KUBEVIRT_SUBRESOURCE_VERSION,
+    READ_ONLY_SUBRESOURCES,
+    VM_ACTIONS,
+    Kind,
+    groups,
+)
 from .version import BUILD_DATE, GIT_VERSION, GO_VERSION, MAJOR, MINOR
 
 #: Verbs of a ``{plural}/status`` subresource.
 STATUS_VERBS = ("get", "patch", "update")
+#: Verbs of a read-only subresource (``pods/log``).
+READ_VERBS = ("get",)
 
 
 def version_info() -> dict:
@@ -111,7 +120,10 @@ def api_resource_list(kinds, group: str, version: str) -> dict:
         for kind in kinds:
             if (kind.group, kind.version) == (group, version):
                 resources.append(_resource(kind))
-                resources.extend(_subresource(kind, sub, STATUS_VERBS, kind.kind) for sub in kind.subresources)
+                resources.extend(
+                    _subresource(kind, sub, READ_VERBS if sub in READ_ONLY_SUBRESOURCES else STATUS_VERBS, kind.kind)
+                    for sub in kind.subresources
+                )
         if not resources:
             raise _not_found()
     return {

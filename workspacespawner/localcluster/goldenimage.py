@@ -5,7 +5,10 @@ DataImportCron) and publishes it as a ``DataSource``; users' root disks are
 cloned from it through ``spec.sourceRef``. The demo and the tests seed the
 same shape directly: :func:`make_golden_image` writes ``files`` into a fresh
 volume, binds a PVC to it and creates the DataSource with ``Ready`` status,
-whether or not the storage and CDI controllers are running.
+whether or not the storage and CDI controllers are running. On a cluster
+restored from a saved state (``LocalCluster(persist=True)``) the image is
+there already: an existing DataSource whose PVC is bound is used as it is,
+and a PVC left without its DataSource is reused.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import asyncio
 from pathlib import Path
 
 from .controllers.cdi import datasource_status
-from .controllers.refs import DATA_SOURCES, PVCS
+from .controllers.refs import DATA_SOURCES, PVCS, get_or_none
 from .controllers.storage import ensure_storage_classes, provision_volume, storage_class_for
 from .volumes import claim_path
 
@@ -46,13 +49,17 @@ async def make_golden_image(
     ``files`` maps paths inside the image to their text, e.g.
     ``{"etc/os-release": 'NAME="Ubuntu"\\n'}``; ``size`` is the PVC's
     request (a Kubernetes quantity). ``cluster`` is a started
-    :class:`~.cluster.LocalCluster`. Returns the DataSource.
+    :class:`~.cluster.LocalCluster`. Returns the DataSource: the existing
+    one, untouched, when the image is already there.
     """
     store = cluster.store
+    existing = get_or_none(store, DATA_SOURCES, namespace, name)
+    if existing is not None and claim_path(cluster, namespace, name) is not None:
+        return existing
     ensure_storage_classes(cluster)
     _ensure_namespace(store, namespace)
     labels = {"app.kubernetes.io/component": "golden-image", "app.kubernetes.io/part-of": "workspacespawner"}
-    pvc = store.create(
+    pvc = get_or_none(store, PVCS, namespace, name) or store.create(
         store.kind(*PVCS),
         namespace,
         {
@@ -73,7 +80,7 @@ async def make_golden_image(
         raise RuntimeError(f"golden image PVC {namespace}/{name} went away while it was provisioned")
     root = claim_path(cluster, namespace, name)
     await asyncio.to_thread(_write_files, root, files)
-    ds = store.create(
+    ds = existing or store.create(
         store.kind(*DATA_SOURCES),
         namespace,
         {

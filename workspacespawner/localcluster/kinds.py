@@ -30,7 +30,8 @@ class Kind:
     custom resource, and the built-in kinds whose strategy sets it. Other
     kinds keep whatever ``generation`` a client wrote on create.
     ``categories`` are the discovery categories (``all`` is what ``kubectl get
-    all`` lists).
+    all`` lists). ``subresources`` are ``status`` (read and written) and
+    ``log`` (read only, see :data:`READ_ONLY_SUBRESOURCES`).
     """
 
     group: str
@@ -88,7 +89,7 @@ def _core(kind, plural, namespaced=True, short=(), sub=(), categories=(), genera
 
 KINDS: tuple[Kind, ...] = (
     # Pods have metadata.generation since 1.33 (KEP-5067: the pod strategy sets it, bumped on spec changes).
-    _core("Pod", "pods", short=("po",), sub=("status",), categories=("all",), generation=at_least(1, 33)),
+    _core("Pod", "pods", short=("po",), sub=("status", "log"), categories=("all",), generation=at_least(1, 33)),
     _core("PersistentVolumeClaim", "persistentvolumeclaims", short=("pvc",), sub=("status",)),
     _core("PersistentVolume", "persistentvolumes", namespaced=False, short=("pv",), sub=("status",)),
     _core("Service", "services", short=("svc",), sub=("status",), categories=("all",)),
@@ -163,6 +164,9 @@ KINDS: tuple[Kind, ...] = (
         categories=("all",),
     ),
 )
+
+#: Subresources that only answer GET (``pods/log``); the others (``status``) are read and written.
+READ_ONLY_SUBRESOURCES = frozenset({"log"})
 
 #: KubeVirt's subresource API group: ``PUT .../virtualmachines/{name}/start|stop|restart``.
 KUBEVIRT_SUBRESOURCE_GROUP = "subresources.kubevirt.io"

@@ -6,7 +6,8 @@ discovery (``/version``, ``/api``, ``/apis``, ...), collections and objects
 under ``/api/v1`` and ``/apis/{group}/{version}`` (``namespaces/{ns}/`` for
 namespaced kinds), the ``status`` subresource, watches (``?watch=true`` and
 the legacy ``/watch/`` prefix) streamed as newline-delimited JSON, server-side
-printing as ``Table`` for ``kubectl get``, and KubeVirt's
+printing as ``Table`` for ``kubectl get``, a Pod's ``log`` (plain text,
+streamed with ``follow``; see :mod:`.podlogs`), and KubeVirt's
 ``subresources.kubevirt.io`` start/stop/restart. Failures answer with
 ``Status`` objects. Every request passes the cluster's fault injector first
 and is recorded in its request log after.
@@ -26,12 +27,14 @@ import tornado.httpserver
 import tornado.netutil
 import tornado.web
 import yaml
+from tornado.iostream import StreamClosedError
 
 from . import discovery, errors, openapi, tables
 from .errors import ApiError
 from .faults import Request
-from .kinds import KUBEVIRT_SUBRESOURCE_GROUP, KUBEVIRT_SUBRESOURCE_VERSION, VM_ACTIONS, Kind
+from .kinds import KUBEVIRT_SUBRESOURCE_GROUP, KUBEVIRT_SUBRESOURCE_VERSION, READ_ONLY_SUBRESOURCES, VM_ACTIONS, Kind
 from .patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
+from .podlogs import LogOptions, PodLog
 from .watchstream import TRUE_WORDS, WatchStream, watch_options
 
 log = logging.getLogger("workspacespawner.localcluster")
@@ -140,8 +143,8 @@ def parse_target(store, group: str, version: str, rest: str) -> Target:
 
 
 def single_object(target: Target) -> Target:
-    """``target`` if it names one object (PUT, PATCH); 405 for a collection."""
-    if target.is_collection:
+    """``target`` if it names one object or its status (PUT, PATCH); 405 for a collection or a read-only subresource."""
+    if target.is_collection or target.subresource in READ_ONLY_SUBRESOURCES:
         raise method_not_allowed()
     return target
 
@@ -312,7 +315,9 @@ class ResourceHandler(BaseHandler):
 
     async def get(self, group=None, version=None, rest="") -> None:
         target = self.target(group, version, rest)
-        if target.watch_prefix or self.query("watch") in TRUE_WORDS:
+        if target.subresource == "log" and not target.watch_prefix:
+            await self.pod_log(target)
+        elif target.watch_prefix or self.query("watch") in TRUE_WORDS:
             await self.watch(target)
         elif target.is_collection:
             self.list(target)
@@ -339,6 +344,23 @@ class ResourceHandler(BaseHandler):
                 return self.table([obj], target, api_version, "", headers=headers)
         self._stream = WatchStream(self, target.kind, options, to_table)
         await self._stream.run(self.store, self.cluster.bookmark_interval)
+
+    async def pod_log(self, target: Target) -> None:
+        """``pods/{name}/log``: the container's output as text; with ``follow``, new lines as they come."""
+        pod = self.store.get(target.kind, target.namespace, target.name)
+        self._stream = log = PodLog(self.cluster, pod, LogOptions.parse(self.query))
+        self.set_header("Content-Type", "text/plain")
+        try:
+            self.write(log.first())
+            if log.queue is not None:
+                await self.flush()
+                while (line := await log.next()) is not None:
+                    self.write(line)
+                    await self.flush()
+        except StreamClosedError:
+            pass
+        finally:
+            log.close()
 
     def on_connection_close(self) -> None:
         if self._stream is not None:

@@ -3,7 +3,9 @@
 One :class:`Store` holds every object of every kind, hands out
 resourceVersions from one counter (as etcd does), keeps a bounded history of
 change events for watch resume (older versions answer 410 Gone, as a
-compacted etcd does), and applies the generic registry rules of the
+compacted etcd does), can dump its objects and restore them later
+(:meth:`Store.dump`, :meth:`Store.restore`, used by :mod:`.persistence`),
+and applies the generic registry rules of the
 Kubernetes API server: generateName, uid, creationTimestamp, generation
 (for the kinds that keep one, see ``Kind.generation``), defaulting and
 admission (:mod:`.defaults`), status subresources, optimistic concurrency
@@ -25,7 +27,7 @@ from collections import deque
 from collections.abc import Callable
 
 from . import errors
-from .defaults import apply_defaults, carry_over, reset_status
+from .defaults import apply_defaults, carry_over, carry_over_status, reset_status
 from .kinds import KINDS, Kind, by_key, by_kind
 from .patch import apply_patch
 from .selectors import FieldSelector, LabelSelector
@@ -141,6 +143,7 @@ class Store:
         self._history: deque = deque(maxlen=history)
         self._watches: set[Watch] = set()
         self._hooks: list[Callable[[str, Kind, dict, dict | None], None]] = []
+        self._write_listeners: list[Callable[[Kind], None]] = []
         self.clock: Callable[[], datetime.datetime] = utcnow
         self._ensure_namespace("default")
         self._ensure_namespace("kube-system")
@@ -166,6 +169,10 @@ class Store:
     def on_change(self, hook: Callable[[str, Kind, dict, dict | None], None]) -> None:
         """Call ``hook(event_type, kind, obj, old)`` after every write (controllers' fast path)."""
         self._hooks.append(hook)
+
+    def on_write(self, listener: Callable[[Kind], None]) -> None:
+        """Call ``listener(kind)`` after every write, without copies of the objects (the saver's cheap signal)."""
+        self._write_listeners.append(listener)
 
     # -- reads -------------------------------------------------------------
 
@@ -219,6 +226,8 @@ class Store:
                 watch.offer(event_type, copy.deepcopy(obj), old)
         for hook in list(self._hooks):
             hook(event_type, kind, copy.deepcopy(obj), copy.deepcopy(old) if old else None)
+        for listener in list(self._write_listeners):
+            listener(kind)
 
     def _ensure_namespace(self, name: str) -> None:
         ns_kind = self._by_key[("", "v1", "namespaces")]
@@ -363,6 +372,7 @@ class Store:
             merged["status"] = new.get("status")
             if merged["status"] is None:
                 merged.pop("status")
+            carry_over_status(kind, merged, current)
             new = merged
         else:
             if "status" in kind.subresources:
@@ -542,6 +552,57 @@ class Store:
 
     def all_kinds(self):
         return self.kinds
+
+    # -- saving and restoring ---------------------------------------------------
+
+    def dump(self, keep: Callable[[Kind], bool] = lambda kind: True) -> dict:
+        """The stored objects of the kinds ``keep`` accepts and the resourceVersion counter: ``{"resourceVersion", "objects"}``.
+
+        The objects are the stored ones, not copies: the store never changes
+        a stored object in place (every write stores a new one), so the
+        result may be serialized later, even on another thread.
+        """
+        objects = [obj for kind in self.kinds if keep(kind) for obj in self._bucket(kind).values()]
+        return {"resourceVersion": self.resource_version, "objects": objects}
+
+    def restore(self, state: dict, keep: Callable[[Kind], bool] = lambda kind: True) -> int:
+        """Put back objects saved by :meth:`dump` as they were (uids, resourceVersions, timestamps); returns how many.
+
+        Objects of kinds not served, or not accepted by ``keep``, are left
+        out. Then the garbage collector's rule for absent owners applies:
+        an object none of whose owners came back is left out too, one with
+        some owners back loses its references to the others (and gets a new
+        resourceVersion). The counter continues past the highest version
+        restored; the change history starts empty, so a watch from an older
+        resourceVersion answers 410 Expired, one from 0 lists.
+        """
+        restored: dict[str, tuple[Kind, dict]] = {}
+        for obj in state.get("objects") or []:
+            try:
+                kind = self.kind_of(obj.get("apiVersion", ""), obj.get("kind", ""))
+            except errors.ApiError:
+                continue
+            if keep(kind):
+                restored[obj["metadata"]["uid"]] = (kind, obj)
+        highest = max((int(o["metadata"]["resourceVersion"]) for _, o in restored.values()), default=0)
+        self.resource_version = max(self.resource_version, int(state.get("resourceVersion") or 0), highest)
+        changed = True
+        while changed:
+            changed = False
+            for uid, (kind, obj) in list(restored.items()):
+                refs = obj["metadata"].get("ownerReferences") or []
+                solid = [ref for ref in refs if ref.get("uid") in restored]
+                if refs and not solid:
+                    del restored[uid]
+                    changed = True
+                elif len(solid) != len(refs):
+                    obj["metadata"]["ownerReferences"] = solid
+                    obj["metadata"]["resourceVersion"] = self._next_rv()
+        for kind, obj in restored.values():
+            meta = obj["metadata"]
+            self._bucket(kind)[(meta.get("namespace", ""), meta["name"])] = obj
+        self._history.clear()
+        return len(restored)
 
     def objects(self, kind: Kind):
         """Every stored object of ``kind`` (not copies: read-only use by controllers)."""

@@ -163,6 +163,13 @@ def pod_status(obj: dict, now) -> str:
     return reason
 
 
+def volume_status(obj: dict, now) -> str:
+    """A PVC's or PV's STATUS: its phase, or Terminating once it is marked for deletion (held by its protection finalizer)."""
+    if obj["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    return (obj.get("status") or {}).get("phase", "")
+
+
 def node_status(obj: dict, now) -> str:
     ready = condition("Ready")(obj, now)
     text = "Ready" if ready == "True" else "NotReady" if ready else "Unknown"
@@ -242,7 +249,7 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         Column("Node", field("spec.nodeName", "<none>"), priority=1),
     ),
     "PersistentVolumeClaim": (
-        Column("Status", field("status.phase")),
+        Column("Status", volume_status),
         Column("Volume", field("spec.volumeName")),
         Column("Capacity", field("status.capacity.storage")),
         Column("Access Modes", access_modes("status.accessModes")),
@@ -254,7 +261,7 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
         Column("Capacity", field("spec.capacity.storage")),
         Column("Access Modes", access_modes("spec.accessModes")),
         Column("Reclaim Policy", field("spec.persistentVolumeReclaimPolicy")),
-        Column("Status", field("status.phase")),
+        Column("Status", volume_status),
         Column("Claim", pvc_claim),
         Column("StorageClass", field("spec.storageClassName")),
         AGE,

@@ -2,6 +2,7 @@
 
 from .cdi import CDIController
 from .nodeagent import NodeAgent
+from .protection import ProtectionController
 from .scheduler import Scheduler
 from .serviceproxy import ServiceProxy
 from .snapshots import SnapshotController
@@ -11,6 +12,7 @@ from .virt import VirtController
 #: name -> controller class; ``LocalCluster(controllers=(...))`` picks by these names.
 CONTROLLERS = {
     "storage": StorageController,
+    "protection": ProtectionController,
     "snapshots": SnapshotController,
     "cdi": CDIController,
     "scheduler": Scheduler,

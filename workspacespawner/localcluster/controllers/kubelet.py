@@ -73,6 +73,11 @@ def image_id(image: str) -> str:
     return f"{image_repository(image)}@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
 
 
+def container_log_path(pods_dir: Path, pod: dict, container: str, previous: bool = False) -> Path:
+    """The file of a container's output in ``pods_dir``: its current run, or (``previous``) the run before its last restart."""
+    return Path(pods_dir) / pod["metadata"]["uid"] / f"{container}{'.previous' if previous else ''}.log"
+
+
 def _when(value):
     return rfc3339(value) if value is not None else None
 
@@ -129,7 +134,7 @@ class PodRuntime(Workload):
         return Supervisor(
             name,
             functools.partial(self._launch, container),
-            LogTail(self.dir / f"{name}.log"),
+            LogTail(self.agent.log_path(self.obj, name), previous=self.agent.log_path(self.obj, name, previous=True)),
             policy=policy,
             delay=self.agent.backoff,
             on_change=self._container_changed,

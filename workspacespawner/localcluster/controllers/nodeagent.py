@@ -66,8 +66,11 @@ pods and guests alone, as an unreachable kubelet would: processes keep
 running, neither status nor Events are written, deletions are not
 finished. Liveness and startup probes, resource limits, security contexts,
 users and lifecycle hooks are not enforced. Output (stdout and stderr, the
-last ~200 lines) is kept in ``state_dir/pods/<uid>/<container>.log`` and
-``state_dir/vmis/<uid>/<unit>.log`` (and ``console.log`` for the boot).
+last ~200 lines) is kept in ``state_dir/pods/<uid>/<container>.log`` (the
+container's current run; the run before its last restart in
+``<container>.previous.log``), served as the ``pods/log`` subresource (see
+:mod:`..podlogs`), and in ``state_dir/vmis/<uid>/<unit>.log`` (every run of
+the unit, and ``console.log`` for the boot).
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ from ..conditions import find_condition
 from ..errors import ApiError
 from ..kinds import Kind
 from .base import Controller
-from .kubelet import PodRuntime, image_repository
+from .kubelet import PodRuntime, container_log_path, image_repository
 from .refs import NODES, PODS, VMIS, get_or_none
 from .runtime import AddressPool, base_env
 from .virthandler import GuestRuntime
@@ -162,15 +165,24 @@ class NodeAgent(Controller):
         (directory / "jupyter_server_config.json").write_text(json.dumps({"ServerApp": {"allow_root": True}}))
         return directory
 
-    def log_path(self, obj: dict, name: str | None = None) -> Path:
+    def log_path(self, obj: dict, name: str | None = None, previous: bool = False) -> Path:
         """Where the output of a Pod's container (default: its first) or a VMI's unit (default: its console) is kept.
 
         The last ~200 lines, as ``kubectl logs`` would show them; the file
-        stays after the object is gone.
+        stays after the object is gone. ``previous``: a container's run
+        before its last restart (``kubectl logs --previous``).
         """
         if obj["kind"] == "Pod":
-            return self.pods_dir / obj["metadata"]["uid"] / f"{name or obj['spec']['containers'][0]['name']}.log"
+            return container_log_path(self.pods_dir, obj, name or obj["spec"]["containers"][0]["name"], previous)
         return self.vmis_dir / obj["metadata"]["uid"] / f"{name or 'console'}.log"
+
+    def container_output(self, pod: dict, name: str):
+        """The live :class:`~.runtime.LogTail` of a Pod's container running here, or None."""
+        runtime = self.runtimes.get(pod["metadata"]["uid"])
+        for sup in runtime.all_supervisors() if isinstance(runtime, PodRuntime) else ():
+            if sup.name == name:
+                return sup.output
+        return None
 
     def image_command(self, image: str) -> list[str]:
         """The default command of ``image`` (its CMD, as this host plays it)."""

@@ -236,19 +236,30 @@ class LogTail:
     """The last ``keep`` lines of a process's output, kept in a file.
 
     Lines are appended as they come; the file is cut back to the last
-    ``keep`` lines whenever it has grown to twice that.
+    ``keep`` lines whenever it has grown to twice that. With a ``previous``
+    path, each run has a file of its own, as a container runtime keeps one
+    log per container instance: :meth:`rotate` (called before a restart)
+    moves the finished run's file there. Without one, runs follow each other
+    in one file, as in a journal. While a process is writing (between
+    :meth:`begin` and :meth:`end`), :meth:`follow` hands out a queue of its
+    new lines, ended by None (``kubectl logs -f``).
     """
 
-    def __init__(self, path: Path, keep: int = 200):
+    def __init__(self, path: Path, keep: int = 200, previous: Path | None = None):
         self.path = Path(path)
+        self.previous = Path(previous) if previous is not None else None
         self.keep = keep
         self.lines: deque[str] = deque(maxlen=keep)
         self._written = 0
+        self.streaming = False
+        self._followers: set[asyncio.Queue] = set()
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, line: str) -> None:
         line = line.rstrip("\n")
         self.lines.append(line)
+        for follower in self._followers:
+            follower.put_nowait(line)
         if self._written >= 2 * self.keep:
             self.path.write_text("".join(f"{kept}\n" for kept in self.lines))
             self._written = len(self.lines)
@@ -259,6 +270,37 @@ class LogTail:
 
     def text(self) -> str:
         return "\n".join(self.lines)
+
+    def rotate(self) -> None:
+        """A new run starts: keep the last run's file as ``previous`` and start an empty one (no-op without ``previous``)."""
+        if self.previous is None:
+            return
+        if self.path.exists():
+            self.path.replace(self.previous)
+        self.lines.clear()
+        self._written = 0
+
+    def begin(self) -> None:
+        """A process is writing here now."""
+        self.streaming = True
+
+    def end(self) -> None:
+        """The process's output ended: every follower gets None."""
+        self.streaming = False
+        for follower in self._followers:
+            follower.put_nowait(None)
+        self._followers.clear()
+
+    def follow(self) -> asyncio.Queue | None:
+        """A queue receiving each new line, then None when the output ends; None if no process is writing."""
+        if not self.streaming:
+            return None
+        queue: asyncio.Queue = asyncio.Queue()
+        self._followers.add(queue)
+        return queue
+
+    def unfollow(self, queue: asyncio.Queue) -> None:
+        self._followers.discard(queue)
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
@@ -294,6 +336,7 @@ class LocalProcess:
     def __init__(self, proc: asyncio.subprocess.Process, output: LogTail):
         self._proc = proc
         self.pid = proc.pid
+        output.begin()
         self._pump = asyncio.create_task(self._read(proc.stdout, output), name=f"pump-{proc.pid}")
 
     @classmethod
@@ -314,12 +357,15 @@ class LocalProcess:
     @staticmethod
     async def _read(stream: asyncio.StreamReader, output: LogTail) -> None:
         pending = b""
-        while chunk := await stream.read(65536):
-            *lines, pending = (pending + chunk).split(b"\n")
-            for line in lines:
-                output.write(line.decode(errors="replace"))
-        if pending:
-            output.write(pending.decode(errors="replace"))
+        try:
+            while chunk := await stream.read(65536):
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    output.write(line.decode(errors="replace"))
+            if pending:
+                output.write(pending.decode(errors="replace"))
+        finally:
+            output.end()
 
     @property
     def running(self) -> bool:
@@ -460,7 +506,8 @@ class Supervisor:
     once started.
 
     ``exit`` describes the last run (``exitCode``, ``reason``, ``message``,
-    ``startedAt``, ``finishedAt``), ``previous`` the run before it.
+    ``startedAt``, ``finishedAt``), ``previous`` the run before it. Each
+    restart first rotates ``output`` (:meth:`LogTail.rotate`).
     """
 
     def __init__(
@@ -545,6 +592,8 @@ class Supervisor:
         self.started_at = self._clock()
         try:
             launch = self._launch()
+            if self.runs:
+                self.output.rotate()  # a new instance: the last run's output becomes the previous one
             self.process = await LocalProcess.spawn(launch, self.output)
         except LaunchError as e:
             self.wait(e.reason, e.message)

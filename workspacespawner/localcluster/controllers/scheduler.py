@@ -5,8 +5,14 @@ On start it registers the cluster's Nodes (``cluster.nodes``, or
 the NVIDIA GPU feature discovery labels ``nvidia.com/gpu.product`` /
 ``nvidia.com/gpu.count``; capacity and allocatable ``cpu``, ``memory``,
 ``pods`` and (from the NVIDIA device plugin) ``nvidia.com/gpu``; condition
-``Ready``. :meth:`Scheduler.set_node_ready` plays the node lifecycle
-controller: a node that stops reporting gets ``Ready=Unknown`` and the
+``Ready``; the ``taints`` a node spec lists. The default GPU node carries
+``nvidia.com/gpu=present:NoSchedule``, as GPU operators and cloud GPU pools
+taint theirs, so only workloads asking for GPUs land there (the API server's
+ExtendedResourceToleration admission gives GPU Pods the toleration, see
+:mod:`..defaults`). Nodes already registered (restored from a saved state)
+are kept and reported Ready again, as their kubelets would on restart.
+:meth:`Scheduler.set_node_ready` plays the node lifecycle controller: a node
+that stops reporting gets ``Ready=Unknown`` and the
 ``node.kubernetes.io/unreachable`` taints.
 
 It binds Pending Pods (``schedulerName: default-scheduler``, no
@@ -29,9 +35,12 @@ label ``kubevirt.io/nodeName``) or gets ``PodScheduled=False`` /
 ``Unschedulable`` and the Events on the VMI itself. A VMI consumes its
 ``spec.domain.resources`` requests (else one core per vCPU and the guest
 memory) and one device per entry of ``devices.gpus``/``devices.hostDevices``
-under its ``deviceName``; a GPU device name a node does not advertise (e.g.
-``nvidia.com/GA102GL_A10``) counts against that node's generic
-``nvidia.com/gpu``, and so do such names in Pod requests.
+under its ``deviceName``, and tolerates, besides its ``spec.tolerations``,
+the NoSchedule taint of each extended resource it asks for (what
+ExtendedResourceToleration gives its virt-launcher Pod): a GPU VMI may use
+the GPU node, a CPU VMI may not. A GPU device name a node does not advertise
+(e.g. ``nvidia.com/GA102GL_A10``) counts against that node's generic
+``nvidia.com/gpu``, and so do such names in Pod requests and in tolerations.
 
 Knobs: ``autoscaler_scale_up`` (bool): also report, as the cluster-autoscaler
 does, ``TriggeredScaleUp`` "pod triggered scale-up: [{<group> 0->1 (max:
@@ -47,6 +56,7 @@ from collections import Counter
 from decimal import Decimal
 
 from ..conditions import remove_condition, set_condition
+from ..defaults import is_extended_resource
 from ..events import record_event
 from ..selectors import Requirement
 from ..store import rfc3339
@@ -62,10 +72,13 @@ UNREACHABLE = "node.kubernetes.io/unreachable"
 GENERIC_GPU = "nvidia.com/gpu"
 TERMINATED = ("Succeeded", "Failed")
 
-#: The demo cluster: one CPU node and one node with eight A100s.
+#: The taint GPU operators and cloud GPU node pools put on GPU nodes: only Pods asking for GPUs (and so tolerating it) go there.
+GPU_TAINT = {"key": GENERIC_GPU, "value": "present", "effect": "NoSchedule"}
+
+#: The demo cluster: one CPU node and one node with eight A100s, tainted for GPU workloads only.
 DEFAULT_NODES = [
     {"name": "cpu-node-1", "cpu": "16", "memory": "64Gi", "gpus": 0},
-    {"name": "gpu-node-1", "cpu": "32", "memory": "256Gi", "gpus": 8, "gpu_product": "NVIDIA-A100-SXM4-80GB"},
+    {"name": "gpu-node-1", "cpu": "32", "memory": "256Gi", "gpus": 8, "gpu_product": "NVIDIA-A100-SXM4-80GB", "taints": [GPU_TAINT]},
 ]
 
 _OPERATORS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!", "Gt": "gt", "Lt": "lt"}
@@ -188,13 +201,34 @@ def vmi_requests(vmi: dict) -> dict[str, Decimal]:
     return total
 
 
+def vmi_tolerations(vmi: dict) -> list[dict]:
+    """The tolerations of a VMI's virt-launcher Pod: its own, plus ExtendedResourceToleration's for each extended resource it asks for."""
+    own = list(((vmi.get("spec") or {}).get("tolerations")) or [])
+    wanted = sorted(name for name in vmi_requests(vmi) if is_extended_resource(name))
+    return own + [{"key": name, "operator": "Exists", "effect": "NoSchedule"} for name in wanted]
+
+
+def _as_counted(name: str, allocatable: dict) -> str:
+    """A resource name as the node counts it: an nvidia.com/* device name it does not advertise is nvidia.com/gpu."""
+    return GENERIC_GPU if name not in allocatable and name.startswith("nvidia.com/") else name
+
+
 def _on_node(requests: dict, allocatable: dict) -> dict:
     """Requests as the node counts them: unknown nvidia.com/* device names become nvidia.com/gpu."""
     out: dict[str, Decimal] = {}
     for name, amount in requests.items():
-        if name not in allocatable and name.startswith("nvidia.com/"):
-            name = GENERIC_GPU
+        name = _as_counted(name, allocatable)
         out[name] = out.get(name, Decimal(0)) + amount
+    return out
+
+
+def _tolerations_on_node(tolerations: list, allocatable: dict) -> list[dict]:
+    """Tolerations as the node reads them: one keyed by a device name it counts as nvidia.com/gpu also tolerates nvidia.com/gpu."""
+    out = list(tolerations or [])
+    for tol in tolerations or []:
+        key = tol.get("key") or ""
+        if key and _as_counted(key, allocatable) != key:
+            out.append({**tol, "key": _as_counted(key, allocatable)})
     return out
 
 
@@ -237,16 +271,21 @@ def matches_node_affinity(spec: dict, node: dict) -> bool:
     return terms is None or any(_term_matches(t, node) for t in terms)
 
 
-def filter_node(spec: dict, requests: dict, node: dict, used: dict) -> list[str]:
-    """Why ``node`` cannot take the workload (kube-scheduler's filter reasons); empty if it can."""
+def filter_node(spec: dict, requests: dict, node: dict, used: dict, tolerations: list | None = None) -> list[str]:
+    """Why ``node`` cannot take the workload (kube-scheduler's filter reasons); empty if it can.
+
+    ``tolerations`` default to ``spec.tolerations`` (a Pod's); VMIs pass
+    :func:`vmi_tolerations`.
+    """
     if (node.get("spec") or {}).get("unschedulable"):
         return ["node(s) were unschedulable"]
+    allocatable = _resources((node.get("status") or {}).get("allocatable"))
+    tolerations = _tolerations_on_node(spec.get("tolerations") if tolerations is None else tolerations, allocatable)
     for taint in (node.get("spec") or {}).get("taints") or []:
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(spec.get("tolerations"), taint):
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(tolerations, taint):
             return [f"node(s) had untolerated taint {{{taint['key']}: {taint.get('value', '')}}}"]
     if not matches_node_affinity(spec, node):
         return ["node(s) didn't match Pod's node affinity/selector"]
-    allocatable = _resources((node.get("status") or {}).get("allocatable"))
     reasons = []
     for name, amount in sorted(_on_node(requests, allocatable).items()):
         if amount > 0 and used.get(name, Decimal(0)) + amount > allocatable.get(name, Decimal(0)):
@@ -278,6 +317,7 @@ class Scheduler(Controller):
         kind = self.store.kind(*NODES)
         for index, spec in enumerate(self.cluster.nodes or DEFAULT_NODES):
             if get_or_none(self.store, NODES, None, spec["name"]) is not None:
+                self.set_node_ready(spec["name"], True)  # its kubelet, restarted, reports again
                 continue
             node = make_node(spec, index, rfc3339(self.store.clock()))
             status = node.pop("status")
@@ -348,12 +388,13 @@ class Scheduler(Controller):
     def _schedule(self, key, obj: dict, *, retry: bool) -> None:
         requests = pod_requests(obj) if key == PODS else vmi_requests(obj)
         spec = obj.get("spec") or {}
+        tolerations = None if key == PODS else vmi_tolerations(obj)
         usage = self._usage()
         reasons: Counter = Counter()
         fits = []
         nodes = self.store.objects(self.store.kind(*NODES))
         for node in nodes:
-            why = filter_node(spec, requests, node, usage[node["metadata"]["name"]])
+            why = filter_node(spec, requests, node, usage[node["metadata"]["name"]], tolerations)
             reasons.update(why)
             if not why:
                 fits.append(node)

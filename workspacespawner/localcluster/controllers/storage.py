@@ -24,8 +24,10 @@ storage is ceph-csi (``rbd.csi.ceph.com``, ``cephfs.csi.ceph.com``):
 * Growing a bound PVC's storage request expands the volume when the class
   allows it: PV ``spec.capacity``, then PVC ``status.capacity``, after
   ``resize_seconds``.
-* A released volume follows its reclaim policy: ``Delete`` removes the PV and
-  its data, ``Retain`` leaves it ``Released``.
+* A volume whose claim is gone is ``Released``, then follows its reclaim
+  policy: ``Delete`` removes its data and deletes the PV (which goes once the
+  pv-protection finalizer is off, see :mod:`.protection`), ``Retain`` leaves
+  it ``Released``.
 
 Each PersistentVolume's data is a directory (see :mod:`..volumes`).
 """
@@ -434,6 +436,9 @@ class StorageController(Controller):
 
     async def _reclaim(self, pv: dict) -> None:
         name = pv["metadata"]["name"]
+        if (pv.get("status") or {}).get("phase") != "Released":
+            pv["status"] = {"phase": "Released", "lastPhaseTransitionTime": rfc3339(self.store.clock())}
+            self.store.replace(self.store.kind(*PVS), None, name, pv, subresource="status")
         if pv["spec"].get("persistentVolumeReclaimPolicy", "Delete") == "Delete":
             try:
                 self.store.delete(self.store.kind(*PVS), None, name)
@@ -442,6 +447,3 @@ class StorageController(Controller):
                     raise
             await remove_tree(volume_path(self.cluster, name))
             log.info("deleted volume %s (reclaim policy Delete)", name)
-            return
-        pv["status"] = {"phase": "Released", "lastPhaseTransitionTime": rfc3339(self.store.clock())}
-        self.store.replace(self.store.kind(*PVS), None, name, pv, subresource="status")
