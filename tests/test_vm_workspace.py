@@ -279,8 +279,7 @@ async def test_start_timeout_stops_the_vm(kube):
 async def test_cancelled_start_stops_the_vm(kube):
     ws = workspace(kube)
     task = asyncio.create_task(ws.start(env=hub_env("t"), command=NEVER_LISTENS))
-    await asyncio.sleep(0.1)
-    while ws.observe()[1] is None:  # wait for the VMI: the start is under way
+    while "events" not in ws._caches or ws.observe()[1] is None:  # wait for the caches, then the VMI: the start is under way
         await asyncio.sleep(0.1)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -39,6 +39,19 @@ HOME_DISK = "home"
 ROOT_DISK = "root"
 STORAGE_COMPONENT = "singleuser-storage"
 
+#: The workspace's lifecycle phase (``Stopped``, ``Retained``, ...) on its disks and VM, for selection
+#: (``workspacespawner.io/phase=Retained``); the full record is in :data:`LIFECYCLE_ANNOTATION`.
+PHASE_LABEL = f"{LABEL_PREFIX}/phase"
+#: JSON: phase, reason, message, since, retainUntil, server (see :mod:`workspacespawner.lifecycle`).
+LIFECYCLE_ANNOTATION = f"{LABEL_PREFIX}/lifecycle"
+#: On a home PVC: the name the workspace's home template gives (its "slot"); a restored home keeps
+#: its slot under a new name, so the workspace finds it by owner label and slot, not by name.
+HOME_SLOT_ANNOTATION = f"{LABEL_PREFIX}/home-slot"
+#: On a PVC restored from a VolumeSnapshot: the snapshot's name.
+RESTORED_FROM_ANNOTATION = f"{LABEL_PREFIX}/restored-from"
+#: On a VolumeSnapshot: the PVC it was taken of.
+SNAPSHOT_SOURCE_ANNOTATION = f"{LABEL_PREFIX}/source-pvc"
+
 
 def owner_id(user_name: str) -> str:
     """The owner label value for a JupyterHub user name: 40 hex digits of its sha256.
@@ -72,6 +85,23 @@ def owned_by(obj_meta: dict, user_name: str) -> bool:
         and labels.get(OWNER_LABEL) == owner_id(user_name)
         and annotations.get(OWNER_ANNOTATION) == user_name
     )
+
+
+def owner_name(obj_meta: dict) -> str | None:
+    """The exact owner name of object metadata whose owner label and owner annotation agree, else None."""
+    owner = (obj_meta.get("annotations") or {}).get(OWNER_ANNOTATION)
+    return owner if owner is not None and owned_by(obj_meta, owner) else None
+
+
+def labelled_for(obj_meta: dict, user_name: str) -> bool:
+    """True if object metadata carries our owner labels for ``user_name`` (no name annotation needed).
+
+    For what KubeVirt and kubespawner make from our templates (VMIs carry
+    the template's labels only): enough to find a user's compute, never
+    enough to adopt a disk (that is :func:`owned_by`).
+    """
+    labels = obj_meta.get("labels") or {}
+    return labels.get(MANAGED_BY_LABEL) == MANAGED_BY and labels.get(OWNER_LABEL) == owner_id(user_name)
 
 
 def disk_labels(user_name: str, kubespawner_username: str, disk: str) -> dict[str, str]:
@@ -115,3 +145,36 @@ def dns_label(text: str, max_length: int = 63) -> str:
         safe = f"w-{safe}".rstrip("-")
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
     return f"{safe[: max_length - 9].rstrip('-')}-{digest}"
+
+
+# -- storage tiers: team folders and scratch ----------------------------------------------------
+
+#: Which JupyterHub group a team-folder claim serves: sha256 of the group name (like :data:`OWNER_LABEL`).
+#: Team claims never carry :data:`OWNER_LABEL`: they are nobody's disk, so no retention purge,
+#: user deletion or per-user disk quota ever selects them.
+TEAM_LABEL = f"{LABEL_PREFIX}/team"
+#: The exact JupyterHub group names a team claim serves, as a JSON list (annotation).
+TEAM_ANNOTATION = f"{LABEL_PREFIX}/team-names"
+#: :data:`DISK_LABEL` values of the storage tiers: a team folder, and a pod's scratch volume claim.
+TEAM_DISK = "team"
+SCRATCH_DISK = "scratch"
+
+
+def team_id(group_name: str) -> str:
+    """The :data:`TEAM_LABEL` value of a JupyterHub group: 40 hex digits of its sha256, always a valid label value."""
+    return owner_id(group_name)
+
+
+def team_labels(group_name: str) -> dict[str, str]:
+    """Labels of a team-folder claim: ours, a ``team`` disk, for ``group_name``; no owner label."""
+    return {MANAGED_BY_LABEL: MANAGED_BY, DISK_LABEL: TEAM_DISK, TEAM_LABEL: team_id(group_name)}
+
+
+def team_selector() -> str:
+    """A labelSelector string matching every team-folder claim we created."""
+    return f"{MANAGED_BY_LABEL}={MANAGED_BY},{DISK_LABEL}={TEAM_DISK}"
+
+
+def scratch_labels() -> dict[str, str]:
+    """Labels of a scratch volume's claim (a generic ephemeral volume, deleted with its Pod): no owner label."""
+    return {MANAGED_BY_LABEL: MANAGED_BY, DISK_LABEL: SCRATCH_DISK}

@@ -40,6 +40,7 @@ from .profiles import (
     validate_profile_list,
 )
 from .quotaspawner import QuotaSpawnerMixin
+from .tierspawner import StorageTiersMixin, check_storage_config
 from .vmspawner import VMSpawnerMixin
 
 #: Bumped when the meaning of get_state() changes; load_state() reads older ones.
@@ -62,7 +63,7 @@ ALWAYS_RESET = (
 )
 
 
-class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin):
+class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin, StorageTiersMixin):
     """A KubeSpawner whose workspaces keep a persistent home volume and run a profile's IDE.
 
     Configure it as ``c.JupyterHub.spawner_class = "workspace"``; every
@@ -427,6 +428,7 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin):
     async def _start_workspace(self) -> str:
         """Ensure the home volume, then start the Pod (kubespawner) or the VM; return the server URL."""
         await self._ensure_home()
+        await self._ensure_storage_tiers()
         if self.profile.workspace_kind == "vm":
             return await self._start_vm()
         self._step("Starting your server")
@@ -467,7 +469,14 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin):
             notebook.working_dir = self.home_mount_path
         pod.metadata.labels = {**(pod.metadata.labels or {}), **names.owner_labels(self.user.name)}
         pod.metadata.annotations = {**(pod.metadata.annotations or {}), **names.owner_annotations(self.user.name)}
-        return pod
+        return self._add_storage_tiers_to_pod(pod)
+
+    def get_env(self):
+        """kubespawner's environment plus the storage tiers' (cache locations, ``WORKSPACE_*``); ``environment`` wins."""
+        env = super().get_env()
+        for key, value in self._storage_env().items():
+            env.setdefault(key, value)
+        return env
 
     def is_pod_running(self, pod):
         """kubespawner's readiness check, failing fast when the Pod cannot run (no node, bad image, crash loop)."""
@@ -573,6 +582,7 @@ def check_hub_config(config) -> None:
             trait.validate(None, value) if checker is None else checker(None, _Proposal(value))
         except TraitError as e:
             raise TraitError(f"{_section_of(config, name)}.{name} = {value!r} is invalid: {e}") from None
+    check_storage_config(config)
 
 
 class _Proposal:

@@ -37,6 +37,7 @@ import yaml
 
 from . import names
 from .profiles import ResolvedProfile
+from .vmtiers import VMTiers, add_tiers_to_cloud_config, add_tiers_to_vm
 
 #: The singleuser server's port in the guest (Service port ``jupyter``).
 JUPYTER_PORT = 8888
@@ -166,6 +167,7 @@ class VMSettings:
     node_selector: tuple[tuple[str, str], ...] = ()
     attach_home: bool = True
     termination_grace_seconds: int = 180
+    storage: VMTiers | None = None
 
     @classmethod
     def for_profile(cls, profile: ResolvedProfile, *, golden_image: str, golden_image_namespace: str, **site) -> VMSettings:
@@ -304,7 +306,7 @@ def make_virtual_machine(*, ident: VMIdentity, settings: VMSettings, extra_label
     if settings.node_selector:
         template_spec["nodeSelector"] = dict(settings.node_selector)
     template_labels = {**dict(extra_labels or {}), **workspace_labels(ident), names.DOMAIN_LABEL: ident.vm}
-    return {
+    vm = {
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachine",
         "metadata": _meta(ident, ident.vm, workspace_labels(ident)),
@@ -313,6 +315,7 @@ def make_virtual_machine(*, ident: VMIdentity, settings: VMSettings, extra_label
             "template": {"metadata": {"labels": template_labels}, "spec": template_spec},
         },
     }
+    return add_tiers_to_vm(vm, settings.storage) if settings.storage else vm
 
 
 def make_vm_service(*, ident: VMIdentity) -> dict:
@@ -421,6 +424,7 @@ def cloud_config(
     attach_home: bool,
     unix_user: str = "jovyan",
     unix_uid: int = 1000,
+    storage: VMTiers | None = None,
 ) -> dict:
     """The ``#cloud-config`` document (as a dict) that runs the IDE in the guest; see :func:`make_cloudinit_secret`."""
     env_text = "".join(env_file_line(key, str(value)) + "\n" for key, value in sorted(env.items()))
@@ -452,7 +456,7 @@ def cloud_config(
         # A blank home disk gets a filesystem once; an existing one is never overwritten.
         config["fs_setup"] = [{"label": "home", "filesystem": "ext4", "device": HOME_DEVICE, "overwrite": False}]
         config["mounts"] = [[HOME_DEVICE, home_mount_path, "auto", "defaults,nofail"]]
-    return config
+    return add_tiers_to_cloud_config(config, storage) if storage else config
 
 
 class _CloudConfigDumper(yaml.SafeDumper):
@@ -476,6 +480,7 @@ def make_cloudinit_secret(
     attach_home: bool = True,
     unix_user: str = "jovyan",
     unix_uid: int = 1000,
+    storage: VMTiers | None = None,
 ) -> dict:
     """The per-start cloud-init Secret (type Opaque, key ``userdata``): the guest's JupyterHub settings.
 
@@ -505,6 +510,7 @@ def make_cloudinit_secret(
         attach_home=attach_home,
         unix_user=unix_user,
         unix_uid=unix_uid,
+        storage=storage,
     )
     text = "#cloud-config\n" + yaml.dump(config, Dumper=_CloudConfigDumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1_000_000)
     return {

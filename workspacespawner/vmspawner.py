@@ -141,6 +141,7 @@ class VMSpawnerMixin(LoggingConfigurable):
             gpu_device_name=self.vm_gpu_device_name,
             attach_home=self.vm_attach_home,
             termination_grace_seconds=self.vm_termination_grace_seconds,
+            storage=self._vm_storage_tiers(),
         )
         self._vm_ident_state = None  # a new start takes names from the current templates
         workspace = self._vm_workspace(settings)
