@@ -4,7 +4,8 @@ On a real cluster a ceph-csi RBD image backs each PersistentVolume; here a
 directory ``<state_dir>/volumes/<pv name>`` does. The PVC binder creates it,
 CDI and the snapshot controller copy into and out of it, and the node agent
 mounts it (by path) into the processes it runs. Snapshot contents live in
-``<state_dir>/snapshots/<namespace>/<snapshot uid>``.
+``<state_dir>/snapshots/<namespace>/<snapshot uid>``; a node's own files (what
+``hostPath`` volumes reach) under ``<state_dir>/nodes/<node>/hostpath/``.
 
 Copies run in a worker thread so the cluster's event loop never blocks on disk.
 """
@@ -12,6 +13,7 @@ Copies run in a worker thread so the cluster's event loop never blocks on disk.
 from __future__ import annotations
 
 import asyncio
+import posixpath
 import shutil
 from pathlib import Path
 
@@ -21,6 +23,11 @@ from .errors import ApiError
 def volume_path(cluster, pv_name: str) -> Path:
     """The directory holding the data of PersistentVolume ``pv_name``."""
     return Path(cluster.state_dir) / "volumes" / pv_name
+
+
+def host_path_dir(cluster, node: str, path: str) -> Path:
+    """The host directory behind ``path`` on node ``node`` (a ``hostPath`` volume): it outlives every Pod."""
+    return Path(cluster.state_dir) / "nodes" / node / "hostpath" / posixpath.normpath("/" + path).lstrip("/")
 
 
 def snapshot_path(cluster, namespace: str, uid: str) -> Path:

@@ -1,6 +1,7 @@
 """The local cluster's controllers, in start order; each plays one component of a real cluster."""
 
 from .cdi import CDIController
+from .ephemeral import EphemeralVolumeController
 from .nodeagent import NodeAgent
 from .protection import ProtectionController
 from .scheduler import Scheduler
@@ -12,6 +13,7 @@ from .virt import VirtController
 #: name -> controller class; ``LocalCluster(controllers=(...))`` picks by these names.
 CONTROLLERS = {
     "storage": StorageController,
+    "ephemeral": EphemeralVolumeController,
     "protection": ProtectionController,
     "snapshots": SnapshotController,
     "cdi": CDIController,

@@ -20,10 +20,17 @@ per-instance semantics:
   ``shell``): a unit's ``User=`` takes its ``HOME`` from there;
 * ``write_files`` entries (``path``, ``content``, ``encoding`` b64/gzip,
   ``permissions``, ``append``) are written under the root;
-* ``mounts`` entries become ``/etc/fstab`` lines; on every boot each fstab
-  line whose device is known (``/dev/disk/by-id/virtio-<serial>``, with the
-  20-character limit of virtio serials, or ``/dev/vdX`` by disk order) is
-  mounted: the caller maps the mount point onto that disk's directory;
+* the init stage runs in the order of cloud-init's default
+  ``cloud_init_modules``: ``bootcmd``, ``write_files``, ``mounts``, then
+  ``users_groups`` (``runcmd`` comes later, after the units);
+* ``mounts`` entries become ``/etc/fstab`` lines, the device as cloud-init
+  writes it (a short name like ``vdb`` becomes ``/dev/vdb`` when that disk
+  exists; anything else, such as a virtiofs tag, stays as written); on
+  every boot each fstab line whose device is known
+  (``/dev/disk/by-id/virtio-<serial>``, with the 20-character limit of
+  virtio serials, ``/dev/vdX`` by disk order, or for type ``virtiofs`` the
+  tag of a VMI filesystem) is mounted: the mount point inside the root
+  becomes a symlink to that disk's or filesystem's directory;
 * of ``runcmd`` and ``bootcmd``, only ``systemctl`` commands mean anything
   here (``enable [--now]``, ``disable [--now]``, ``start``, ``restart``,
   ``stop``); everything else is logged and skipped, since it would run on
@@ -62,6 +69,8 @@ UNIT_DIRS = ("/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/sys
 BOOT_TARGETS = ("multi-user.target", "default.target", "graphical.target")
 INSTANCE_ID_FILE = "/var/lib/cloud/data/instance-id"
 VIRTIO_SERIAL_MAX = 20
+#: cloud-init's DEVICE_NAME_FILTER: the short names it turns into ``/dev/<name>`` (when such a disk exists).
+DEVICE_NAME = re.compile(r"x?[shv]d[a-z][0-9]*|sr[0-9]+")
 _RESTART = {"no": "Never", "always": "Always", "on-success": "Never"}
 
 
@@ -338,7 +347,7 @@ class GuestBoot:
     """One boot of a guest: what cloud-init and systemd do to ``rootfs`` and which units end up running.
 
     ``devices`` maps device paths (``/dev/disk/by-id/virtio-<serial>``,
-    ``/dev/vdb``) to host directories; ``say`` writes a line to the guest's
+    ``/dev/vdb``) and virtiofs tags (``team-a``) to host directories; ``say`` writes a line to the guest's
     console log. After :meth:`run`, ``mounts`` maps mount points to host
     directories and ``units`` lists the units started, in order.
     """
@@ -354,21 +363,22 @@ class GuestBoot:
         self.fs = Filesystem(self.rootfs)
 
     def run(self) -> GuestBoot:
-        """Boot: fstab mounts, bootcmd, then the per-instance modules, then enabled units and runcmd."""
+        """Boot: fstab mounts, then cloud-init's init stage (bootcmd, write_files, mounts, users_groups), enabled units, runcmd."""
         id_file = self.fs.map(INSTANCE_ID_FILE)
         previous = id_file.read_text().strip() if id_file.is_file() else ""
         new_instance = previous != self.instance_id
         always = _always_modules(self.config)
         self.say(f"cloud-init: instance {self.instance_id} ({'first boot' if new_instance else 'seen before'})")
         self._mount_fstab()
+        # cloud-init's init stage, in the order of its default cloud_init_modules
         self._systemctl_all(self.config.get("bootcmd"), "bootcmd")
-        if new_instance or "users_groups" in always:
-            self._add_users(self.config.get("users") or [])
         if new_instance or "write_files" in always:
             self._write_files(self.config.get("write_files") or [])
         if new_instance or "mounts" in always:
             self._update_fstab(self.config.get("mounts") or [])
             self._mount_fstab()
+        if new_instance or "users_groups" in always:
+            self._add_users(self.config.get("users") or [])
         for unit in self._enabled_units():
             self._start(unit)
         if new_instance or always & {"runcmd", "scripts_user"}:
@@ -423,7 +433,9 @@ class GuestBoot:
         for entry in entries:
             if not isinstance(entry, list) or len(entry) < 2 or not entry[0] or not entry[1]:
                 continue
-            device = str(entry[0]) if str(entry[0]).startswith(("/", "LABEL=", "UUID=")) else f"/dev/{entry[0]}"
+            device = str(entry[0])
+            if DEVICE_NAME.fullmatch(device) and f"/dev/{device}" in self.devices:
+                device = f"/dev/{device}"  # cloud-init's sanitize_devname: a short name of a present disk
             fstype = entry[2] if len(entry) > 2 and entry[2] else "auto"
             options = entry[3] if len(entry) > 3 and entry[3] else "defaults,nofail"
             kept.append(f"{device}\t{entry[1]}\t{fstype}\t{options},comment=cloudconfig\t0\t2")
@@ -444,7 +456,10 @@ class GuestBoot:
             fields = line.split()
             if len(fields) < 2 or fields[0].startswith("#") or fields[1] in self.mounts:
                 continue
-            host = self._device_dir(fields[0])
+            if len(fields) > 2 and fields[2] == "virtiofs":
+                host = None if fields[0].startswith("/") else self.devices.get(fields[0])
+            else:
+                host = self._device_dir(fields[0])
             if host is None:
                 self.say(f"mount: {fields[0]} on {fields[1]}: no such device")
                 continue

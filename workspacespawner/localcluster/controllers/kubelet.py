@@ -21,8 +21,8 @@ from pathlib import Path
 from ..conditions import set_condition
 from ..errors import ApiError
 from ..store import rfc3339
-from ..volumes import claim_path, remove_tree
-from .refs import PODS
+from ..volumes import claim_path, host_path_dir, remove_tree
+from .refs import PODS, PVCS, ephemeral_claim_name, get_or_none, is_owned_by
 from .runtime import (
     BACKOFF,
     EXITED,
@@ -245,12 +245,13 @@ class PodRuntime(Workload):
             name = volume["name"]
             scratch = self.dir / "volumes" / name
             if "persistentVolumeClaim" in volume:
-                claim = volume["persistentVolumeClaim"]["claimName"]
-                path = claim_path(self.agent.cluster, self.namespace, claim)
-                if path is None:
-                    raise LaunchError("FailedMount", f'Unable to attach or mount volumes: unmounted volumes=[{name}]: persistentvolumeclaim "{claim}" is not bound')
-                path.mkdir(parents=True, exist_ok=True)
-                dirs[name] = path
+                dirs[name] = self._claim_dir(name, volume["persistentVolumeClaim"]["claimName"])
+                continue
+            if "ephemeral" in volume:
+                dirs[name] = self._claim_dir(name, ephemeral_claim_name(self.name, name), ephemeral=True)
+                continue
+            if "hostPath" in volume:
+                dirs[name] = self._host_path(name, volume["hostPath"])
                 continue
             files = self._volume_files(volume)
             if files is not None:
@@ -269,6 +270,45 @@ class PodRuntime(Workload):
             scratch.mkdir(parents=True, exist_ok=True)
             dirs[name] = scratch
         return dirs
+
+    def _claim_dir(self, volume: str, claim: str, ephemeral: bool = False) -> Path:
+        """The directory of a bound claim; LaunchError while it is missing, unbound or (ephemeral) not the Pod's own."""
+        if ephemeral:
+            pvc = get_or_none(self.store, PVCS, self.namespace, claim)
+            if pvc is not None and not is_owned_by(pvc, self.obj):
+                raise LaunchError(
+                    "FailedMount",
+                    f"PVC {self.namespace}/{claim} was not created for pod {self.namespace}/{self.name} (pod is not owner)",
+                )
+        path = claim_path(self.agent.cluster, self.namespace, claim)
+        if path is None:
+            raise LaunchError("FailedMount", f'Unable to attach or mount volumes: unmounted volumes=[{volume}]: persistentvolumeclaim "{claim}" is not bound')
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _host_path(self, volume: str, source: dict) -> Path:
+        """The node's directory (or file) for a hostPath volume, after the kubelet's type check."""
+        path = source["path"]
+        host = host_path_dir(self.agent.cluster, self.node, path)
+        wanted = source.get("type") or ""
+        if wanted in ("", "DirectoryOrCreate") and not host.exists():
+            host.mkdir(mode=0o755, parents=True)
+        elif wanted == "FileOrCreate" and not host.exists():
+            host.parent.mkdir(parents=True, exist_ok=True)
+            host.touch(mode=0o644)
+        checks = {
+            "DirectoryOrCreate": (host.is_dir, "a directory"),
+            "Directory": (host.is_dir, "a directory"),
+            "FileOrCreate": (host.is_file, "a file"),
+            "File": (host.is_file, "a file"),
+            "Socket": (host.is_socket, "a socket file"),
+            "CharDevice": (host.is_char_device, "a character device"),
+            "BlockDevice": (host.is_block_device, "a block device"),
+        }
+        check = checks.get(wanted)
+        if check is not None and not check[0]():
+            raise LaunchError("FailedMount", f'MountVolume.SetUp failed for volume "{volume}" : hostPath type check failed: {path} is not {check[1]}')
+        return host
 
     def _volume_files(self, volume: dict) -> dict[str, tuple[bytes, int]] | None:
         """Files of a secret, configMap or projected volume: {relative path: (data, mode)}; None for other volumes."""
@@ -488,7 +528,8 @@ class PodRuntime(Workload):
             hostIP=host_ip,
             hostIPs=[{"ip": host_ip}],
             startTime=_when(self.start_time),
-            containerStatuses=[self._container_status(sup, not self.initialized) for sup in self.containers],
+            # PodInitializing only while init containers run; before that (volumes, pulls) ContainerCreating
+            containerStatuses=[self._container_status(sup, bool(self.init) and not self.initialized) for sup in self.containers],
         )
         if self.ip:
             status.update(podIP=self.ip, podIPs=[{"ip": self.ip}])

@@ -37,10 +37,24 @@ configuration (``/etc/jupyter``) with ``allow_root`` set: a directory
 ``state_dir/image/jupyter`` put first on ``JUPYTER_CONFIG_PATH``.
 
 **Filesystem.** Each volume is a host directory: a PVC is its
-PersistentVolume's directory (:func:`~..volumes.claim_path`), an emptyDir
-(``sizeLimit`` recorded, not enforced) and Secret/ConfigMap/projected
-volumes (files written from their data) live in
-``state_dir/pods/<uid>/volumes/<name>`` and go with the pod. The pod's root
+PersistentVolume's directory (:func:`~..volumes.claim_path`), and so is a
+generic ``ephemeral`` volume's claim ``<pod>-<volume>`` (created by
+:mod:`.ephemeral`, owned by the Pod and deleted with it; the containers
+wait until it is Bound). A ``hostPath`` is the node's directory
+``state_dir/nodes/<node>/hostpath/<path>``, which outlives pods, checked
+against its ``type`` as the kubelet does (``DirectoryOrCreate`` and
+``FileOrCreate`` create it; ``Directory``, ``File``, ... must exist, else
+the Warning ``FailedMount`` and the container waits in
+``ContainerCreating``). An emptyDir (``sizeLimit`` recorded, not enforced)
+and Secret/ConfigMap/projected volumes (files written from their data) live
+in ``state_dir/pods/<uid>/volumes/<name>`` and go with the pod.
+``readOnly`` (``volumeMounts[].readOnly``, ``persistentVolumeClaim.readOnly``)
+is accepted and not enforced: making a directory read-only for one process
+and writable for another needs a read-only bind mount (privileges or a
+mount namespace), and changing the directory's permissions would take
+writes away from the pods that mount it read-write, so a process here can
+write through a read-only mount. Tests of read-only tiers must check the
+spec, not the filesystem. The pod's root
 ``state_dir/pods/<uid>/root`` holds each ``mountPath`` as a symlink to its
 directory. Paths are mapped, not jailed: an absolute path in an argument or
 env value (alone or as ``--opt=/path``) that lies under a ``mountPath`` (or

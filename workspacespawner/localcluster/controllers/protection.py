@@ -36,7 +36,7 @@ def claim_users(store, namespace: str, claim: str) -> list[str]:
     users = []
     for pod in store.objects(store.kind(*PODS)):
         if pod["metadata"]["namespace"] == namespace and (pod.get("spec") or {}).get("nodeName"):
-            if claim in claim_names(pod["spec"].get("volumes")):
+            if claim in claim_names(pod["spec"].get("volumes"), pod["metadata"]["name"]):
                 users.append(f"pod/{pod['metadata']['name']}")
     for vmi in store.objects(store.kind(*VMIS)):
         if vmi["metadata"]["namespace"] == namespace and (vmi.get("status") or {}).get("nodeName"):

@@ -47,11 +47,22 @@ def is_owned_by(obj: dict, owner: dict) -> bool:
     return any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])
 
 
-def claim_names(volumes: list | None) -> set[str]:
-    """The PVC names a Pod's or VMI's volumes use (a DataVolume's claim has the DataVolume's name)."""
+def ephemeral_claim_name(pod_name: str, volume_name: str) -> str:
+    """The PVC Kubernetes creates for a Pod's generic ephemeral volume: ``<pod>-<volume>``."""
+    return f"{pod_name}-{volume_name}"
+
+
+def claim_names(volumes: list | None, pod_name: str | None = None) -> set[str]:
+    """The PVC names a Pod's or VMI's volumes use.
+
+    A DataVolume's claim has the DataVolume's name; a Pod's generic
+    ``ephemeral`` volume (given the Pod's name) uses ``<pod>-<volume>``.
+    """
     names = set()
     for volume in volumes or []:
         claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
         data_volume = (volume.get("dataVolume") or {}).get("name")
         names.update(n for n in (claim, data_volume) if n)
+        if pod_name and "ephemeral" in volume:
+            names.add(ephemeral_claim_name(pod_name, volume["name"]))
     return names

@@ -276,7 +276,8 @@ class StorageController(Controller):
             on_node = (obj.get("status") or {}).get("nodeName")
         else:
             return None  # a StorageClass or a VolumeSnapshot: any pending claim may use it
-        return claim_names(obj["spec"].get("volumes")) if on_node else set()
+        pod_name = obj["metadata"]["name"] if key == PODS else None
+        return claim_names(obj["spec"].get("volumes"), pod_name) if on_node else set()
 
     # -- claims ------------------------------------------------------------
 
@@ -343,7 +344,7 @@ class StorageController(Controller):
         """The node of a Pod or VMI placed there that uses ``claim`` (directly or as its DataVolume)."""
         for pod in self.store.objects(self.store.kind(*PODS)):
             node = pod.get("spec", {}).get("nodeName")
-            if pod["metadata"]["namespace"] == namespace and node and claim in claim_names(pod["spec"].get("volumes")):
+            if pod["metadata"]["namespace"] == namespace and node and claim in claim_names(pod["spec"].get("volumes"), pod["metadata"]["name"]):
                 return node
         for vmi in self.store.objects(self.store.kind(*VMIS)):
             node = (vmi.get("status") or {}).get("nodeName")

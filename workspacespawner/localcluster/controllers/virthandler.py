@@ -11,6 +11,15 @@ unit runs or has finished successfully (and the VMI's own ``readinessProbe``
 passes, if it has one). A unit that keeps failing leaves the VMI Running but
 not Ready, as a failed service leaves a real VM up; a guest that fails to
 boot (the ``fail_guest`` knob) makes the VMI ``Failed``.
+
+Disks and filesystems: a PVC or DataVolume volume is its claim's directory;
+an ``emptyDisk`` is a directory ``state_dir/vmis/<uid>/disks/<volume>``,
+removed when the VMI goes. Each disk is ``/dev/vdX`` by order and, with a
+``serial``, ``/dev/disk/by-id/virtio-<serial>``; each
+``domain.devices.filesystems[]`` entry with ``virtiofs`` is reachable by its
+tag (the filesystem's name), the claim's directory, for the guest's
+``virtiofs`` fstab lines. ``readOnly`` claims are not enforced (see
+:mod:`.nodeagent`).
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from pathlib import Path
 
 from ..conditions import set_condition
 from ..store import rfc3339
-from ..volumes import claim_path
+from ..volumes import claim_path, remove_tree
 from .guest import GuestBoot, Unit, expand_exec_argv, find_unit, home_of, parse_environment_file, parse_unit
 from .runtime import Launch, LaunchError, LogTail, Readiness, Supervisor, resolve_command, translate
 from .workload import Workload
@@ -112,7 +121,11 @@ class GuestRuntime(Workload):
             await asyncio.sleep(self.agent.backoff(1))
 
     def _volume_dir(self, volume: dict) -> Path | None:
-        """The host directory of a PVC-backed volume; None for other volumes; LaunchError while unbound."""
+        """The host directory of a PVC-backed volume or an emptyDisk; None for other volumes; LaunchError while unbound."""
+        if "emptyDisk" in volume:
+            path = self.dir / "disks" / volume["name"]
+            path.mkdir(parents=True, exist_ok=True)
+            return path
         claim = (volume.get("dataVolume") or {}).get("name") or (volume.get("persistentVolumeClaim") or {}).get("claimName")
         if not claim:
             return None
@@ -139,6 +152,10 @@ class GuestRuntime(Workload):
             devices[f"/dev/vd{chr(ord('a') + index)}"] = path
             if disk.get("serial"):
                 devices[f"/dev/disk/by-id/virtio-{disk['serial'][:20]}"] = path
+        for filesystem in spec["domain"].get("devices", {}).get("filesystems") or []:
+            path = self._volume_dir(volumes.get(filesystem["name"], {}))
+            if path is not None and "virtiofs" in filesystem:
+                devices[filesystem["name"]] = path  # the virtiofs tag is the filesystem's name
         return rootfs or self.dir / "rootfs", devices
 
     def _user_data(self) -> str:
@@ -227,6 +244,7 @@ class GuestRuntime(Workload):
             self.event("ShuttingDown", "Signaled Graceful Shutdown")
         await self.stop(self.agent.grace(self.obj["spec"].get("terminationGracePeriodSeconds", 30)))
         self.agent.forget(self)
+        await remove_tree(self.dir / "disks")  # emptyDisks live as long as the VMI
         if not confirm or not self.agent.node_ready(self.node):
             return
         if self.phase != "Failed":
