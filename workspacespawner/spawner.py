@@ -26,7 +26,7 @@ from kubernetes_asyncio.client import (
     V1VolumeMount,
 )
 from kubespawner import KubeSpawner
-from traitlets import Bool, List, TraitError, Unicode, default, validate
+from traitlets import Bool, HasTraits, List, TraitError, Unicode, default, validate
 
 from . import home, names, progress
 from .errors import WorkspaceError
@@ -579,7 +579,7 @@ def check_hub_config(config) -> None:
             continue
         checker = getattr(WorkspaceSpawner, _CHECKS.get(name, ""), None)
         try:
-            trait.validate(None, value) if checker is None else checker(None, _Proposal(value))
+            trait.validate(HasTraits(), value) if checker is None else checker(None, _Proposal(value))
         except TraitError as e:
             raise TraitError(f"{_section_of(config, name)}.{name} = {value!r} is invalid: {e}") from None
     check_storage_config(config)

@@ -151,6 +151,8 @@ class VMSpawnerMixin(LoggingConfigurable):
             progress=lambda message, _percent: self._step(message),
             home_mount_path=self.home_mount_path,
             unix_user=self.vm_unix_user,
+            # The same extra labels a Pod would carry (z2jh's network-access labels among them).
+            extra_labels=self._build_common_labels(self._expand_all(self.extra_labels)),
         )
 
     async def _stop_vm(self) -> None:
