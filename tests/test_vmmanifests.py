@@ -395,3 +395,18 @@ def test_exit_status():
     assert vmstatus.exit_status(vm_with("Stopping", "Halted"), vmi_with("Running", deleting=True)) == 0
     assert vmstatus.exit_status(vm_with("Running", "Always"), vmi_with("Failed")) == 1
     assert vmstatus.exit_status(vm_with("CrashLoopBackOff", "Always", failures=1), None) == 1
+
+
+@pytest.mark.parametrize("user", ODD_USERS)
+def test_vmi_template_names_user_and_server_for_reconciliation(user):
+    from workspacespawner.quota.enforcer import alive_from_objects
+
+    ident = VMIdentity.for_workspace(
+        namespace="jhub", user_name=user, kubespawner_username=names.dns_label(user, 40),
+        base_name=f"vm-{user}", home_pvc="home-x", server_name="thesis",
+    )
+    vm = make_virtual_machine(ident=ident, settings=SETTINGS)
+    assert causes(vm) == []
+    vmi_like = {"metadata": vm["spec"]["template"]["metadata"]}
+    assert alive_from_objects([vmi_like]) == {(user, "thesis")}
+    assert VMIdentity.from_state({k: v for k, v in ident.to_state().items() if k != "server_name"}).server_name == ""

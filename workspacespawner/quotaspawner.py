@@ -17,6 +17,7 @@ from . import names
 from .quota.enforcer import alive_from_objects
 from .quota.policy import Request
 from .quota.service import quota_for
+from .reflectors import VirtualMachineInstanceReflector, shared_reflectors
 
 
 class QuotaSpawnerMixin:
@@ -30,14 +31,17 @@ class QuotaSpawnerMixin:
 
     def _quota_start_enforcer(self) -> None:
         if self.hub is not None:
-            # VMIs do not carry the server name yet, so the cluster check closes container runs only;
-            # VM runs are closed by stop() and the post-stop hook.
-            self.quota.start_enforcer(hub_api_url=self.hub.api_url, alive=type(self)._quota_alive, alive_kinds=("container",))
+            self.quota.start_enforcer(hub_api_url=self.hub.api_url, alive=type(self)._quota_alive)
 
     @classmethod
     def _quota_alive(cls) -> set[tuple[str, str]] | None:
-        """(user, server) of every Pod kubespawner's shared caches hold; None until they have loaded."""
+        """(user, server) of every Pod and VMI the shared watch caches hold; None until they have loaded.
+
+        Pods carry kubespawner's user and server annotations, VMIs the same
+        ones from their VM's template (:func:`.vmmanifests.template_annotations`).
+        """
         caches = [r for (kind, _ns), r in list(cls.reflectors.items()) if kind == "pods"]
+        caches += shared_reflectors(VirtualMachineInstanceReflector)
         if not caches or not all(r.first_load_future.done() for r in caches):
             return None
         return alive_from_objects(obj for r in caches for obj in list(r.resources.values()))

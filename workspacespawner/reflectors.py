@@ -160,6 +160,11 @@ async def shared_reflector(reflector_class: type[NamespacedResourceReflector], n
     return reflector
 
 
+def shared_reflectors(reflector_class: type[NamespacedResourceReflector]) -> list:
+    """The running shared reflectors of ``reflector_class``, one per namespace (empty before any was started)."""
+    return [r for (kind, _namespace), r in list(_reflectors.items()) if kind == reflector_class.kind]
+
+
 async def stop_all() -> None:
     """Stop every shared reflector of the running event loop (hub shutdown, tests)."""
     loop = asyncio.get_running_loop()

@@ -103,10 +103,18 @@ class VMIdentity:
     cloudinit_secret: str
     service: str
     home_pvc: str
+    server_name: str = ""
 
     @classmethod
     def for_workspace(
-        cls, *, namespace: str, user_name: str, kubespawner_username: str, base_name: str, home_pvc: str
+        cls,
+        *,
+        namespace: str,
+        user_name: str,
+        kubespawner_username: str,
+        base_name: str,
+        home_pvc: str,
+        server_name: str = "",
     ) -> VMIdentity:
         """Names derived from one ``base_name`` (e.g. the expanded ``vm-{username}{servername}``).
 
@@ -124,6 +132,7 @@ class VMIdentity:
             cloudinit_secret=f"{base}-cloudinit",
             service=base,
             home_pvc=home_pvc,
+            server_name=server_name,
         )
 
 
@@ -134,7 +143,7 @@ class VMIdentity:
     @classmethod
     def from_state(cls, state: dict) -> VMIdentity:
         """The identity :meth:`to_state` saved."""
-        return cls(**{field: state[field] for field in cls.__dataclass_fields__})
+        return cls(**{field: state[field] for field in cls.__dataclass_fields__ if field in state})
 
 
 @dataclass(frozen=True)
@@ -210,6 +219,19 @@ def workspace_labels(ident: VMIdentity) -> dict[str, str]:
     labels[names.KUBESPAWNER_USERNAME_LABEL] = ident.kubespawner_username
     labels[names.COMPONENT_LABEL] = names.SERVER_COMPONENT
     return labels
+
+
+def template_annotations(ident: VMIdentity) -> dict[str, str]:
+    """Annotations KubeVirt copies onto the VMI: the exact user and server names (kubespawner's keys on Pods).
+
+    They let hub-side bookkeeping (the quota's reconciliation) tell whose
+    and which server a running VMI is, as it does for Pods.
+    """
+    return {
+        **names.owner_annotations(ident.user_name),
+        "hub.jupyter.org/username": ident.user_name,
+        "hub.jupyter.org/servername": ident.server_name,
+    }
 
 
 def make_root_datavolume(*, ident: VMIdentity, settings: VMSettings) -> dict:
@@ -312,7 +334,10 @@ def make_virtual_machine(*, ident: VMIdentity, settings: VMSettings, extra_label
         "metadata": _meta(ident, ident.vm, workspace_labels(ident)),
         "spec": {
             "runStrategy": "Halted",
-            "template": {"metadata": {"labels": template_labels}, "spec": template_spec},
+            "template": {
+                "metadata": {"labels": template_labels, "annotations": template_annotations(ident)},
+                "spec": template_spec,
+            },
         },
     }
     return add_tiers_to_vm(vm, settings.storage) if settings.storage else vm

@@ -113,6 +113,7 @@ class VMSpawnerMixin(LoggingConfigurable):
             kubespawner_username=self._expand_user_properties("{username}"),
             base_name=self._expand_user_properties(self.vm_name_template),
             home_pvc=self.home_pvc_name,
+            server_name=self.name or "",
         )
 
     def _vm_workspace(self, settings: VMSettings | None) -> VMWorkspace:
