@@ -141,3 +141,23 @@ async def raw(cluster):
         yield client
     finally:
         client.close()
+
+
+@pytest.fixture
+async def kube_objects(api):
+    """A :class:`workspacespawner.kube.Kube` (plain-dict access to every kind) on the test's cluster."""
+    from kubernetes_asyncio import client
+
+    from workspacespawner.kube import Kube
+
+    return Kube(client.CoreV1Api(api), client.CustomObjectsApi(api))
+
+
+@pytest.fixture
+def audit_log(tmp_path):
+    """An empty :class:`workspacespawner.audit.AuditLog` in a SQLite file of the test's own."""
+    from workspacespawner.audit import AuditLog
+
+    log = AuditLog.from_url(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    yield log
+    log.dispose()

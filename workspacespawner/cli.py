@@ -3,6 +3,11 @@
 ``workspacespawner demo``          the local cluster and a demo JupyterHub on loopback
 ``workspacespawner localcluster``  the local Kubernetes API server alone, for kubectl
 ``workspacespawner usage``         card-hours used and left per user, and running workspaces
+``workspacespawner storage``       which users mount which team folders
+``workspacespawner disk``          expand, snapshot, restore and list users' disks (audited)
+``workspacespawner retention``     retained disks: list, purge past retain-until, reclaim for a user
+``workspacespawner fence``         force-delete a user's Pods/VMIs on a node that is down (audited)
+``workspacespawner audit``         the audit trail of disk operations
 """
 
 from __future__ import annotations
@@ -13,6 +18,11 @@ COMMANDS = {
     "demo": ("workspacespawner.demo", "run the local cluster and a demo JupyterHub on http://127.0.0.1:8000"),
     "localcluster": ("workspacespawner.localcluster.__main__", "run the local Kubernetes API server until Ctrl-C"),
     "usage": ("workspacespawner.quota.cli", "card-hours used and left per user, and running workspaces"),
+    "storage": ("workspacespawner.admin.storage", "which users mount which team folders (--team T, -f jupyterhub_config.py)"),
+    "disk": ("workspacespawner.admin.disk", "expand, snapshot, restore and list users' disks (audited)"),
+    "retention": ("workspacespawner.admin.retention", "retained disks: list, purge past retain-until, reclaim for a user"),
+    "fence": ("workspacespawner.admin.fence", "force-delete a user's Pods/VMIs on a node that is down (audited)"),
+    "audit": ("workspacespawner.admin.audit", "the audit trail of disk operations (--user U --since DATE --json)"),
 }
 
 

@@ -30,6 +30,7 @@ from traitlets import Bool, HasTraits, List, TraitError, Unicode, default, valid
 
 from . import home, names, progress
 from .errors import WorkspaceError
+from .lifecyclespawner import LifecycleSpawnerMixin
 from .profiles import (
     GPU_RESOURCE,
     IDES,
@@ -63,7 +64,7 @@ ALWAYS_RESET = (
 )
 
 
-class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin, StorageTiersMixin):
+class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin, StorageTiersMixin, LifecycleSpawnerMixin):
     """A KubeSpawner whose workspaces keep a persistent home volume and run a profile's IDE.
 
     Configure it as ``c.JupyterHub.spawner_class = "workspace"``; every
@@ -230,6 +231,7 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin, StorageTi
             state["profile"] = self.profile.to_state()
         if self._runs_vm() and self._vm_ident_state:
             state["vm"] = self._vm_ident_state
+        state.update(self.lifecycle_state())
         return state
 
     def load_state(self, state):
@@ -244,6 +246,7 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin, StorageTi
                 self.log.warning("Ignoring saved profile of %s in an unknown shape", self._log_name)
         if state.get("vm"):
             self._vm_ident_state = state["vm"]
+        self.lifecycle_load_state(state)
 
     def _runs_vm(self) -> bool:
         """True when the current (or last started) workspace is a VM."""
@@ -257,6 +260,7 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin, StorageTi
 
     async def stop(self, now=False):
         """Stop compute only: the Pod, or the VM (its VMI). Disks, the VM object and its Service stay."""
+        await self.lifecycle_stopping()
         if self._runs_vm():
             await self._stop_vm()
         else:
@@ -266,6 +270,7 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin, StorageTi
     async def run_post_stop_hook(self):
         """Close the metered run also when JupyterHub found the server already gone (it then skips stop())."""
         await self.quota.stopped(self.user.name, self.name, gone=True)
+        await self.lifecycle_stopped()  # after every stop, also when the hub found the server gone
         return await _maybe_await(super().run_post_stop_hook())
 
     # -- profiles -------------------------------------------------------
@@ -416,18 +421,26 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin, StorageTi
         self._steps = []
         self._steps_changed = asyncio.Event()
         await self.load_user_options()
-        await self._quota_reserve()
+        try:
+            await self.lifecycle_before_start()  # finds the home, reconciles the phase, reclaims retained disks, fences
+            await self._quota_reserve()
+        except BaseException as e:
+            await self.lifecycle_start_failed(e)
+            raise
         try:
             url = await self._start_workspace()
-        except BaseException:
+        except BaseException as e:
             await self.quota.release(self._quota_reservation)
+            await self.lifecycle_start_failed(e)
             raise
         await self.quota.running(self._quota_reservation)
+        await self.lifecycle_running()
         return url
 
     async def _start_workspace(self) -> str:
         """Ensure the home volume, then start the Pod (kubespawner) or the VM; return the server URL."""
-        await self._ensure_home()
+        pvc = await self._ensure_home()
+        await self.lifecycle_disks_ready(pvc)  # grows home to the profile's home_size (within the limit)
         await self._ensure_storage_tiers()
         if self.profile.workspace_kind == "vm":
             return await self._start_vm()
@@ -438,7 +451,7 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin, StorageTi
         finally:
             self._options_loaded = False
 
-    async def _ensure_home(self) -> None:
+    async def _ensure_home(self) -> dict:
         manifest = home.make_home_pvc(
             name=self.home_pvc_name,
             namespace=self.namespace,
@@ -454,6 +467,7 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin, StorageTi
             self._step(f"Home volume {self.home_pvc_name} ready")
         else:
             self._step(f"Home volume {self.home_pvc_name} created ({phase}; it binds when your server is placed on a node)")
+        return pvc
 
     async def get_pod_manifest(self):
         """kubespawner's Pod, plus the home volume mounted at ``home_mount_path`` (its working directory)."""
@@ -521,8 +535,8 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin, StorageTi
     # -- deletion -------------------------------------------------------
 
     async def delete_forever(self):
-        """Called when the user or a named server is deleted: the home volume is kept, never deleted here."""
-        self.log.info("Keeping home volume %s of %s (workspacespawner never deletes disks on deletion)", self.home_pvc_name, self._log_name)
+        """Called when the user or a named server is deleted: its disks go to Retained (never deleted here)."""
+        await self.lifecycle_delete_forever()
 
 
 async def _refuse_bad_options(spawner: WorkspaceSpawner, user_options: dict) -> None:
@@ -594,6 +608,7 @@ _CHECKS = {
     "workspace_kind": "_check_workspace_kind",
     "ide": "_check_ide",
     "home_size": "_check_home_size",
+    "disk_limit": "_check_disk_limit",
 }
 
 

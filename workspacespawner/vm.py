@@ -41,6 +41,7 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from . import vmmanifests, vmstatus
 from .errors import WorkspaceError
+from .kube import node_ready
 from .owned import call as _call
 from .owned import core_accessors, ensure_owned, refuse_foreign
 from .progress import describe_event, scale_up_triggered
@@ -61,7 +62,7 @@ VMIS = ("kubevirt.io", "v1", "virtualmachineinstances")
 #: KubeVirt's VM subresource path (``v1Start``/``v1Stop`` in its OpenAPI spec), ``{action}`` start or stop.
 VM_ACTION_PATH = "/apis/subresources.kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}/"
 #: Template fields we set only sometimes: present on the VM but absent from the profile means "changed".
-OPTIONAL_TEMPLATE_FIELDS = (("nodeSelector",), ("evictionStrategy",), ("domain", "devices", "gpus"))
+OPTIONAL_TEMPLATE_FIELDS = (("nodeSelector",), ("evictionStrategy",), ("domain", "devices", "gpus"), ("domain", "devices", "filesystems"))
 #: HTTP status of the start failure for each reason word (default 500).
 FAILURE_STATUS = {"unschedulable": 503, "already-running": 409, "node-unreachable": 409, "still-stopping": 409}
 
@@ -338,22 +339,8 @@ class VMWorkspace:
     # -- fence ---------------------------------------------------------------
 
     async def _node_ready(self, node: str | None) -> bool | None:
-        """Whether the node's Ready condition is True; False for a deleted node; None when unknown.
-
-        Unknown: no node, no Ready condition, or no RBAC to read Nodes (403).
-        """
-        if not node:
-            return None
-        try:
-            found = self.core_api.api_client.sanitize_for_serialization(await _call(self.core_api.read_node, node))
-        except ApiException as e:
-            if e.status == 403:
-                return None
-            if e.status == 404:
-                return False
-            raise
-        ready = vmstatus.condition(found, "Ready")
-        return None if ready is None else ready.get("status") == "True"
+        """Whether the node's Ready condition is True; False for a deleted node; None when unknown (see :func:`.kube.node_ready`)."""
+        return await node_ready(self.core_api, node)
 
     async def fence(self) -> None:
         """Refuse to start next to an existing VMI: at most one guest per root disk (RBD is ReadWriteOnce).
@@ -458,6 +445,7 @@ class VMWorkspace:
             home_mount_path=home_mount_path,
             attach_home=settings.attach_home,
             unix_user=unix_user,
+            storage=settings.storage,
         )
         await write_cloudinit_secret(self.core_api, secret, ident.user_name)
         service = await ensure_service(self.core_api, vmmanifests.make_vm_service(ident=ident), ident.user_name)

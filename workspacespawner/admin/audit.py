@@ -1,0 +1,47 @@
+"""``workspacespawner audit``: the audit trail of disk operations (expand, snapshot, restore, retain, reclaim, purge, delete, fence).
+
+Reads the ledger's database (``c.WorkspaceQuota.ledger_url`` of the hub's
+config)::
+
+    workspacespawner audit -f /srv/jupyterhub/jupyterhub_config.py --user ann --since 2025-06-01 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..audit import ACTIONS
+from ..lifecycle import parse_time
+from . import common
+
+COLUMNS = ["time", "actor", "user", "server", "disk", "action", "before", "after", "result"]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="workspacespawner audit", description=__doc__.split("\n\n")[0])
+    common.add_common_arguments(parser, cluster=False, actor=False)
+    parser.add_argument("--user", help="only this user's records")
+    parser.add_argument("--since", help="only records at or after this date or time (2025-06-01, 2025-06-01T12:00:00Z; UTC)")
+    parser.add_argument("--action", choices=ACTIONS, help="only this action")
+    parser.add_argument("--json", action="store_true", help="print a JSON array")
+    args = parser.parse_args(argv)
+    try:
+        since = parse_time(args.since)
+    except ValueError:
+        return common.fail(f"--since {args.since!r} is not a date such as 2025-06-01", 2)
+    try:
+        log = common.audit_log(common.load_config(args))
+        records = log.query(user=args.user, since=since, action=args.action)
+    except common.errors() as e:
+        return common.fail(common.describe(e))
+    rows = [r.to_json() for r in records]
+    if not args.json:
+        rows = [{**row, "before": _compact(row["before"]), "after": _compact(row["after"])} for row in rows]
+    common.print_rows(rows, COLUMNS, as_json=args.json, empty="(no records)")
+    return 0
+
+
+def _compact(value) -> str:
+    if not value:
+        return ""
+    return " ".join(f"{k}={v}" for k, v in value.items() if v not in (None, ""))

@@ -1,0 +1,166 @@
+"""What every admin command shares: arguments, the hub's config, the cluster, the audit log, output.
+
+``-f/--config``: the hub's ``jupyterhub_config.py`` (default
+``./jupyterhub_config.py`` if there), loaded with traitlets'
+``PyFileConfigLoader`` as JupyterHub does
+(:func:`workspacespawner.quota.cli.load_hub_config`). The spawner settings
+are the merged ``c.Spawner``, ``c.KubeSpawner`` and ``c.WorkspaceSpawner``
+sections, checked by the spawner's own traits (:func:`lifecycle_settings`).
+
+Kubernetes: ``--kubeconfig FILE``, else ``$KUBECONFIG`` or
+``~/.kube/config`` when present, else the in-cluster service account
+(kubernetes_asyncio). Namespace: ``--namespace``, else
+``c.KubeSpawner.namespace``, else the service account's namespace, else
+``default``.
+
+``--actor``: the admin's name in audit records (default: the login name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import os
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from traitlets.config import Config
+
+from ..audit import AuditLog
+from ..kube import Kube
+from ..lifecyclespawner import LifecycleSpawnerMixin
+from ..quota.cli import load_hub_config
+from ..quota.config import WorkspaceQuota
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def add_common_arguments(parser: argparse.ArgumentParser, *, cluster: bool = True, actor: bool = True) -> None:
+    """``-f/--config`` and, with ``cluster``, ``--kubeconfig`` and ``--namespace``; with ``actor``, ``--actor``."""
+    parser.add_argument("-f", "--config", help="the hub's jupyterhub_config.py (default: ./jupyterhub_config.py if there)")
+    if cluster:
+        parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)")
+        parser.add_argument("--namespace", help="namespace of the workspaces (default: c.KubeSpawner.namespace)")
+    if actor:
+        parser.add_argument("--actor", help="your name for the audit trail (default: your login name)")
+
+
+def load_config(args) -> Config:
+    """The hub's config named by ``args.config`` (an empty one if there is none)."""
+    return load_hub_config(args.config)
+
+
+def spawner_settings(config: Config) -> dict:
+    """The spawner's settings: ``c.Spawner``, then ``c.KubeSpawner``, then ``c.WorkspaceSpawner`` (later wins)."""
+    merged: dict = {}
+    for section in ("Spawner", "KubeSpawner", "WorkspaceSpawner"):
+        if section in config:
+            merged.update(config[section])
+    return merged
+
+
+def lifecycle_settings(config: Config) -> LifecycleSpawnerMixin:
+    """The lifecycle traits (``retention_days``, ``reclaim_policy``, ``disk_limit``, ...) as the hub's spawner sees them, checked."""
+    traits = set(LifecycleSpawnerMixin.class_trait_names(config=True))
+    mine = {k: v for k, v in spawner_settings(config).items() if k in traits}
+    return LifecycleSpawnerMixin(config=Config({"LifecycleSpawnerMixin": mine}))
+
+
+def namespace_of(config: Config, override: str | None) -> str:
+    """The workspaces' namespace (see the module docstring)."""
+    if override:
+        return override
+    configured = spawner_settings(config).get("namespace")
+    if configured:
+        return configured
+    if SERVICE_ACCOUNT_NAMESPACE.exists():
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    return "default"
+
+
+def quota_settings(config: Config) -> WorkspaceQuota:
+    """The hub's ``c.WorkspaceQuota`` settings (ledger URL, disk limits)."""
+    return WorkspaceQuota(config=config)
+
+
+def audit_log(config: Config) -> AuditLog:
+    """The audit log in the ledger's database (``c.WorkspaceQuota.ledger_url``), schema brought up to date."""
+    settings = quota_settings(config)
+    log = AuditLog.from_url(settings.ledger_url, timeout=settings.ledger_timeout)
+    log.ensure_ready()
+    return log
+
+
+def actor_of(args) -> str:
+    """The admin's name for the audit trail."""
+    return getattr(args, "actor", None) or getpass.getuser()
+
+
+@asynccontextmanager
+async def kube_client(kubeconfig: str | None):
+    """A :class:`~workspacespawner.kube.Kube` for the cluster (see the module docstring), closed afterwards."""
+    from kubernetes_asyncio import client, config
+
+    configuration = client.Configuration()
+    path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    if kubeconfig or Path(path.split(os.pathsep)[0]).exists() or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        await config.load_kube_config(config_file=path, client_configuration=configuration)
+    else:
+        config.load_incluster_config(client_configuration=configuration)
+    async with client.ApiClient(configuration) as api_client:
+        yield Kube(client.CoreV1Api(api_client), client.CustomObjectsApi(api_client))
+
+
+def print_rows(rows: list[dict], columns: list[str], *, as_json: bool = False, out=None, empty: str = "(none)") -> None:
+    """``rows`` as JSON (one array) or an aligned table of ``columns``."""
+    out = out or sys.stdout
+    if as_json:
+        json.dump(rows, out, indent=2, default=str)
+        out.write("\n")
+        return
+    shown = [{c: "" if row.get(c) is None else str(row.get(c)) for c in columns} for row in rows]
+    widths = {c: max([len(c)] + [len(row[c]) for row in shown]) for c in columns}
+    print("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip(), file=out)
+    for row in shown:
+        print("  ".join(row[c].ljust(widths[c]) for c in columns).rstrip(), file=out)
+    if not rows:
+        print(empty, file=out)
+
+
+def errors() -> tuple[type[BaseException], ...]:
+    """What an admin command reports in one line (exit 1) instead of a traceback."""
+    from kubernetes_asyncio.client.rest import ApiException
+    from kubernetes_asyncio.config import ConfigException
+
+    from ..disks import DiskOpError
+    from ..kube import NotOurs
+    from ..quota.ledger import LedgerUnavailable
+
+    return (LedgerUnavailable, FileNotFoundError, ConfigException, ApiException, DiskOpError, NotOurs, ValueError)
+
+
+def describe(error: BaseException) -> str:
+    """One line for ``error`` (an API error by status and reason, not its whole body)."""
+    status = getattr(error, "status", None)
+    if status is not None and hasattr(error, "reason"):
+        return f"the cluster answered {status} {error.reason}"
+    return str(error)
+
+
+def run(coroutine) -> int:
+    """``asyncio.run(coroutine)``: its exit code; a known error in one line (exit 1), Ctrl-C exit 130."""
+    try:
+        return asyncio.run(coroutine)
+    except errors() as e:
+        return fail(describe(e))
+    except KeyboardInterrupt:
+        return 130
+
+
+def fail(message: str, code: int = 1) -> int:
+    """Print ``message`` to stderr; return the exit code."""
+    print(f"workspacespawner: {message}", file=sys.stderr)
+    return code

@@ -1,0 +1,90 @@
+"""``workspacespawner disk``: expand, snapshot, restore and list users' disks, each audited.
+
+``disk list [USER] [--json]``
+    every disk we manage (of USER): owner, kind, role, size, phase, what uses it.
+``disk expand USER --size 100Gi [--pvc NAME]``
+    grow USER's home (or PVC NAME); never shrinks, never past the user's
+    disk limit (``c.WorkspaceQuota`` max_disk, else ``c.WorkspaceSpawner.disk_limit``).
+``disk snapshot USER [--name SNAP] [--pvc NAME] [--wait SECONDS]``
+    a VolumeSnapshot of USER's home (or PVC NAME).
+``disk restore USER --snapshot SNAP``
+    a new home from the snapshot, swapped in while the workspace is stopped;
+    the old home is retained (``retention_days``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from ..disks import DiskOps, disk_limit
+from ..kube import VOLUME_SNAPSHOT
+from ..quota.cli import hub_groups
+from . import common
+
+#: The columns of ``disk list`` (and ``retention list``): the keys of :meth:`~workspacespawner.disks.DiskOps.listing` rows.
+LIST_COLUMNS = ["owner", "name", "kind", "role", "size", "phase", "retain_until", "used_by"]
+
+
+async def _wait_ready(kube, namespace: str, name: str, seconds: float) -> bool:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while True:
+        snap = await kube.get(VOLUME_SNAPSHOT, namespace, name)
+        if snap and (snap.get("status") or {}).get("readyToUse"):
+            return True
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(1)
+
+
+async def _run(args) -> int:
+    config = common.load_config(args)
+    namespace = common.namespace_of(config, args.namespace)
+    settings = common.lifecycle_settings(config)
+    async with common.kube_client(args.kubeconfig) as kube:
+        if args.action == "list":
+            common.print_rows(await DiskOps(kube, namespace).listing(args.user), LIST_COLUMNS, as_json=args.json, empty="(no disks)")
+            return 0
+        ops = DiskOps(kube, namespace, audit=common.audit_log(config), actor=common.actor_of(args), retention_days=settings.retention_days)
+        pvc = getattr(args, "pvc", None)
+        if args.action == "expand":
+            groups = (hub_groups(config) or {}).get(args.user, set())
+            limit = disk_limit(common.quota_settings(config), args.user, groups, settings.disk_limit)
+            name = pvc or (await ops.home_of(args.user))["metadata"]["name"]
+            await ops.expand(args.user, name, args.size, limit=limit)
+            print(f"{name} of {args.user}: {args.size}")
+        elif args.action == "snapshot":
+            name = pvc or (await ops.home_of(args.user))["metadata"]["name"]
+            snap = await ops.snapshot(args.user, name, args.name)
+            print(f"Snapshot {snap['metadata']['name']} of {name} requested")
+            if args.wait and not await _wait_ready(kube, namespace, snap["metadata"]["name"], args.wait):
+                return common.fail(f"snapshot {snap['metadata']['name']} not ready after {args.wait:.0f} s")
+        elif args.action == "restore":
+            new = await ops.restore(args.user, args.snapshot)
+            print(f"{args.user}'s home is now {new['metadata']['name']} (from {args.snapshot}); the old one is retained")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="workspacespawner disk", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="action", required=True)
+    listing = sub.add_parser("list", help="disks: owner, size, phase, what uses them")
+    listing.add_argument("user", nargs="?", help="only this user's disks")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    expand = sub.add_parser("expand", help="grow a user's home")
+    expand.add_argument("user")
+    expand.add_argument("--size", required=True, help="the new size, a Kubernetes quantity such as 100Gi")
+    expand.add_argument("--pvc", help="this PVC of the user instead of their home")
+    snapshot = sub.add_parser("snapshot", help="take a VolumeSnapshot of a user's home")
+    snapshot.add_argument("user")
+    snapshot.add_argument("--name", help="the snapshot's name (default: <pvc>-<time>)")
+    snapshot.add_argument("--pvc", help="this PVC of the user instead of their home")
+    snapshot.add_argument("--wait", type=float, default=0, metavar="SECONDS", help="wait until it is ready to use")
+    restore = sub.add_parser("restore", help="swap a stopped workspace's home for one made from a snapshot")
+    restore.add_argument("user")
+    restore.add_argument("--snapshot", required=True, help="the user's VolumeSnapshot")
+    for each in (listing, expand, snapshot, restore):
+        common.add_common_arguments(each)
+    args = parser.parse_args(argv)
+    return common.run(_run(args))
