@@ -40,8 +40,6 @@ PIECES = ("10-workspace-spawner.py", "20-profiles.py", "90-check-config.py")
 #: Rules granted for features the scenario here does not exercise yet: (group, resource, verb) -> why.
 #: Remove an entry when its feature's calls join the scenario (the test then finds the rule used).
 NOT_EXERCISED = {
-    # Lifecycle issue: expanding a home or root disk patches its PVC's requested size.
-    ("", "persistentvolumeclaims", "patch"): "disk expansion",
     # Quota: a warning or a stop for exhausted card-hours is also posted as an Event on the workspace
     # (workspacespawner/quota/events.py); the enforcer's warnings take an hour of GPU use to arrive.
     ("", "events", "create"): "quota Events",
