@@ -161,3 +161,17 @@ def audit_log(tmp_path):
     log = AuditLog.from_url(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
     yield log
     log.dispose()
+
+
+@pytest.fixture(scope="module")
+def golden_cluster(tmp_path_factory):
+    """A local cluster on its own thread for one test module, holding the demo's golden image (for VM profiles)."""
+    from workspacespawner.demo import GOLDEN_FILES, GOLDEN_IMAGE
+    from workspacespawner.localcluster import ClusterThread
+    from workspacespawner.localcluster.goldenimage import make_golden_image
+
+    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
+    cluster = thread.start()
+    thread.call(make_golden_image, *GOLDEN_IMAGE, GOLDEN_FILES)
+    yield cluster
+    thread.stop()

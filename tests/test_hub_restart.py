@@ -13,18 +13,11 @@ import pytest
 from hubharness import Hub, config_pieces
 
 from workspacespawner import names
-from workspacespawner.demo import GOLDEN_FILES, GOLDEN_IMAGE
-from workspacespawner.localcluster import ClusterThread
-from workspacespawner.localcluster.goldenimage import make_golden_image
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
-    cluster = thread.start()
-    thread.call(make_golden_image, *GOLDEN_IMAGE, GOLDEN_FILES)
-    yield cluster
-    thread.stop()
+def cluster(golden_cluster):
+    return golden_cluster
 
 
 def owned(custom, core, user):

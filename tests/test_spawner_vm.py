@@ -20,9 +20,7 @@ import pytest
 from hubharness import CONFIG_D, Hub
 
 from workspacespawner import names
-from workspacespawner.demo import GOLDEN_FILES, GOLDEN_IMAGE
-from workspacespawner.localcluster import ClusterThread
-from workspacespawner.localcluster.goldenimage import make_golden_image
+from workspacespawner.demo import GOLDEN_IMAGE
 
 EXTRA_PROFILES = """
 c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
@@ -36,12 +34,8 @@ c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
-    cluster = thread.start()
-    thread.call(make_golden_image, *GOLDEN_IMAGE, GOLDEN_FILES)
-    yield cluster
-    thread.stop()
+def cluster(golden_cluster):
+    return golden_cluster
 
 
 @pytest.fixture(scope="module")
