@@ -25,7 +25,7 @@ from __future__ import annotations
 import string
 
 from kubespawner.clients import shared_client
-from traitlets import Enum, Float, TraitError, Unicode, validate
+from traitlets import Enum, Float
 from traitlets.config import LoggingConfigurable
 
 from . import disks, fence, lifecycle, names, retention
@@ -33,6 +33,7 @@ from .audit import audit_for
 from .errors import WorkspaceError
 from .kube import PVC, Kube, NotOurs
 from .lifecycle import Phase, Status, WorkspaceRef
+from .traittypes import Quantity
 
 #: Fields of kubespawner's name templates that differ between a user's servers.
 SERVER_FIELDS = {
@@ -68,7 +69,7 @@ class LifecycleSpawnerMixin(LoggingConfigurable):
         """,
     )
 
-    disk_limit = Unicode(
+    disk_limit = Quantity(
         None,
         allow_none=True,
         config=True,
@@ -87,14 +88,6 @@ class LifecycleSpawnerMixin(LoggingConfigurable):
         config=True,
         help="""Seconds a start waits for the workspace's previous Pod or VMI, still shutting down, to go before refusing.""",
     )
-
-    @validate("disk_limit")
-    def _check_disk_limit(self, proposal):
-        try:
-            disks.disk_limit(None, "", (), proposal.value)
-        except ValueError:
-            raise TraitError(f"WorkspaceSpawner.disk_limit must be a Kubernetes quantity such as '100Gi' or None, not {proposal.value!r}") from None
-        return proposal.value
 
     # -- state ----------------------------------------------------------
 

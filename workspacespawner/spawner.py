@@ -19,14 +19,13 @@ from __future__ import annotations
 import asyncio
 import copy
 
-from kubernetes.utils import parse_quantity
 from kubernetes_asyncio.client import (
     V1PersistentVolumeClaimVolumeSource,
     V1Volume,
     V1VolumeMount,
 )
 from kubespawner import KubeSpawner
-from traitlets import Bool, HasTraits, List, TraitError, Unicode, default, validate
+from traitlets import Bool, Enum, HasTraits, List, TraitError, Unicode, default, validate
 
 from . import home, names, progress
 from .errors import WorkspaceError
@@ -42,6 +41,7 @@ from .profiles import (
 )
 from .quotaspawner import QuotaSpawnerMixin
 from .tierspawner import StorageTiersMixin, check_storage_config
+from .traittypes import Quantity
 from .vmspawner import VMSpawnerMixin
 
 #: Bumped when the meaning of get_state() changes; load_state() reads older ones.
@@ -72,7 +72,8 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin, StorageTi
     settings below are ``c.WorkspaceSpawner.*``.
     """
 
-    workspace_kind = Unicode(
+    workspace_kind = Enum(
+        WORKSPACE_KINDS,
         "container",
         config=True,
         help="""How a workspace runs: ``container`` (a Pod) or ``vm`` (a KubeVirt VirtualMachine).
@@ -81,7 +82,8 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin, StorageTi
         """,
     )
 
-    ide = Unicode(
+    ide = Enum(
+        IDES,
         "jupyterlab",
         config=True,
         help="""The IDE a workspace opens: ``jupyterlab`` (``/lab``) or ``code-server``.
@@ -122,8 +124,9 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin, StorageTi
         help="""StorageClass of the home PVC. ``None`` uses the cluster's default StorageClass.""",
     )
 
-    home_size = Unicode(
+    home_size = Quantity(
         "10Gi",
+        positive=True,
         config=True,
         help="""Requested size of the home PVC, a Kubernetes quantity such as ``"10Gi"``.""",
     )
@@ -153,31 +156,6 @@ class WorkspaceSpawner(KubeSpawner, VMSpawnerMixin, QuotaSpawnerMixin, StorageTi
     )
 
     # -- configuration checks -------------------------------------------
-
-    @validate("workspace_kind")
-    def _check_workspace_kind(self, proposal):
-        if proposal.value not in WORKSPACE_KINDS:
-            raise TraitError(
-                f"WorkspaceSpawner.workspace_kind must be one of {', '.join(WORKSPACE_KINDS)}, not {proposal.value!r}"
-            )
-        return proposal.value
-
-    @validate("ide")
-    def _check_ide(self, proposal):
-        if proposal.value not in IDES:
-            raise TraitError(f"WorkspaceSpawner.ide must be one of {', '.join(IDES)}, not {proposal.value!r}")
-        return proposal.value
-
-    @validate("home_size")
-    def _check_home_size(self, proposal):
-        try:
-            if parse_quantity(proposal.value) <= 0:
-                raise ValueError
-        except ValueError:
-            raise TraitError(
-                f"WorkspaceSpawner.home_size must be a positive Kubernetes quantity such as '10Gi', not {proposal.value!r}"
-            ) from None
-        return proposal.value
 
     @validate("profile_list")
     def _check_profile_list(self, proposal):
@@ -591,25 +569,17 @@ def check_hub_config(config) -> None:
             except ValueError as e:
                 raise TraitError(str(e)) from None
             continue
-        checker = getattr(WorkspaceSpawner, _CHECKS.get(name, ""), None)
+        if value is None and trait.allow_none:
+            continue
         try:
-            trait.validate(HasTraits(), value) if checker is None else checker(None, _Proposal(value))
+            trait.validate(_PROBE, value)
         except TraitError as e:
             raise TraitError(f"{_section_of(config, name)}.{name} = {value!r} is invalid: {e}") from None
     check_storage_config(config)
 
 
-class _Proposal:
-    def __init__(self, value):
-        self.value = value
-
-
-_CHECKS = {
-    "workspace_kind": "_check_workspace_kind",
-    "ide": "_check_ide",
-    "home_size": "_check_home_size",
-    "disk_limit": "_check_disk_limit",
-}
+#: What trait checks at start-up run against (no spawner exists yet); its class name reads right in their messages.
+_PROBE = type("WorkspaceSpawner", (HasTraits,), {})()
 
 
 def _section_of(config, name: str) -> str:
