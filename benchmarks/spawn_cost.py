@@ -24,8 +24,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from hubharness import CONFIG_D, Hub  # noqa: E402
-
+from tests.support.hubharness import CONFIG_D, Hub  # noqa: E402
 from workspacespawner.localcluster import ClusterThread  # noqa: E402
 
 SPAWNERS = {

@@ -145,18 +145,18 @@ async def raw(cluster):
 
 @pytest.fixture
 async def kube_objects(api):
-    """A :class:`workspacespawner.kube.Kube` (plain-dict access to every kind) on the test's cluster."""
+    """A :class:`workspacespawner.k8s.api.Kube` (plain-dict access to every kind) on the test's cluster."""
     from kubernetes_asyncio import client
 
-    from workspacespawner.kube import Kube
+    from workspacespawner.k8s.api import Kube
 
     return Kube(client.CoreV1Api(api), client.CustomObjectsApi(api))
 
 
 @pytest.fixture
 def audit_log(tmp_path):
-    """An empty :class:`workspacespawner.audit.AuditLog` in a SQLite file of the test's own."""
-    from workspacespawner.audit import AuditLog
+    """An empty :class:`workspacespawner.workspace.audit.AuditLog` in a SQLite file of the test's own."""
+    from workspacespawner.workspace.audit import AuditLog
 
     log = AuditLog.from_url(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
     yield log

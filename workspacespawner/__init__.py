@@ -10,7 +10,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name):
     if name == "WorkspaceSpawner":
-        from .spawner import WorkspaceSpawner
+        from workspacespawner.spawner import WorkspaceSpawner
 
         return WorkspaceSpawner
     raise AttributeError(f"module 'workspacespawner' has no attribute {name!r}")

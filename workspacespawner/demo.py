@@ -32,8 +32,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from .localcluster import LocalCluster
-from .localcluster.goldenimage import make_golden_image
+from workspacespawner.localcluster import LocalCluster
+from workspacespawner.localcluster.goldenimage import make_golden_image
 
 log = logging.getLogger("workspacespawner.demo")
 

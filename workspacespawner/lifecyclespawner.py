@@ -28,12 +28,13 @@ from kubespawner.clients import shared_client
 from traitlets import Enum, Float
 from traitlets.config import LoggingConfigurable
 
-from . import disks, fence, lifecycle, names, retention
-from .audit import audit_for
-from .errors import WorkspaceError
-from .kube import PVC, Kube, NotOurs
-from .lifecycle import Phase, Status, WorkspaceRef
-from .traittypes import Quantity
+from workspacespawner.config.traittypes import Quantity
+from workspacespawner.core import names
+from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.k8s.api import PVC, Kube, NotOurs
+from workspacespawner.workspace import disks, fence, lifecycle, retention
+from workspacespawner.workspace.audit import audit_for
+from workspacespawner.workspace.lifecycle import Phase, Status, WorkspaceRef
 
 #: Fields of kubespawner's name templates that differ between a user's servers.
 SERVER_FIELDS = {
@@ -160,7 +161,7 @@ class LifecycleSpawnerMixin(LoggingConfigurable):
         return self._lifecycle
 
     def _disk_limit(self) -> int | None:
-        from .quota.service import quota_for
+        from workspacespawner.quota.service import quota_for
 
         groups = {g.name for g in getattr(self.user, "groups", None) or []}
         return disks.disk_limit(quota_for(self.config).settings, self.user.name, groups, self.disk_limit)

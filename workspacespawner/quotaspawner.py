@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from kubernetes.utils import parse_quantity
 
-from . import names
-from .quota.enforcer import alive_from_objects
-from .quota.policy import Request
-from .quota.service import quota_for
-from .reflectors import VirtualMachineInstanceReflector, shared_reflectors
+from workspacespawner.core import names
+from workspacespawner.k8s.watches import VirtualMachineInstanceReflector, shared_reflectors
+from workspacespawner.quota.enforcer import alive_from_objects
+from workspacespawner.quota.policy import Request
+from workspacespawner.quota.service import quota_for
 
 
 class QuotaSpawnerMixin:

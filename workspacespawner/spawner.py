@@ -27,10 +27,8 @@ from kubernetes_asyncio.client import (
 from kubespawner import KubeSpawner
 from traitlets import Bool, Enum, HasTraits, List, TraitError, Unicode, default, validate
 
-from . import home, names, progress
-from .errors import WorkspaceError
-from .lifecyclespawner import LifecycleSpawnerMixin
-from .profiles import (
+from workspacespawner.backends.container import progress
+from workspacespawner.config.profiles import (
     GPU_RESOURCE,
     IDES,
     WORKSPACE_KINDS,
@@ -39,10 +37,14 @@ from .profiles import (
     profiles_for_user,
     validate_profile_list,
 )
-from .quotaspawner import QuotaSpawnerMixin
-from .tierspawner import StorageTiersMixin, check_storage_config
-from .traittypes import Quantity
-from .vmspawner import VMSpawnerMixin
+from workspacespawner.config.traittypes import Quantity
+from workspacespawner.core import names
+from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.lifecyclespawner import LifecycleSpawnerMixin
+from workspacespawner.quotaspawner import QuotaSpawnerMixin
+from workspacespawner.storage import home
+from workspacespawner.storage.spawnerglue import StorageTiersMixin, check_storage_config
+from workspacespawner.vmspawner import VMSpawnerMixin
 
 #: Bumped when the meaning of get_state() changes; load_state() reads older ones.
 STATE_VERSION = 1

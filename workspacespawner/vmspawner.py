@@ -13,8 +13,8 @@ from kubespawner.clients import shared_client
 from traitlets import Bool, Int, Unicode
 from traitlets.config import LoggingConfigurable
 
-from .vm import VMWorkspace
-from .vmmanifests import VMIdentity, VMSettings, singleuser_command
+from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, singleuser_command
+from workspacespawner.backends.vm.workspace import VMWorkspace
 
 
 class VMSpawnerMixin(LoggingConfigurable):

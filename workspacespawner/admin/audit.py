@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..audit import ACTIONS
-from ..lifecycle import parse_time
-from . import common
+from workspacespawner.admin import common
+from workspacespawner.workspace.audit import ACTIONS
+from workspacespawner.workspace.lifecycle import parse_time
 
 COLUMNS = ["time", "actor", "user", "server", "disk", "action", "before", "after", "result"]
 

@@ -29,11 +29,11 @@ from pathlib import Path
 
 from traitlets.config import Config
 
-from ..audit import AuditLog
-from ..kube import Kube
-from ..lifecyclespawner import LifecycleSpawnerMixin
-from ..quota.cli import load_hub_config
-from ..quota.config import WorkspaceQuota
+from workspacespawner.k8s.api import Kube
+from workspacespawner.lifecyclespawner import LifecycleSpawnerMixin
+from workspacespawner.quota.cli import load_hub_config
+from workspacespawner.quota.config import WorkspaceQuota
+from workspacespawner.workspace.audit import AuditLog
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -101,7 +101,7 @@ def actor_of(args) -> str:
 
 @asynccontextmanager
 async def kube_client(kubeconfig: str | None):
-    """A :class:`~workspacespawner.kube.Kube` for the cluster (see the module docstring), closed afterwards."""
+    """A :class:`~workspacespawner.k8s.api.Kube` for the cluster (see the module docstring), closed afterwards."""
     from kubernetes_asyncio import client, config
 
     configuration = client.Configuration()
@@ -135,9 +135,9 @@ def errors() -> tuple[type[BaseException], ...]:
     from kubernetes_asyncio.client.rest import ApiException
     from kubernetes_asyncio.config import ConfigException
 
-    from ..disks import DiskOpError
-    from ..kube import NotOurs
-    from ..quota.ledger import LedgerUnavailable
+    from workspacespawner.k8s.api import NotOurs
+    from workspacespawner.quota.ledger import LedgerUnavailable
+    from workspacespawner.workspace.disks import DiskOpError
 
     return (LedgerUnavailable, FileNotFoundError, ConfigException, ApiException, DiskOpError, NotOurs, ValueError)
 

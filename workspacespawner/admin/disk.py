@@ -17,12 +17,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from ..disks import DiskOps, disk_limit
-from ..kube import VOLUME_SNAPSHOT
-from ..quota.cli import hub_groups
-from . import common
+from workspacespawner.admin import common
+from workspacespawner.k8s.api import VOLUME_SNAPSHOT
+from workspacespawner.quota.cli import hub_groups
+from workspacespawner.workspace.disks import DiskOps, disk_limit
 
-#: The columns of ``disk list`` (and ``retention list``): the keys of :meth:`~workspacespawner.disks.DiskOps.listing` rows.
+#: The columns of ``disk list`` (and ``retention list``): the keys of :meth:`~workspacespawner.workspace.disks.DiskOps.listing` rows.
 LIST_COLUMNS = ["owner", "name", "kind", "role", "size", "phase", "retain_until", "used_by"]
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..fence import Fencer
-from ..kube import node_of
-from . import common
+from workspacespawner.admin import common
+from workspacespawner.k8s.api import node_of
+from workspacespawner.workspace.fence import Fencer
 
 COLUMNS = ["kind", "name", "node", "action"]
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from traitlets.config import Config, PyFileConfigLoader
 
-from . import policy
-from .config import WorkspaceQuota
-from .ledger import Ledger, LedgerUnavailable
-from .policy import OPEN, number
+from workspacespawner.quota import policy
+from workspacespawner.quota.config import WorkspaceQuota
+from workspacespawner.quota.ledger import Ledger, LedgerUnavailable
+from workspacespawner.quota.policy import OPEN, number
 
 COLUMNS = (
     "user",

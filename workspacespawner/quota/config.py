@@ -15,8 +15,8 @@ import os
 from traitlets import Bool, Dict, Float, Integer, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
-from . import policy
-from .policy import LIMIT_NAMES, Limits
+from workspacespawner.quota import policy
+from workspacespawner.quota.policy import LIMIT_NAMES, Limits
 
 
 class WorkspaceQuota(Configurable):

@@ -25,10 +25,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
-from . import metrics, policy
-from .announce import ANNOUNCEMENTS
-from .ledger import LedgerUnavailable
-from .policy import OPEN, Verdict, number, when
+from workspacespawner.quota import metrics, policy
+from workspacespawner.quota.announce import ANNOUNCEMENTS
+from workspacespawner.quota.ledger import LedgerUnavailable
+from workspacespawner.quota.policy import OPEN, Verdict, number, when
 
 log = logging.getLogger("workspacespawner.quota")
 

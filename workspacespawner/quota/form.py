@@ -12,8 +12,8 @@ from __future__ import annotations
 import copy
 from datetime import datetime
 
-from ..profiles import GPU_RESOURCE
-from .policy import Limits, Usage, number, when
+from workspacespawner.config.profiles import GPU_RESOURCE
+from workspacespawner.quota.policy import Limits, Usage, number, when
 
 
 def override_gpus(override) -> int:

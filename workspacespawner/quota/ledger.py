@@ -43,9 +43,20 @@ from sqlalchemy import event, exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.pool import StaticPool
 
-from . import policy
-from .migrations import RUNS_TABLE, USERS_TABLE, VERSION_TABLE
-from .policy import ACTIVE_STATES, CLOSED, OPEN, RESERVED, Decision, Limits, Request, Reservation, Run, Usage
+from workspacespawner.quota import policy
+from workspacespawner.quota.migrations import RUNS_TABLE, USERS_TABLE, VERSION_TABLE
+from workspacespawner.quota.policy import (
+    ACTIVE_STATES,
+    CLOSED,
+    OPEN,
+    RESERVED,
+    Decision,
+    Limits,
+    Request,
+    Reservation,
+    Run,
+    Usage,
+)
 
 log = logging.getLogger("workspacespawner.quota")
 

@@ -6,7 +6,7 @@ toward ``Spawner.consecutive_failure_limit`` (z2jh sets 5; the hub exits
 when it is reached):
 
 - JupyterHub 6 counts only errors: a ``SpawnException`` (what
-  :class:`~workspacespawner.errors.WorkspaceError` is there) is a handled
+  :class:`~workspacespawner.core.errors.WorkspaceError` is there) is a handled
   failure, never counted.
 - JupyterHub 5.5 counts every failed spawn. :func:`uncount_failure` takes
   one off the count the hub is about to add, through the request handler
@@ -15,8 +15,8 @@ when it is reached):
 
 from __future__ import annotations
 
-from ..errors import WorkspaceError
-from .policy import Decision
+from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.quota.policy import Decision
 
 try:  # JupyterHub >= 6
     from jupyterhub.spawner import SpawnException as _SpawnException

@@ -22,15 +22,15 @@ import logging
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 
-from . import metrics, policy
-from .config import WorkspaceQuota
-from .enforcer import Enforcer
-from .events import make_quota_event, post_event
-from .form import annotate_profiles
-from .hubapi import HubApiStopper
-from .ledger import Ledger, LedgerUnavailable
-from .policy import Request, Reservation
-from .refusal import QuotaRefused, uncount_failure
+from workspacespawner.quota import metrics, policy
+from workspacespawner.quota.config import WorkspaceQuota
+from workspacespawner.quota.enforcer import Enforcer
+from workspacespawner.quota.events import make_quota_event, post_event
+from workspacespawner.quota.form import annotate_profiles
+from workspacespawner.quota.hubapi import HubApiStopper
+from workspacespawner.quota.ledger import Ledger, LedgerUnavailable
+from workspacespawner.quota.policy import Request, Reservation
+from workspacespawner.quota.refusal import QuotaRefused, uncount_failure
 
 log = logging.getLogger("workspacespawner.quota")
 

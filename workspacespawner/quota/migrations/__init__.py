@@ -16,5 +16,5 @@ previous shape.
 VERSION_TABLE = "workspacespawner_alembic_version"
 RUNS_TABLE = "workspacespawner_runs"
 USERS_TABLE = "workspacespawner_quota_users"
-#: The audit trail of disk operations (:mod:`workspacespawner.audit`), revision 0003.
+#: The audit trail of disk operations (:mod:`workspacespawner.workspace.audit`), revision 0003.
 AUDIT_TABLE = "workspacespawner_audit"

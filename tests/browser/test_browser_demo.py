@@ -1,0 +1,76 @@
+"""The demo as a person uses it, in a real browser (Debian's chromium, driven by playwright).
+
+Logs in to the demo hub configuration, picks the JupyterLab profile on the
+spawn form, waits for JupyterLab to load, and keeps screenshots of the spawn
+form and of JupyterLab in ``test-artifacts/`` for a person to look at.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.support.hubharness import Hub
+from tests.support.paths import ARTIFACTS
+from workspacespawner.demo import config_dir, demo_config
+from workspacespawner.localcluster import ClusterThread
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"),
+]
+
+
+@pytest.fixture(scope="module")
+def demo_hub(tmp_path_factory):
+    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
+    cluster = thread.start()
+    state = tmp_path_factory.mktemp("demo")
+    hub = Hub(state, cluster.kubeconfig, demo_config(state, config_dir(), port=8000)).start()
+    yield hub
+    hub.stop()
+    thread.stop()
+
+
+def launch(playwright):
+    return playwright.chromium.launch(
+        executable_path=CHROMIUM,
+        headless=True,
+        args=[
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ],
+    )
+
+
+def test_login_start_jupyterlab_in_browser(demo_hub):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(f"{demo_hub.url}/hub/login")
+        page.fill("input[name=username]", "student1")
+        page.fill("input[name=password]", "any")
+        page.click("input[type=submit], button[type=submit]")
+        page.wait_for_url("**/hub/spawn**", timeout=30_000)
+        assert page.locator("text=JupyterLab (CPU)").count() >= 1
+        assert page.locator("text=JupyterLab, 8 GPUs").count() == 0, "a research-only profile was shown to a student"
+        page.screenshot(path=str(ARTIFACTS / "spawn-form.png"), full_page=True)
+        page.check("input[value=jupyterlab-cpu]")
+        page.click("input[type=submit], button[type=submit]")
+        page.wait_for_url("**/user/student1/lab**", timeout=120_000)
+        page.wait_for_selector("#jp-main-dock-panel, .jp-LabShell", timeout=120_000)
+        page.wait_for_timeout(1500)  # let the launcher paint before the screenshot
+        page.screenshot(path=str(ARTIFACTS / "jupyterlab.png"))
+        assert "JupyterLab" in page.title() or page.locator(".jp-Launcher").count() >= 1
+        browser.close()

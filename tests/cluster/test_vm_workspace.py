@@ -1,0 +1,366 @@
+"""VM workspaces against the local cluster (:mod:`workspacespawner.backends.vm.workspace`, :mod:`workspacespawner.k8s.watches`).
+
+Covers: the full lifecycle (root disk cloned from a golden image with the
+clone's progress shown, VM started through KubeVirt's ``start``
+subresource, the guest's server reached at the Service URL with the
+environment from the cloud-init Secret, stop leaving the VM, DataVolume,
+PVCs, Secret and Service, a second start with a fresh API token on the same
+root disk, ``poll()`` from the shared caches); each failure (GPU request no
+node can hold, clone failure, missing PVC, guest crash loop, start timeout)
+giving a clear WorkspaceError with no VMI left and no disk deleted; the
+fence (a running VMI, or one on a NotReady node, refuses a second start); a
+profile change (GPU count) applied to the Halted VM; every request made
+going to a path (and, for start/stop, with a body) that KubeVirt's and
+CDI's OpenAPI specs define.
+
+The guest runs the real cloud-init user data; only its IDE command is a
+small test server from the golden image (the real one, jupyterhub-singleuser,
+needs a hub: the lead's hub tests cover it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+import time
+import urllib.request
+
+import jsonschema
+import pytest
+
+from tests.support.paths import DATA
+from workspacespawner.backends.vm import manifests as vmmanifests
+from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings
+from workspacespawner.backends.vm.workspace import VMWorkspace
+from workspacespawner.core import names
+from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.k8s import watches as reflectors
+from workspacespawner.localcluster.controllers.refs import DATA_VOLUMES, PVCS, VMIS, VMS, get_or_none
+from workspacespawner.localcluster.goldenimage import make_golden_image
+from workspacespawner.localcluster.volumes import claim_path
+from workspacespawner.storage import home
+
+NS = "default"
+GOLDEN_NS = "golden-images"
+USER = "Ann.O'Brien@school.example"
+API_SUBSET = json.loads((DATA / "kubevirt-cdi-api-subset.json").read_text())
+
+#: The guest's "IDE": answers with what the guest gave it, and counts boots on its root disk.
+TEST_SERVER = """\
+import http.server, json, os, sys
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+boots = os.path.join(root, "var", "lib", "testserver", "boots")
+os.makedirs(os.path.dirname(boots), exist_ok=True)
+with open(boots, "a") as f:
+    f.write("boot\\n")
+count = open(boots).read().count("boot")
+opts = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = {"boots": count, "token": os.environ.get("JUPYTERHUB_API_TOKEN"), "user": os.environ.get("JUPYTERHUB_USER"),
+                "service_url": os.environ.get("JUPYTERHUB_SERVICE_URL"), "cwd": os.getcwd()}
+        self.send_response(200); self.end_headers(); self.wfile.write(json.dumps(body).encode())
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer((opts["ip"], int(opts["port"])), Handler).serve_forever()
+"""
+GOLDEN_FILES = {
+    "etc/os-release": 'NAME="Ubuntu"\nVERSION_ID="24.04"\nPRETTY_NAME="Ubuntu 24.04 LTS"\nID=ubuntu\n',
+    "opt/testserver.py": TEST_SERVER,
+}
+COMMAND = vmmanifests.singleuser_command(["/usr/bin/python3", "/opt/testserver.py"])
+NEVER_LISTENS = ["/usr/bin/python3", "-c", "import time; time.sleep(600)"]
+
+
+def hub_env(token: str) -> dict[str, str]:
+    """What the spawner's get_env() gives (the parts a guest needs)."""
+    return {
+        "JUPYTERHUB_API_TOKEN": token,
+        "JPY_API_TOKEN": token,
+        "JUPYTERHUB_API_URL": "http://hub:8081/hub/api",
+        "JUPYTERHUB_BASE_URL": "/",
+        "JUPYTERHUB_CLIENT_ID": "jupyterhub-user-ann",
+        "JUPYTERHUB_USER": USER,
+        "JUPYTERHUB_SERVER_NAME": "",
+        "JUPYTERHUB_SERVICE_PREFIX": "/user/ann/",
+        "JUPYTERHUB_SERVICE_URL": "http://0.0.0.0:8888/user/ann/",
+        "JUPYTERHUB_OAUTH_CALLBACK_URL": "/user/ann/oauth_callback",
+        "JUPYTERHUB_OAUTH_SCOPES": '["access:servers!server=ann/"]',
+        "JUPYTERHUB_OAUTH_ACCESS_SCOPES": '["access:servers!server=ann/"]',
+        "JUPYTERHUB_ACTIVITY_URL": "http://hub:8081/hub/api/users/ann/activity",
+        "JUPYTERHUB_DEFAULT_URL": "/lab",
+    }
+
+
+@pytest.fixture
+async def kube(cluster_thread, kube_env):
+    """(cluster thread, CustomObjectsApi, CoreV1Api): kubespawner's shared clients, a golden image, the home PVC."""
+    from kubespawner.clients import load_config, shared_client
+
+    cluster_thread.cluster.controllers["cdi"].clone_seconds = 2.0
+    await cluster_thread.acall(make_golden_image, GOLDEN_NS, "ubuntu-2404", GOLDEN_FILES)
+    load_config()
+    custom_api, core_api = shared_client("CustomObjectsApi"), shared_client("CoreV1Api")
+    pvc = home.make_home_pvc(
+        name="home-ann", namespace=NS, user_name=USER, kubespawner_username="ann",
+        storage_class="ceph-rbd", size="1Gi", access_modes=["ReadWriteOnce"],
+    )
+    await home.ensure_home_pvc(core_api, pvc, USER)
+    try:
+        yield cluster_thread, custom_api, core_api
+    finally:
+        await reflectors.stop_all()
+
+
+def identity(home_pvc: str = "home-ann") -> VMIdentity:
+    return VMIdentity.for_workspace(namespace=NS, user_name=USER, kubespawner_username="ann", base_name="vm-ann", home_pvc=home_pvc)
+
+
+def workspace(kube, *, ident: VMIdentity | None = None, start_timeout: float = 60, **settings) -> VMWorkspace:
+    _thread, custom_api, core_api = kube
+    return VMWorkspace(
+        ident=ident or identity(),
+        settings=VMSettings(golden_image="ubuntu-2404", golden_image_namespace=GOLDEN_NS, root_disk_size="2Gi",
+                            cpu_cores=2, memory="2Gi", termination_grace_seconds=5, **settings),
+        custom_api=custom_api,
+        core_api=core_api,
+        start_timeout=start_timeout,
+        stop_timeout=30,
+    )
+
+
+def stored(kube, key: tuple[str, str, str], name: str) -> dict | None:
+    """The object as the cluster's store holds it (read on the cluster's own thread)."""
+    return kube[0].call(lambda cluster: get_or_none(cluster.store, key, NS, name))
+
+
+async def fetch(url: str) -> dict:
+    def get():
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(url, timeout=5) as response:
+            return json.loads(response.read().decode())
+
+    return await asyncio.to_thread(get)
+
+
+def assert_disks_kept(kube, ident: VMIdentity) -> None:
+    assert stored(kube, DATA_VOLUMES, ident.root_disk) is not None
+    assert stored(kube, PVCS, ident.root_disk) is not None
+    assert stored(kube, PVCS, "home-ann") is not None
+
+
+async def assert_fails(ws: VMWorkspace, reason: str, *, within: float, command=COMMAND) -> WorkspaceError:
+    """Start ``ws``, expect a WorkspaceError with ``reason`` within ``within`` seconds; no VMI may be left."""
+    started = time.monotonic()
+    with pytest.raises(WorkspaceError) as caught:
+        await ws.start(env=hub_env("t0"), command=command)
+    assert caught.value.reason == reason, caught.value.message
+    assert time.monotonic() - started < within
+    assert ws.observe()[1] is None
+    return caught.value
+
+
+# -- the lifecycle ------------------------------------------------------------------------------
+
+
+async def test_full_lifecycle(kube):
+    thread = kube[0]
+    ws = workspace(kube)
+    ident = ws.ident
+    steps: list[tuple[str, float | None]] = []
+
+    url = await ws.start(env=hub_env("token-one"), command=COMMAND, progress=lambda m, p: steps.append((m, p)))
+
+    percents = [p for _m, p in steps if p is not None]
+    assert any(0 < p < 100 for p in percents), steps
+    assert any("Copying the system image" in m for m, _p in steps)
+    assert steps[-1][0].startswith("Your virtual machine is running on")
+    service = stored(kube, ("", "v1", "services"), ident.service)
+    assert url == f"http://{service['spec']['clusterIP']}:8888"
+    first = await fetch(url)
+    assert (first["boots"], first["token"], first["user"]) == (1, "token-one", USER)
+    assert first["cwd"] == str(claim_path(thread.cluster, NS, "home-ann"))
+    vmi = stored(kube, VMIS, ident.vm)
+    assert vmi["status"]["phase"] == "Running"
+    assert vmi["spec"]["domain"]["firmware"]["uuid"] == vmmanifests.firmware_uuid(ident)
+    assert await ws.poll() is None
+    assert await workspace(kube).poll() is None  # a restarted hub: a new object, the same caches
+
+    assert await ws.stop() is True
+    assert stored(kube, VMIS, ident.vm) is None
+    assert stored(kube, VMS, ident.vm)["spec"]["runStrategy"] == "Halted"
+    assert_disks_kept(kube, ident)
+    assert stored(kube, ("", "v1", "services"), ident.service) is not None
+    assert await ws.poll() == 0
+
+    url_again = await ws.start(env=hub_env("token-two"), command=COMMAND)
+    assert url_again == url
+    second = await fetch(url)
+    assert (second["boots"], second["token"]) == (2, "token-two")  # the same root disk, a fresh token
+    secret = stored(kube, ("", "v1", "secrets"), ident.cloudinit_secret)
+    assert "token-two" in base64.b64decode(secret["data"]["userdata"]).decode()
+    env_file = claim_path(thread.cluster, NS, ident.root_disk) / vmmanifests.ENV_FILE.lstrip("/")
+    assert "token-two" in env_file.read_text() and "token-one" not in env_file.read_text()
+
+    assert await ws.stop() is True
+    assert_disks_kept(kube, ident)
+    assert_requests_in_openapi(thread.cluster.requests.records)
+
+
+def assert_requests_in_openapi(records) -> None:
+    """Every KubeVirt/CDI request goes to a path of their OpenAPI specs; start/stop bodies fit their schemas."""
+    templates = []
+    for template, methods in API_SUBSET["paths"].items():
+        pattern = re.sub(r"\{[a-z]+(:[^}]*)?\}", "[^/]+", template)
+        templates.append((re.compile(pattern + "$"), template, methods))
+    seen_actions = set()
+    for request in records:
+        path = request.path.rstrip("/")
+        if not path.startswith(("/apis/kubevirt.io", "/apis/cdi.kubevirt.io", "/apis/subresources.kubevirt.io")):
+            assert path.startswith("/api/v1/"), path
+            continue
+        matches = [(template, methods) for regex, template, methods in templates if regex.match(path)]
+        assert matches, f"{request.method} {path} is not in KubeVirt's or CDI's API"
+        template, methods = matches[0]
+        assert request.method.lower() in methods, f"{request.method} {template}"
+        if "subresources" in template:
+            definition = methods["put"]["body"][0]
+            jsonschema.validate(request.body if request.body is not None else {}, API_SUBSET["definitions"][definition])
+            seen_actions.add(template.rsplit("/", 1)[1])
+    assert seen_actions == {"start", "stop"}
+
+
+# -- failures -----------------------------------------------------------------------------------
+
+
+async def test_unschedulable_gpu_request_fails_fast(kube):
+    ws = workspace(kube, gpus=16)
+    error = await assert_fails(ws, "unschedulable", within=20)
+    assert "Insufficient nvidia.com/gpu" in error.message
+    assert error.status_code == 503
+    assert stored(kube, VMS, ws.ident.vm)["spec"]["runStrategy"] == "Halted"
+    assert_disks_kept(kube, ws.ident)
+
+
+async def test_clone_failure_is_a_root_disk_error(kube):
+    kube[0].cluster.controllers["cdi"].fail_next = 1
+    ws = workspace(kube)
+    error = await assert_fails(ws, "root-disk", within=20)
+    assert "no space left on device" in error.message
+    assert_disks_kept(kube, ws.ident)
+    assert not kube[0].cluster.requests.matching("PUT", r"/start$")
+    # A second start refuses the same way and still deletes nothing.
+    await assert_fails(workspace(kube), "root-disk", within=10)
+    assert_disks_kept(kube, ws.ident)
+
+
+async def test_missing_pvc(kube):
+    ws = workspace(kube, ident=identity(home_pvc="home-nobody"))
+    error = await assert_fails(ws, "disk-missing", within=20)
+    assert "home-nobody" in error.message
+    assert_disks_kept(kube, ws.ident)
+
+
+async def test_crash_loop(kube):
+    kube[0].cluster.controllers["nodeagent"].fail_guest.add(identity().vm)
+    ws = workspace(kube)
+    error = await assert_fails(ws, "crash-loop", within=30)
+    assert "failed to boot" in error.message
+    assert stored(kube, VMS, ws.ident.vm)["spec"]["runStrategy"] == "Halted"
+    assert_disks_kept(kube, ws.ident)
+
+
+async def test_start_timeout_stops_the_vm(kube):
+    ws = workspace(kube, start_timeout=12)
+    error = await assert_fails(ws, "timeout", within=45, command=NEVER_LISTENS)
+    assert "did not start within 12 seconds" in error.message
+    assert stored(kube, VMIS, ws.ident.vm) is None
+    assert_disks_kept(kube, ws.ident)
+
+
+async def test_cancelled_start_stops_the_vm(kube):
+    ws = workspace(kube)
+    task = asyncio.create_task(ws.start(env=hub_env("t"), command=NEVER_LISTENS))
+    while "events" not in ws._caches or ws.observe()[1] is None:  # wait for the caches, then the VMI: the start is under way
+        await asyncio.sleep(0.1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    deadline = time.monotonic() + 30
+    while stored(kube, VMIS, ws.ident.vm) is not None:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.2)
+    assert_disks_kept(kube, ws.ident)
+
+
+# -- fence and profile changes ------------------------------------------------------------------
+
+
+async def test_fence_and_profile_change(kube):
+    thread = kube[0]
+    ws = workspace(kube)
+    await ws.start(env=hub_env("t1"), command=COMMAND)
+    node = stored(kube, VMIS, ws.ident.vm)["status"]["nodeName"]
+
+    error = await assert_fails_keeping_vmi(kube, "already-running")
+    assert error.status_code == 409
+
+    thread.call(lambda cluster: cluster.controllers["scheduler"].set_node_ready(node, False))
+    error = await assert_fails_keeping_vmi(kube, "node-unreachable")
+    assert node in error.message
+    thread.call(lambda cluster: cluster.controllers["scheduler"].set_node_ready(node, True))
+
+    assert await ws.stop() is True
+    with_gpu = workspace(kube, gpus=1, gpu_device_name="nvidia.com/GA100_A100_SXM4_80GB")
+    await with_gpu.start(env=hub_env("t2"), command=COMMAND)
+    vmi = stored(kube, VMIS, ws.ident.vm)
+    assert vmi["spec"]["domain"]["devices"]["gpus"] == [{"name": "gpu0", "deviceName": "nvidia.com/GA100_A100_SXM4_80GB"}]
+    assert vmi["spec"]["evictionStrategy"] == "None"
+    assert vmi["status"]["nodeName"] == "gpu-node-1"
+    assert await with_gpu.stop() is True
+
+
+async def assert_fails_keeping_vmi(kube, reason: str) -> WorkspaceError:
+    """A second start is refused with ``reason``; the running VMI is left alone (same uid, not being deleted)."""
+    before = stored(kube, VMIS, identity().vm)
+    with pytest.raises(WorkspaceError) as caught:
+        await workspace(kube).start(env=hub_env("t-second"), command=COMMAND)
+    assert caught.value.reason == reason, caught.value.message
+    after = stored(kube, VMIS, identity().vm)
+    assert after["metadata"]["uid"] == before["metadata"]["uid"] and "deletionTimestamp" not in after["metadata"]
+    return caught.value
+
+
+def test_foreign_objects_are_refused_by_name():
+    """The ownership check the ensure_* functions share (unit level; the API paths are covered above)."""
+    from workspacespawner.k8s.owned import refuse_foreign
+
+    foreign = {"metadata": {"name": "vm-ann", "labels": {}, "annotations": {}}}
+    with pytest.raises(WorkspaceError) as caught:
+        refuse_foreign(foreign, USER, what="virtual machine", reason="vm")
+    assert caught.value.reason == "vm" and caught.value.status_code == 409
+    ours = {"metadata": {"name": "vm-ann", "labels": names.owner_labels(USER), "annotations": names.owner_annotations(USER)}}
+    refuse_foreign(ours, USER, what="virtual machine", reason="vm")
+
+
+async def test_leftover_unplaced_vmi_is_cleared(kube):
+    """A start interrupted while no node could take its VMI leaves one behind: the next start clears it."""
+    from workspacespawner.backends.vm.workspace import ensure_root_disk, ensure_vm, start_vm
+
+    _thread, custom_api, _core_api = kube
+    big = workspace(kube, gpus=16)
+    await ensure_root_disk(custom_api, vmmanifests.make_root_datavolume(ident=big.ident, settings=big.settings), USER)
+    await ensure_vm(custom_api, vmmanifests.make_virtual_machine(ident=big.ident, settings=big.settings), USER)
+    await big.watch()
+    while not (big.observe()[2] or {}).get("status", {}).get("phase") == "Succeeded":
+        await asyncio.sleep(0.2)
+    await start_vm(custom_api.api_client, NS, big.ident.vm)
+    while (stored(kube, VMIS, big.ident.vm) or {}).get("status", {}).get("phase") != "Scheduling":
+        await asyncio.sleep(0.2)
+
+    small = workspace(kube)
+    url = await small.start(env=hub_env("t"), command=COMMAND)
+    assert (await fetch(url))["token"] == "t"
+    assert "gpus" not in stored(kube, VMIS, small.ident.vm)["spec"]["domain"]["devices"]
+    assert await small.stop() is True

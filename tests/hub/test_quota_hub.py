@@ -1,0 +1,176 @@
+"""Quotas through a real JupyterHub on the local cluster, with WorkspaceSpawner. Covers:
+a GPU start refused for card-hours answered 403 with the plain-words
+message (used, left, reset, whom to ask), more times than
+``consecutive_failure_limit`` without the hub exiting; instance-size and
+disk refusals with their numbers; a CPU start never refused for card-hours, metered
+in the ledger from Running to its stop; a server whose Pod vanished
+(JupyterHub's poll notices, stop() is not called) closed at its last
+sighting (post-stop hook or enforcer pass, whichever comes first); the
+spawn form showing a GPU
+profile's cost and the user's card-hours; the enforcer stopping a GPU
+server through the hub's REST API once its card-hours ran out, with the
+reason in the ledger and the message on the user's home page; the refusal
+counter on ``/hub/metrics``.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import kubernetes
+import pytest
+import requests
+
+from tests.support.hubharness import CONFIG_D, Hub
+from tests.support.paths import REPO
+from workspacespawner.localcluster import ClusterThread
+from workspacespawner.quota.ledger import Ledger
+from workspacespawner.quota.policy import CLOSED, OPEN
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
+    yield thread.start()
+    thread.stop()
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("hub")
+
+
+@pytest.fixture(scope="module")
+def hub(cluster, workdir):
+    config = f"import sys\nsys.path.insert(0, {str(REPO)!r})\n"
+    config += "\n".join(
+        f"load_subconfig({str(CONFIG_D / piece)!r})" for piece in ("10-workspace-spawner.py", "20-profiles.py")
+    )
+    config += f"""
+c.JupyterHub.spawner_class = "workspace"
+c.Spawner.consecutive_failure_limit = 2
+c.Spawner.poll_interval = 1
+c.WorkspaceQuota.ledger_url = "sqlite:///{workdir / "ledger.sqlite"}"
+c.WorkspaceQuota.card_hours_per_month = 0
+c.WorkspaceQuota.max_gpus = 8
+c.WorkspaceQuota.group_limits = {{"research": {{"card_hours_per_month": 100}}}}
+c.WorkspaceQuota.user_limits = {{"dee": {{"max_gpus": 1}}, "bob": {{"card_hours_per_month": 0.002}}, "fay": {{"max_disk": "5Gi"}}}}
+c.WorkspaceQuota.min_gpu_start_minutes = 0
+c.WorkspaceQuota.grace_minutes = 0
+c.WorkspaceQuota.enforce_interval = 1
+c.WorkspaceQuota.contact = "the GPU team"
+from workspacespawner.quota.announce import with_quota_announcements
+c.JupyterHub.template_vars = with_quota_announcements(c.JupyterHub.template_vars)
+"""
+    hub = Hub(workdir, cluster.kubeconfig, config)
+    hub.env["WORKSPACESPAWNER_QUOTA_TOKEN"] = hub.token  # the harness's admin service token has the servers scope
+    hub.start()
+    yield hub
+    hub.stop()
+
+
+@pytest.fixture
+def ledger(workdir):
+    ledger = Ledger(f"sqlite:///{workdir / 'ledger.sqlite'}")
+    yield ledger
+    ledger.dispose()
+
+
+def runs_of(ledger: Ledger, user: str):
+    with ledger.engine.connect() as conn:
+        rows = (
+            conn.exec_driver_sql("SELECT id FROM workspacespawner_runs WHERE user_name = ? ORDER BY id", (user,))
+            .scalars()
+            .all()
+        )
+    return [ledger.get(i) for i in rows]
+
+
+def test_gpu_refusals_reach_the_user_and_do_not_stop_the_hub(hub):
+    hub.create_user("ann")
+    for _ in range(4):  # more than consecutive_failure_limit (2)
+        r = hub.spawn("ann", {"profile": "jupyterlab-1gpu"})
+        assert r.status_code == 403, r.text
+        message = r.json()["message"]
+        for words in ("Not enough GPU time left", "used 0 of your 0 card-hours", "reset on", "ask the GPU team"):
+            assert words in message, message
+    time.sleep(3)  # the hub would exit 2 s after reaching the limit
+    assert hub.proc.poll() is None, hub.log()
+    assert hub.user("ann")["servers"] == {}
+    metrics = hub.api("GET", "/../metrics").text
+    assert 'workspacespawner_spawns_refused_total{reason="card-hours"} 4.0' in metrics
+
+
+def test_instance_size_and_disk_refusals_name_the_numbers(hub):
+    hub.create_user("dee", groups=("research",))
+    r = hub.spawn("dee", {"profile": "jupyterlab-8gpu"})
+    assert r.status_code == 403, r.text
+    assert "asks for 8 GPUs; the largest workspace you may start has 1 GPU" in r.json()["message"]
+    hub.create_user("fay")
+    r = hub.spawn("fay", {"profile": "jupyterlab-cpu"})  # a new 10Gi home over a 5Gi limit
+    assert r.status_code == 403, r.text
+    assert "needs 10 GiB of new disk" in r.json()["message"] and "0 GiB of your 5 GiB" in r.json()["message"]
+
+
+def test_cpu_start_is_metered_from_running_to_stop(hub, ledger):
+    hub.create_user("cy")
+    hub.start_server("cy", {"profile": "jupyterlab-cpu"})  # 0 card-hours never block a CPU profile
+    [run] = runs_of(ledger, "cy")
+    assert (run.state, run.gpus, run.profile, run.server_name) == (OPEN, 0, "jupyterlab-cpu", "")
+    hub.stop_server("cy")
+    [run] = runs_of(ledger, "cy")
+    assert run.state == CLOSED and run.stopped > run.started
+
+
+def login(hub: Hub, name: str) -> requests.Session:
+    """A browser-like session logged in as ``name`` (the harness's dummy authenticator takes any password)."""
+    session = requests.Session()
+    session.get(f"{hub.url}/hub/login", timeout=30)
+    r = session.post(
+        f"{hub.url}/hub/login",
+        data={"username": name, "password": "x", "_xsrf": session.cookies.get("_xsrf")},
+        timeout=30,
+    )
+    assert r.ok, r.text
+    return session
+
+
+def test_a_server_that_died_on_its_own_is_closed_at_its_last_sighting(hub, ledger, cluster):
+    hub.create_user("gil")
+    hub.start_server("gil", {"profile": "jupyterlab-cpu"})
+    time.sleep(3)  # a few enforcer passes see it alive
+    client = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
+    try:
+        kubernetes.client.CoreV1Api(client).delete_namespaced_pod("jupyter-gil", "default", grace_period_seconds=0)
+    finally:
+        client.close()
+    gone_at = datetime.now(UTC)
+    deadline = time.monotonic() + 60
+    while hub.user("gil")["servers"] and time.monotonic() < deadline:  # JupyterHub's poll notices, stop() is not called
+        time.sleep(0.5)
+    assert hub.user("gil")["servers"] == {}, hub.log()
+    [run] = runs_of(ledger, "gil")
+    assert run.state == CLOSED and run.started + timedelta(seconds=1) < run.stopped <= gone_at + timedelta(seconds=1)
+
+
+def test_spawn_form_shows_cost_and_card_hours(hub):
+    hub.create_user("eve", groups=("research",))
+    r = login(hub, "eve").get(f"{hub.url}/hub/spawn", timeout=30)
+    assert r.status_code == 200, r.text
+    assert "Costs 1 card-hour per hour (1 GPU)." in r.text
+    assert "You have used 0 of your 100 card-hours this month; 100 left." in r.text
+
+
+def test_enforcer_stops_a_gpu_server_whose_card_hours_ran_out(hub, ledger):
+    hub.create_user("bob", groups=("research",))  # bob's own limit: 0.002 card-hours (7 seconds of one GPU)
+    hub.start_server("bob", {"profile": "jupyterlab-1gpu"})
+    deadline = time.monotonic() + 60
+    while hub.user("bob")["servers"] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert hub.user("bob")["servers"] == {}, hub.log()
+    [run] = runs_of(ledger, "bob")
+    assert run.state == CLOSED and run.gpus == 1
+    assert run.stop_reason.startswith("card-hours: ") and run.stop_reason.endswith(" of 0 used")
+    home = login(hub, "bob").get(f"{hub.url}/hub/home", timeout=30).text
+    assert "card-hours of this month" in home and "CPU profiles remain available" in home

@@ -1,0 +1,277 @@
+"""Container workspaces through a real JupyterHub on the local cluster.
+
+Covers: start, stop, start again with the same home PVC and the file the
+first server wrote, one Pod at a time, no owner reference on the PVC; a PVC
+Pending under WaitForFirstConsumer; a foreign PVC refused; odd user names;
+forbidden and tampered profile choices answered 403/400; no GPU setting
+leaking into a later CPU spawn; an unschedulable GPU request failing fast
+with the scheduler's reason; the code-server profile's default URL.
+"""
+
+from __future__ import annotations
+
+import time
+
+import kubernetes
+import pytest
+import requests
+
+from tests.support.hubharness import CONFIG_D, Hub, progress_messages
+from tests.support.paths import DATA
+from workspacespawner.core import names
+from workspacespawner.localcluster import ClusterThread
+
+#: code-server's npm package downloads binaries from GitHub at install time, which tests cannot reach:
+#: a stand-in `code-server` on the server's PATH answers behind jupyter-server-proxy instead.
+STAND_IN_BIN = DATA / "bin"
+
+TEST_PROFILES = """
+c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
+    {
+        "display_name": "Too many GPUs",
+        "slug": "sixteen-gpus",
+        "kubespawner_override": {"extra_resource_limits": {"nvidia.com/gpu": 16}},
+    },
+    {
+        "display_name": "JupyterLab with a choice of image",
+        "slug": "choose-image",
+        "profile_options": {
+            "image": {
+                "display_name": "Image",
+                "choices": {
+                    "scipy": {"display_name": "SciPy", "kubespawner_override": {"image": "quay.io/jupyter/scipy-notebook:2025-10-20"}},
+                    "torch": {"display_name": "PyTorch", "kubespawner_override": {"image": "quay.io/jupyter/pytorch-notebook:2025-10-20"}},
+                },
+            },
+        },
+    },
+    {
+        "display_name": "Home on a WaitForFirstConsumer class",
+        "slug": "late-binding",
+        "kubespawner_override": {"home_storage_class": "ceph-rbd-wffc"},
+    },
+]
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
+    cluster = thread.start()
+    thread.call(
+        lambda cl: cl.store.create(
+            cl.store.kind("storage.k8s.io", "v1", "storageclasses"),
+            None,
+            {
+                "metadata": {"name": "ceph-rbd-wffc"},
+                "provisioner": "rbd.csi.ceph.com",
+                "volumeBindingMode": "WaitForFirstConsumer",
+                "allowVolumeExpansion": True,
+            },
+        )
+    )
+    yield cluster
+    thread.stop()
+
+
+@pytest.fixture(scope="module")
+def hub(cluster, tmp_path_factory):
+    config = "\n".join(
+        f"load_subconfig({str(CONFIG_D / piece)!r})" for piece in ("10-workspace-spawner.py", "20-profiles.py")
+    )
+    config += TEST_PROFILES + f"\nload_subconfig({str(CONFIG_D / '90-check-config.py')!r})\n"
+    config += f'import os\nc.KubeSpawner.environment = {{"PATH": {str(STAND_IN_BIN)!r} + ":" + os.environ["PATH"]}}\n'
+    hub = Hub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config).start()
+    yield hub
+    hub.stop()
+
+
+@pytest.fixture(scope="module")
+def core(cluster):
+    client = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
+    yield kubernetes.client.CoreV1Api(client)
+    client.close()
+
+
+def user_pods(core, user):
+    return core.list_namespaced_pod("default", label_selector=names.owner_selector(user)).items
+
+
+def test_start_stop_start_keeps_home(hub, core):
+    hub.create_user("alice")
+    hub.start_server("alice", {"profile": "jupyterlab-cpu"})
+    assert len(user_pods(core, "alice")) == 1
+    r = hub.server_request("alice", "PUT", "api/contents/notes.txt", json={"type": "file", "format": "text", "content": "kept"})
+    assert r.status_code in (200, 201), r.text
+    pvc = core.read_namespaced_persistent_volume_claim("home-alice", "default")
+    assert pvc.metadata.owner_references is None
+    assert pvc.spec.storage_class_name == "ceph-rbd"
+    assert pvc.spec.access_modes == ["ReadWriteOnce"]
+    assert names.owned_by({"labels": pvc.metadata.labels, "annotations": pvc.metadata.annotations}, "alice")
+    uid = pvc.metadata.uid
+
+    hub.stop_server("alice")
+    assert user_pods(core, "alice") == []
+    assert core.read_namespaced_persistent_volume_claim("home-alice", "default").metadata.uid == uid
+
+    hub.start_server("alice", {"profile": "jupyterlab-cpu"})
+    assert len(user_pods(core, "alice")) == 1
+    r = hub.server_request("alice", "GET", "api/contents/notes.txt")
+    assert r.status_code == 200, r.text
+    assert r.json()["content"] == "kept"
+    assert core.read_namespaced_persistent_volume_claim("home-alice", "default").metadata.uid == uid
+    hub.stop_server("alice")
+
+
+def test_home_pending_under_wait_for_first_consumer_starts(hub, core):
+    hub.create_user("wendy")
+    hub.start_server("wendy", {"profile": "late-binding"})
+    pvc = core.read_namespaced_persistent_volume_claim("home-wendy", "default")
+    assert pvc.spec.storage_class_name == "ceph-rbd-wffc"
+    assert pvc.status.phase == "Bound"  # bound once the Pod was placed on a node
+    hub.stop_server("wendy")
+
+
+def test_foreign_pvc_is_refused_and_kept(hub, core):
+    core.create_namespaced_persistent_volume_claim(
+        "default",
+        {
+            "metadata": {"name": "home-mallory"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": "ceph-rbd"},
+        },
+    )
+    hub.create_user("mallory")
+    r = hub.spawn("mallory", {"profile": "jupyterlab-cpu"})
+    assert r.status_code == 409, r.text
+    assert "not created by workspacespawner" in r.json()["message"]
+    assert user_pods(core, "mallory") == []
+    assert core.read_namespaced_persistent_volume_claim("home-mallory", "default").metadata.labels is None
+
+
+def test_other_users_pvc_is_refused(hub, core):
+    hub.create_user("bob")
+    hub.start_server("bob", {"profile": "jupyterlab-cpu"})
+    hub.stop_server("bob")
+    # A PVC carrying bob's owner labels, renamed into eve's slot, must not be adopted by eve.
+    bobs = core.read_namespaced_persistent_volume_claim("home-bob", "default")
+    core.create_namespaced_persistent_volume_claim(
+        "default",
+        {
+            "metadata": {"name": "home-eve", "labels": bobs.metadata.labels, "annotations": bobs.metadata.annotations},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": "ceph-rbd"},
+        },
+    )
+    hub.create_user("eve")
+    r = hub.spawn("eve", {"profile": "jupyterlab-cpu"})
+    assert r.status_code == 409
+    assert "belongs to another user" in r.json()["message"]
+
+
+@pytest.mark.parametrize("user", ["Ann.B@Example.edu", "zoë-ünïcode", "a" * 64])
+def test_odd_user_names_get_valid_distinct_names(hub, core, user):
+    hub.create_user(user)
+    hub.start_server(user, {"profile": "jupyterlab-cpu"})
+    pvcs = core.list_namespaced_persistent_volume_claim("default", label_selector=names.owner_selector(user)).items
+    assert len(pvcs) == 1
+    pvc = pvcs[0]
+    assert pvc.metadata.annotations[names.OWNER_ANNOTATION] == user
+    assert pvc.metadata.name.startswith("home-") and len(pvc.metadata.name) <= 63
+    hub.stop_server(user)
+    hub.start_server(user, {"profile": "jupyterlab-cpu"})
+    again = core.list_namespaced_persistent_volume_claim("default", label_selector=names.owner_selector(user)).items
+    assert [p.metadata.uid for p in again] == [pvc.metadata.uid]
+    hub.stop_server(user)
+
+
+def test_forbidden_profile_is_403(hub, core):
+    hub.create_user("student")
+    r = hub.spawn("student", {"profile": "jupyterlab-8gpu"})
+    assert r.status_code == 403, r.text
+    assert "limited to other groups" in r.json()["message"]
+    assert user_pods(core, "student") == []
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"profile": "no-such-profile"}, "no profile"),
+        ({"profile": ["jupyterlab-cpu"]}, "by its name"),
+        ({"profile": "choose-image", "image": "evil"}, "not a choice"),
+        ({"profile": "choose-image", "image--unlisted-choice": "evil/miner:latest"}, "unlisted_choice"),
+    ],
+)
+def test_tampered_options_are_400(hub, core, options, words):
+    hub.create_user("tamperer")
+    r = hub.spawn("tamperer", options)
+    assert r.status_code == 400, r.text
+    assert words in r.json()["message"]
+    assert user_pods(core, "tamperer") == []
+
+
+def test_gpu_request_does_not_leak_into_cpu_spawn(hub, core):
+    hub.create_user("gina")
+    hub.start_server("gina", {"profile": "jupyterlab-1gpu"})
+    [pod] = user_pods(core, "gina")
+    assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "1"
+    hub.stop_server("gina")
+    hub.start_server("gina", {"profile": "jupyterlab-cpu"})
+    [pod] = user_pods(core, "gina")
+    assert "nvidia.com/gpu" not in (pod.spec.containers[0].resources.limits or {})
+    assert not (pod.spec.node_selector or {}).get("nvidia.com/gpu.product")
+    hub.stop_server("gina")
+
+
+def test_unschedulable_gpu_request_fails_fast_with_reason(hub, core):
+    hub.create_user("greedy")
+    r = hub.spawn("greedy", {"profile": "sixteen-gpus"})
+    assert r.status_code == 503, r.text
+    message = r.json()["message"]
+    assert "No node can run your server" in message and "nvidia.com/gpu" in message
+    # 503 (not 202) means the spawn failed within slow_spawn_timeout, long before start_timeout.
+    deadline = time.monotonic() + 30
+    while user_pods(core, "greedy") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert user_pods(core, "greedy") == []
+
+
+def test_code_server_profile_opens_vscode_url(hub, core):
+    hub.create_user("coder")
+    hub.start_server("coder", {"profile": "code-server-cpu"})
+    [pod] = user_pods(core, "coder")
+    env = {e.name: e.value for e in pod.spec.containers[0].env}
+    assert env.get("JUPYTERHUB_DEFAULT_URL") == "/vscode/"
+    r = hub.server_request("coder", "GET", "vscode/")
+    assert r.status_code == 200 and r.text == "stand-in code-server", r.text
+    anonymous = requests.get(f"{hub.url}/user/coder/vscode/", allow_redirects=False, timeout=30)
+    assert anonymous.status_code == 302 and "oauth2/authorize" in anonymous.headers["Location"]
+    hub.stop_server("coder")
+    hub.start_server("coder", {"profile": "jupyterlab-cpu"})
+    [pod] = user_pods(core, "coder")
+    env = {e.name: e.value for e in pod.spec.containers[0].env}
+    assert env.get("JUPYTERHUB_DEFAULT_URL") != "/vscode/"
+    hub.stop_server("coder")
+
+
+def test_progress_speaks_plain_words(hub, core, cluster):
+    import threading
+
+    hub.create_user("petra")
+    agent = cluster.controllers["nodeagent"]
+    agent.pull_seconds = 2.0  # an image pull long enough to watch the spawn page (an attribute the agent reads)
+    answer = {}
+    spawn = threading.Thread(target=lambda: answer.update(r=hub.spawn("petra", {"profile": "jupyterlab-cpu"})))
+    spawn.start()
+    try:
+        while not hub.user("petra").get("servers", {}).get(""):
+            time.sleep(0.05)
+        text = "\n".join(progress_messages(hub, "petra"))
+    finally:
+        spawn.join()
+        agent.pull_seconds = 0.0
+    assert answer["r"].status_code in (201, 202), answer["r"].text
+    assert "Home volume home-petra" in text
+    assert "Found a node for your server" in text
+    assert "Image ready" in text
+    assert "Server starting" in text
+    hub.wait_ready("petra")
+    hub.stop_server("petra")

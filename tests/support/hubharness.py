@@ -1,0 +1,177 @@
+"""A real JupyterHub (subprocess) on loopback, pointed at a local cluster, driven through its REST API.
+
+Tests use it where the hub matters: spawn requests, the 400/403 answers,
+messages that reach the user, servers reached through the proxy.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import requests
+
+from tests.support.paths import CONFIG_D
+
+
+def config_pieces(*pieces: str) -> str:
+    """Config text that loads the given ``jupyterhub_config.d`` pieces in order (``"10-workspace-spawner.py"``, ...)."""
+    return "".join(f"load_subconfig({str(CONFIG_D / piece)!r})\n" for piece in pieces)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Hub:
+    """``jupyterhub`` in a subprocess running ``config`` (Python text), then the harness's loopback settings.
+
+    The harness's settings come last, so its free ports, database, admin
+    service token and test login win over whatever ``config`` sets.
+    """
+
+    def __init__(self, workdir: Path, kubeconfig: Path, config: str):
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.token = secrets.token_hex(16)
+        self.config_file = self.workdir / "jupyterhub_config.py"
+        self.config_file.write_text(textwrap.dedent(config) + self._base_config())
+        self.env = dict(os.environ, KUBECONFIG=str(kubeconfig))
+        self.proc: subprocess.Popen | None = None
+        self.log_file = self.workdir / "jupyterhub.log"
+
+    def _base_config(self) -> str:
+        return textwrap.dedent(
+            f"""
+            c.JupyterHub.ip = "127.0.0.1"
+            c.JupyterHub.port = {self.port}
+            c.JupyterHub.hub_ip = "127.0.0.1"
+            c.JupyterHub.hub_port = {free_port()}
+            c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{free_port()}"
+            c.ConfigurableHTTPProxy.pid_file = "{self.workdir / 'proxy.pid'}"
+            c.JupyterHub.db_url = "sqlite:///{self.workdir / 'hub.sqlite'}"
+            c.JupyterHub.cookie_secret = bytes.fromhex("{secrets.token_hex(32)}")
+            c.JupyterHub.authenticator_class = "dummy"
+            c.Authenticator.allow_all = True
+            c.JupyterHub.services = [{{"name": "tests", "api_token": "{self.token}"}}]
+            c.JupyterHub.load_roles = [{{"name": "admin", "services": ["tests"]}}]
+            c.KubeSpawner.namespace = "default"
+            c.KubeSpawner.start_timeout = 60
+            c.KubeSpawner.http_timeout = 60
+            """
+        )
+
+    def start(self) -> Hub:
+        log = open(self.log_file, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyterhub", "-f", str(self.config_file)],
+            cwd=self.workdir,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"jupyterhub exited {self.proc.returncode}:\n{self.log()}")
+            try:
+                if requests.get(f"{self.url}/hub/api/", timeout=2).ok:
+                    return self
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"jupyterhub did not answer:\n{self.log()}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def log(self) -> str:
+        return self.log_file.read_text(errors="replace")[-8000:] if self.log_file.exists() else ""
+
+    # -- REST API ---------------------------------------------------------
+
+    def api(self, method: str, path: str, **kwargs) -> requests.Response:
+        headers = {"Authorization": f"token {self.token}"}
+        return requests.request(method, f"{self.url}/hub/api{path}", headers=headers, timeout=90, **kwargs)
+
+    def create_user(self, name: str, groups: tuple[str, ...] = ()) -> None:
+        r = self.api("POST", f"/users/{requests.utils.quote(name, safe='')}")
+        assert r.status_code in (201, 409), r.text
+        for group in groups:
+            self.api("POST", f"/groups/{group}")
+            r = self.api("POST", f"/groups/{group}/users", json={"users": [name]})
+            assert r.ok, r.text
+
+    def user(self, name: str) -> dict:
+        r = self.api("GET", f"/users/{requests.utils.quote(name, safe='')}")
+        r.raise_for_status()
+        return r.json()
+
+    def spawn(self, name: str, user_options: dict | None = None) -> requests.Response:
+        """POST a start; returns the hub's answer (201/202 on the way, 4xx/5xx on a quick refusal)."""
+        return self.api("POST", f"/users/{requests.utils.quote(name, safe='')}/server", json=user_options or {})
+
+    def wait_ready(self, name: str, timeout: float = 90) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            server = self.user(name).get("servers", {}).get("")
+            if server and server.get("ready"):
+                return server
+            if not server:
+                raise AssertionError(f"server of {name} stopped while starting:\n{self.log()}")
+            time.sleep(0.3)
+        raise AssertionError(f"server of {name} not ready after {timeout}s:\n{self.log()}")
+
+    def start_server(self, name: str, user_options: dict | None = None) -> dict:
+        r = self.spawn(name, user_options)
+        assert r.status_code in (201, 202), f"{r.status_code} {r.text}\n{self.log()}"
+        return self.wait_ready(name)
+
+    def stop_server(self, name: str, timeout: float = 60) -> None:
+        r = self.api("DELETE", f"/users/{requests.utils.quote(name, safe='')}/server")
+        assert r.status_code in (202, 204), r.text
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.user(name).get("servers", {}).get(""):
+                return
+            time.sleep(0.3)
+        raise AssertionError(f"server of {name} did not stop:\n{self.log()}")
+
+    def server_request(self, name: str, method: str, path: str, **kwargs) -> requests.Response:
+        """A request to the user's server through the proxy, authenticated with the admin service token."""
+        headers = {"Authorization": f"token {self.token}"}
+        url = f"{self.url}/user/{requests.utils.quote(name, safe='')}/{path.lstrip('/')}"
+        return requests.request(method, url, headers=headers, timeout=60, **kwargs)
+
+
+def progress_messages(hub: Hub, name: str) -> list[str]:
+    """The spawn-progress event stream of ``name``'s default server, read to its end (the server ready or failed)."""
+    import json
+
+    messages = []
+    url = f"/users/{requests.utils.quote(name, safe='')}/server/progress"
+    with hub.api("GET", url, stream=True) as r:
+        r.raise_for_status()
+        for line in r.iter_lines(decode_unicode=True):
+            if line and line.startswith("data:"):
+                event = json.loads(line[5:])
+                messages.append(event.get("message", ""))
+                if event.get("ready") or event.get("failed"):
+                    break
+    return messages

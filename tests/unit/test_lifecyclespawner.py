@@ -1,0 +1,55 @@
+"""The spawner side of the lifecycle that needs no hub (:mod:`workspacespawner.lifecyclespawner`).
+
+Covers: the settings as the hub and the admin commands read them
+(``c.WorkspaceSpawner.*``, checked: an unknown reclaim policy, a disk limit
+that is not a quantity); which named servers share the default server's
+home (so deleting them keeps it as it is); the phase in the spawner state,
+and an unreadable saved phase falling back to Requested.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from traitlets import TraitError
+from traitlets.config import Config
+
+from workspacespawner.admin.common import lifecycle_settings
+from workspacespawner.lifecyclespawner import LifecycleSpawnerMixin
+from workspacespawner.workspace.lifecycle import Phase, Status
+
+
+def test_settings_from_the_hub_config():
+    settings = lifecycle_settings(Config({"KubeSpawner": {"namespace": "jhub"}, "WorkspaceSpawner": {
+        "retention_days": 7, "reclaim_policy": "admin-only", "disk_limit": "200Gi", "fence_wait_seconds": 30}}))
+    assert (settings.retention_days, settings.reclaim_policy, settings.disk_limit, settings.fence_wait_seconds) == (7, "admin-only", "200Gi", 30)
+    defaults = lifecycle_settings(Config())
+    assert (defaults.retention_days, defaults.reclaim_policy, defaults.disk_limit) == (30, "automatic", None)
+    for bad in ({"reclaim_policy": "never"}, {"disk_limit": "lots"}, {"retention_days": -1}):
+        with pytest.raises(TraitError):
+            lifecycle_settings(Config({"WorkspaceSpawner": bad}))
+
+
+@pytest.mark.parametrize("template, server, shared", [
+    ("home-{username}", "gpu", True),
+    ("home-{username}", "", False),
+    ("home-{user_server}", "gpu", False),
+    ("home-{username}--{servername}", "gpu", False),
+    ("home-{escaped_username}{unescaped_servername}", "gpu", False),
+])
+def test_which_named_servers_share_the_home(template, server, shared):
+    spawner = SimpleNamespace(name=server, home_pvc_name_template=template)
+    assert LifecycleSpawnerMixin._home_is_shared(spawner) is shared
+
+
+def test_phase_in_spawner_state():
+    spawner = LifecycleSpawnerMixin()
+    assert spawner.lifecycle_phase == Phase.REQUESTED
+    spawner._lifecycle = Status(Phase.RUNNING, server="gpu")
+    state = spawner.lifecycle_state()
+    restored = LifecycleSpawnerMixin()
+    restored.lifecycle_load_state(state)
+    assert restored.lifecycle_status == spawner.lifecycle_status
+    restored.lifecycle_load_state({"lifecycle": {"phase": "Napping"}})
+    assert restored.lifecycle_phase == Phase.REQUESTED

@@ -1,0 +1,343 @@
+"""The usage ledger on real databases: a SQLite file (always) and a throw-away PostgreSQL server (when installed).
+
+Covers: the schema created on first use; the race of N parallel
+check-and-reserve calls from threads with their own connections, never
+passing more starts than the concurrency limit or the last card-hours
+allow; a run's life (reserve, open, close, release) without double counts;
+crash recovery of open runs and stale reservations from what the cluster
+holds (close_orphans), limited to the workspace kinds that view covers; a restarted server closing its stale run; the
+migration of a revision-1 schema made by hand (with and without a version
+table) keeping its rows; the per-user check using the index, not a table
+scan; the ledger unreachable (GPU starts fail closed, CPU ones proceed as
+configured).
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+from traitlets.config import Config
+
+from tests.support.pgserver import Unavailable, postgres_url
+from workspacespawner.quota import policy
+from workspacespawner.quota.config import WorkspaceQuota
+from workspacespawner.quota.ledger import Ledger, LedgerUnavailable, head_revision
+from workspacespawner.quota.migrations import RUNS_TABLE, VERSION_TABLE
+from workspacespawner.quota.policy import CLOSED, OPEN, RESERVED, Limits, Request
+from workspacespawner.quota.refusal import QuotaRefused
+from workspacespawner.quota.service import QuotaService
+
+NOW = datetime(2025, 6, 10, 12, tzinfo=UTC)
+JUNE = policy.month_bounds(NOW, "UTC")
+
+
+@pytest.fixture(scope="module")
+def pg_url():
+    try:
+        with postgres_url() as url:
+            yield url
+    except Unavailable as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request, tmp_path):
+    """A fresh ledger database: a SQLite file, or a new database on the PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    base = request.getfixturevalue("pg_url")
+    name = f"ledger_{abs(hash(request.node.nodeid)) % 10**8}"
+    engine = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
+        conn.exec_driver_sql(f"CREATE DATABASE {name}")
+    engine.dispose()
+    return base.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture
+def ledger(url):
+    ledger = Ledger(url)
+    yield ledger
+    ledger.dispose()
+
+
+def race(url: str, requests: list[Request], limits: Limits, *, min_start_hours=0.25):
+    """Run one check_and_reserve per request at once, each thread with its own Ledger (own connection)."""
+    ledgers = [Ledger(url) for _ in requests]
+    ledgers[0].upgrade()
+    barrier = threading.Barrier(len(requests))
+    results: list = [None] * len(requests)
+
+    def one(i):
+        barrier.wait()
+        results[i] = ledgers[i].check_and_reserve("ann", requests[i], limits, NOW, min_start_hours=min_start_hours)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(requests))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for each in ledgers:
+        each.dispose()
+    return results
+
+
+def test_schema_is_created_on_first_use(ledger):
+    assert ledger.upgrade() == head_revision() >= "0002"
+    inspector = sa.inspect(ledger.engine)
+    assert {"ix_wsruns_user_state_stopped", "ix_wsruns_state_stopped"} <= {
+        i["name"] for i in inspector.get_indexes(RUNS_TABLE)
+    }
+    assert ledger.upgrade() == head_revision()  # idempotent
+
+
+def test_parallel_starts_never_exceed_the_concurrency_limit(url):
+    for round_ in range(3):
+        requests = [Request(gpus=0, server_name=f"r{round_}s{i}") for i in range(12)]
+        results = race(url, requests, Limits(max_concurrent=3 * (round_ + 1)))
+        assert sum(d.allowed for d in results) == 3, [d.reason for d in results]
+        assert {d.reason for d in results if not d.allowed} == {"concurrency"}
+    check = Ledger(url)
+    try:
+        assert check.usage("ann", JUNE, NOW).running == 9
+    finally:
+        check.dispose()
+
+
+def test_parallel_gpu_starts_never_share_the_last_card_hours(url):
+    ledger = Ledger(url)
+    # 9.5 of 10 card-hours used: 0.5 left covers two 1-GPU workspaces for 15 minutes, not three
+    spent = ledger.check_and_reserve(
+        "ann", Request(gpus=1, server_name="old"), Limits(card_hours_per_month=100), NOW - timedelta(days=2)
+    )
+    ledger.open_run(spent.reservation, NOW - timedelta(days=2))
+    ledger.close_run(spent.reservation.id, NOW - timedelta(days=2) + timedelta(hours=9.5))
+    ledger.dispose()
+    results = race(
+        url,
+        [Request(gpus=1, server_name=f"s{i}") for i in range(10)],
+        Limits(card_hours_per_month=10, max_concurrent=50),
+    )
+    assert sum(d.allowed for d in results) == 2
+    refused = [d for d in results if not d.allowed]
+    assert {d.reason for d in refused} == {"card-hours"} and all(d.left == pytest.approx(0.5) for d in refused)
+
+
+def test_a_runs_life_is_counted_once(ledger):
+    limits = Limits(card_hours_per_month=50, max_concurrent=2)
+    decision = ledger.check_and_reserve(
+        "ann", Request(gpus=2, server_name="", profile="two", workspace_kind="vm"), limits, NOW
+    )
+    reservation = decision.reservation
+    assert ledger.get(reservation.id).state == RESERVED
+    assert ledger.usage("ann", JUNE, NOW + timedelta(hours=1)).card_hours == 0  # a reservation holds no GPU yet
+    assert ledger.open_run(reservation, NOW + timedelta(minutes=2)) == reservation.id
+    assert ledger.usage("ann", JUNE, NOW + timedelta(minutes=32)).card_hours == pytest.approx(1.0)
+    closed = ledger.close_run(reservation.id, NOW + timedelta(minutes=62))
+    assert (closed.state, closed.stopped) == (CLOSED, NOW + timedelta(minutes=62))
+    assert ledger.close_run(reservation.id, NOW + timedelta(hours=5)) is None  # closed once, never again
+    ledger.release(reservation)  # an opened run is not released
+    run = ledger.get(reservation.id)
+    assert (run.state, run.profile, run.workspace_kind, run.gpus) == (CLOSED, "two", "vm", 2)
+    assert ledger.usage("ann", JUNE, NOW + timedelta(days=1)).card_hours == pytest.approx(2.0)
+
+
+def test_a_released_reservation_is_not_opened_later(ledger):
+    reservation = ledger.check_and_reserve("ann", Request(gpus=1), Limits(), NOW).reservation
+    ledger.release(reservation)
+    assert ledger.get(reservation.id) is None
+    assert ledger.open_run(reservation, NOW + timedelta(minutes=1)) is None  # the start failed meanwhile
+    assert ledger.usage("ann", JUNE, NOW + timedelta(hours=1)).running == 0
+
+
+def test_close_server_closes_what_is_active_for_that_server(ledger):
+    limits = Limits(max_concurrent=5)
+    default = ledger.check_and_reserve("ann", Request(gpus=1), limits, NOW).reservation
+    named = ledger.check_and_reserve("ann", Request(gpus=1, server_name="thesis"), limits, NOW).reservation
+    ledger.open_run(default, NOW)
+    ledger.open_run(named, NOW)
+    closed = ledger.close_server("ann", "thesis", NOW + timedelta(hours=1))
+    assert [run.server_name for run in closed] == ["thesis"]
+    assert [run.server_name for run in ledger.usage("ann", JUNE, NOW).active] == [""]
+
+
+def test_crash_recovery_closes_runs_the_cluster_no_longer_holds(ledger):
+    limits = Limits(max_concurrent=10)
+
+    def opened(server, at):
+        reservation = ledger.check_and_reserve("ann", Request(gpus=1, server_name=server), limits, at).reservation
+        ledger.open_run(reservation, at)
+        return reservation.id
+
+    alive_id = opened("alive", NOW)
+    gone_id = opened("gone", NOW)
+    unseen_id = opened("unseen", NOW + timedelta(hours=1, minutes=30))
+    # the enforcer's pass at 13:00 saw everything alive
+    ledger.close_orphans({("ann", "alive"), ("ann", "gone")}, NOW + timedelta(hours=1))
+    # a start the hub died in the middle of, and another whose workspace did come up
+    stale_gone = ledger.check_and_reserve("ann", Request(gpus=1, server_name="stale-gone"), limits, NOW).reservation
+    stale_up = ledger.check_and_reserve("ann", Request(gpus=1, server_name="stale-up"), limits, NOW).reservation
+    # hub down from 13:00; back at 15:00, the cluster holds "alive" and "stale-up" only
+    back = NOW + timedelta(hours=3)
+    just_opened = opened("just-opened", back - timedelta(seconds=30))  # opened after the cluster was looked at
+    closed = ledger.close_orphans({("ann", "alive"), ("ann", "stale-up")}, back)
+    assert {run.id: run.stopped for run in closed} == {
+        gone_id: NOW + timedelta(hours=1),  # its last sighting, not the hub's return
+        unseen_id: NOW + timedelta(hours=1, minutes=30),  # never seen: closed where it started, nothing charged
+    }
+    assert ledger.get(alive_id).state == OPEN and ledger.get(alive_id).last_seen == back
+    assert ledger.get(just_opened).state == OPEN
+    assert ledger.get(stale_gone.id) is None
+    assert ledger.get(stale_up.id).state == OPEN
+    assert ledger.close_orphans({("ann", "alive"), ("ann", "stale-up")}, back) == []  # never closed twice
+    # alive: 3 h, gone: 1 h, unseen: 0, stale-up: from its reservation (12:00) to 15:00, just-opened: 30 s
+    assert ledger.usage("ann", JUNE, back).card_hours == pytest.approx(3 + 1 + 0 + 3 + 30 / 3600)
+
+
+def test_a_view_of_pods_only_leaves_vm_runs_alone(ledger):
+    limits = Limits(max_concurrent=5)
+    for server, kind in (("box", "vm"), ("lab", "container")):
+        reservation = ledger.check_and_reserve(
+            "ann", Request(gpus=1, server_name=server, workspace_kind=kind), limits, NOW
+        )
+        ledger.open_run(reservation.reservation, NOW)
+    closed = ledger.close_orphans(set(), NOW + timedelta(hours=1), kinds=("container",))
+    assert [(run.server_name, run.workspace_kind) for run in closed] == [("lab", "container")]
+    assert [run.server_name for run in ledger.usage("ann", JUNE, NOW).active] == ["box"]
+
+
+def test_a_restarted_server_closes_its_stale_run(ledger):
+    limits = Limits(max_concurrent=1)
+    first = ledger.check_and_reserve("ann", Request(gpus=1), limits, NOW).reservation
+    ledger.open_run(first, NOW)
+    ledger.close_orphans({("ann", "")}, NOW + timedelta(hours=2))
+    # the hub lost track of it; JupyterHub starts the (stopped) server again
+    again = ledger.check_and_reserve("ann", Request(gpus=1), limits, NOW + timedelta(hours=5))
+    assert again.allowed
+    assert ledger.get(first.id).stopped == NOW + timedelta(hours=2)
+
+
+def make_v1_schema(url: str, *, with_version_table: bool) -> None:
+    """Revision 0001's table, written out by hand as a database of the first release would hold it."""
+    engine = sa.create_engine(url)
+    postgres = engine.dialect.name == "postgresql"
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"""CREATE TABLE {RUNS_TABLE} (
+                id {"SERIAL" if postgres else "INTEGER NOT NULL"} PRIMARY KEY,
+                user_name VARCHAR(255) NOT NULL,
+                server_name VARCHAR(255) DEFAULT '' NOT NULL,
+                profile VARCHAR(255) DEFAULT '' NOT NULL,
+                workspace_kind VARCHAR(32) DEFAULT 'container' NOT NULL,
+                gpus INTEGER DEFAULT '0' NOT NULL,
+                started TIMESTAMP NOT NULL,
+                stopped TIMESTAMP
+            )"""
+        )
+        conn.exec_driver_sql(f"CREATE INDEX ix_wsruns_user_started ON {RUNS_TABLE} (user_name, started)")
+        conn.exec_driver_sql(
+            f"INSERT INTO {RUNS_TABLE} (id, user_name, server_name, profile, workspace_kind, gpus, started, stopped) VALUES "
+            "(1, 'ann', '', 'gpu1', 'container', 1, '2025-06-01 10:00:00.000000', '2025-06-01 12:00:00.000000'),"
+            "(2, 'ann', 'thesis', 'gpu2', 'vm', 2, '2025-06-10 11:00:00.000000', NULL),"
+            "(3, 'bob', '', 'cpu', 'container', 0, '2025-05-20 09:00:00.000000', '2025-05-21 09:00:00.000000')"
+        )
+        if postgres:
+            conn.exec_driver_sql(f"SELECT setval(pg_get_serial_sequence('{RUNS_TABLE}', 'id'), 3)")
+        if with_version_table:
+            conn.exec_driver_sql(f"CREATE TABLE {VERSION_TABLE} (version_num VARCHAR(32) NOT NULL PRIMARY KEY)")
+            conn.exec_driver_sql(f"INSERT INTO {VERSION_TABLE} VALUES ('0001')")
+    engine.dispose()
+
+
+@pytest.mark.parametrize("with_version_table", [True, False])
+def test_a_revision_1_schema_is_upgraded_and_keeps_its_rows(url, with_version_table):
+    make_v1_schema(url, with_version_table=with_version_table)
+    ledger = Ledger(url)
+    try:
+        use = ledger.usage("ann", JUNE, NOW)  # the first use upgrades
+        assert ledger.upgrade() == head_revision()
+        assert [(run.id, run.state) for run in (ledger.get(1), ledger.get(2), ledger.get(3))] == [
+            (1, CLOSED),
+            (2, OPEN),
+            (3, CLOSED),
+        ]
+        assert ledger.get(2).workspace_kind == "vm" and ledger.get(2).started == datetime(2025, 6, 10, 11, tzinfo=UTC)
+        assert use.card_hours == pytest.approx(2 + 2) and [run.server_name for run in use.active] == ["thesis"]
+        # the upgraded ledger works as a new one: the open run counts toward concurrency
+        refused = ledger.check_and_reserve("ann", Request(gpus=0), Limits(max_concurrent=1), NOW)
+        assert refused.reason == "concurrency"
+        new = ledger.check_and_reserve("ann", Request(gpus=0), Limits(max_concurrent=2), NOW)
+        assert new.reservation.id == 4
+    finally:
+        ledger.dispose()
+
+
+def test_the_per_user_check_uses_the_index(tmp_path):
+    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    ledger.upgrade()
+    with ledger.engine.connect() as conn:
+        for where in (
+            "user_name = 'ann' AND state IN ('reserved', 'open')",
+            "user_name = 'ann' AND state = 'closed' AND stopped > '2025-06-01' AND started < '2025-07-01'",
+        ):
+            plan = " ".join(
+                row[-1] for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN SELECT * FROM {RUNS_TABLE} WHERE {where}")
+            )
+            assert "USING INDEX ix_wsruns_user_state_stopped" in plan, plan
+    ledger.dispose()
+
+
+# -- the ledger unreachable -----------------------------------------------------------
+
+
+def unreachable_service(tmp_path, allow_cpu: bool) -> QuotaService:
+    config = Config()
+    config.WorkspaceQuota.ledger_url = f"sqlite:///{tmp_path / 'no-such-dir' / 'ledger.sqlite'}"
+    config.WorkspaceQuota.allow_cpu_when_ledger_down = allow_cpu
+    config.WorkspaceQuota.ledger_timeout = 0.5
+    return QuotaService(WorkspaceQuota(config=config))
+
+
+def test_an_unreachable_ledger_raises_ledger_unavailable(tmp_path):
+    ledger = Ledger(f"sqlite:///{tmp_path / 'no-such-dir' / 'ledger.sqlite'}")
+    with pytest.raises(LedgerUnavailable, match="cannot be used"):
+        ledger.check_and_reserve("ann", Request(gpus=1), Limits(), NOW)
+
+
+async def test_ledger_down_gpu_fails_closed_cpu_proceeds(tmp_path):
+    service = unreachable_service(tmp_path, allow_cpu=True)
+    try:
+        with pytest.raises(QuotaRefused) as info:
+            await service.reserve(user="ann", groups=[], request=Request(gpus=1))
+        assert info.value.reason == "ledger-down" and info.value.status_code == 503
+        assert "cannot be reached" in info.value.jupyterhub_message
+        reservation = await service.reserve(user="ann", groups=[], request=Request(gpus=0, server_name="cpu"))
+        assert reservation is not None and reservation.id is None  # proceeds, unmetered
+        assert await service.running(reservation) is None  # still down: logged, not raised
+        await service.stopped("ann", "cpu")
+    finally:
+        await service.close()
+
+
+async def test_ledger_down_cpu_refused_when_configured(tmp_path):
+    service = unreachable_service(tmp_path, allow_cpu=False)
+    try:
+        with pytest.raises(QuotaRefused) as info:
+            await service.reserve(user="ann", groups=[], request=Request(gpus=0))
+        assert info.value.reason == "ledger-down"
+    finally:
+        await service.close()
+
+
+async def test_a_run_opened_while_the_ledger_was_down_is_recorded_when_it_is_back(tmp_path):
+    service = QuotaService(WorkspaceQuota(), ledger=Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}"))
+    try:
+        unmetered = policy.Reservation(None, "ann", "", "gpu", "container", 1, NOW)
+        run_id = await service.running(unmetered)
+        assert service.ledger.get(run_id).state == OPEN
+    finally:
+        await service.close()

@@ -1,0 +1,144 @@
+"""``workspacespawner usage``: per-user card-hours used and left, and running workspaces, from the hub's own config.
+
+Builds a hub config file (loading a piece with ``load_subconfig``, as
+JupyterHub's loader allows), a JupyterHub database with users and groups,
+and a ledger; then checks the table and the CSV, ``--month`` (a run
+across the 1st split by the configured timezone), ``--user``, ``--group``
+(members without use listed too, group limits applied), a missing config
+file, a bad month and an unreachable ledger; the sample ``40-quota.py`` piece
+loaded as the hub loads it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.support.paths import CONFIG_D
+from workspacespawner.cli import main as workspacespawner
+from workspacespawner.quota import policy
+from workspacespawner.quota.cli import COLUMNS
+from workspacespawner.quota.ledger import Ledger
+from workspacespawner.quota.policy import Limits, Request
+
+NOW = datetime(2025, 6, 10, 12, tzinfo=UTC)
+
+
+@pytest.fixture
+def hub_dir(tmp_path, monkeypatch):
+    """A hub directory: config (with a sub-config), JupyterHub database, ledger with runs."""
+    from jupyterhub import orm
+
+    monkeypatch.setattr(policy, "utcnow", lambda: NOW)
+    (tmp_path / "quota.py").write_text(
+        'c.WorkspaceQuota.card_hours_per_month = 10\nc.WorkspaceQuota.group_limits = {"research": {"card_hours_per_month": 100}}\n'
+    )
+    (tmp_path / "jupyterhub_config.py").write_text(
+        f'load_subconfig("quota.py")\n'
+        f'c.WorkspaceQuota.timezone = "Europe/Berlin"\n'
+        f'c.WorkspaceQuota.ledger_url = "sqlite:///{tmp_path / "ledger.sqlite"}"\n'
+        f'c.JupyterHub.db_url = "sqlite:///{tmp_path / "jupyterhub.sqlite"}"\n'
+    )
+    session = orm.new_session_factory(f"sqlite:///{tmp_path / 'jupyterhub.sqlite'}")()
+    users = {name: orm.User(name=name) for name in ("ann", "bob", "cy")}
+    session.add_all(users.values())
+    session.add(orm.Group(name="research", users=[users["bob"], users["cy"]]))
+    session.commit()
+    session.close()
+
+    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    roomy = Limits(max_concurrent=5, card_hours_per_month=1000)
+
+    def run(user, server, gpus, start, hours=None, kind="container"):
+        decision = ledger.check_and_reserve(
+            user, Request(gpus=gpus, server_name=server, workspace_kind=kind), roomy, start
+        )
+        ledger.open_run(decision.reservation, start)
+        if hours is not None:
+            ledger.close_run(decision.reservation.id, start + timedelta(hours=hours))
+
+    # ann: 2 GPUs from 23:00 on 31 May to 01:00 on 1 June, Berlin time (21:00-23:00 UTC): 2 card-hours in each month
+    run("ann", "", 2, datetime(2025, 5, 31, 21, tzinfo=UTC), hours=2)
+    run("ann", "thesis", 1, NOW - timedelta(hours=3))  # running: 3 card-hours so far
+    run("bob", "", 4, datetime(2025, 6, 2, 8, tzinfo=UTC), hours=5, kind="vm")  # 20
+    ledger.dispose()
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def rows_of(text: str) -> dict[str, dict]:
+    return {row["user"]: row for row in csv.DictReader(io.StringIO(text))}
+
+
+def test_csv_for_this_month_with_group_limits(hub_dir, capsys):
+    assert workspacespawner(["usage", "--csv", "-f", str(hub_dir / "jupyterhub_config.py")]) == 0
+    rows = rows_of(capsys.readouterr().out)
+    assert set(rows) == {"ann", "bob"}  # users with use
+    ann, bob = rows["ann"], rows["bob"]
+    assert (float(ann["card_hours_used"]), float(ann["card_hours_limit"]), float(ann["card_hours_left"])) == (
+        5.0,
+        10.0,
+        5.0,
+    )
+    assert (ann["running"], ann["running_gpus"], ann["workspaces"]) == ("1", "1", "thesis:container:1gpu")
+    assert (bob["groups"], float(bob["card_hours_used"]), float(bob["card_hours_left"])) == ("research", 20.0, 80.0)
+
+
+def test_table_from_the_working_directory(hub_dir, capsys):
+    assert workspacespawner(["usage"]) == 0  # ./jupyterhub_config.py, as the hub finds it
+    out = capsys.readouterr().out
+    assert (
+        out.splitlines()[0] == "Card-hours for 2025-06 (Europe/Berlin); they reset on 2025-07-01 00:00 (Europe/Berlin)."
+    )
+    assert out.splitlines()[1].split() == list(COLUMNS)
+    assert any(line.split()[:1] == ["bob"] and "research" in line for line in out.splitlines())
+
+
+def test_month_user_and_group_filters(hub_dir, capsys):
+    config = ["-f", str(hub_dir / "jupyterhub_config.py"), "--csv"]
+    assert workspacespawner(["usage", *config, "--month", "2025-05"]) == 0
+    may = rows_of(capsys.readouterr().out)
+    assert list(may) == ["ann"] and float(may["ann"]["card_hours_used"]) == 2.0  # the hour before midnight, Berlin time
+    assert (may["ann"]["running"], may["ann"]["workspaces"]) == ("0", "")  # running belongs to this month
+    assert workspacespawner(["usage", *config, "--user", "ann"]) == 0
+    assert list(rows_of(capsys.readouterr().out)) == ["ann"]
+    assert workspacespawner(["usage", *config, "--group", "research"]) == 0
+    rows = rows_of(capsys.readouterr().out)
+    assert list(rows) == ["bob", "cy"] and float(rows["cy"]["card_hours_left"]) == 100.0  # members without use too
+
+
+def test_errors(hub_dir, capsys, tmp_path):
+    assert workspacespawner(["usage", "-f", str(tmp_path / "nowhere.py")]) == 2
+    assert "no config file" in capsys.readouterr().err
+    assert workspacespawner(["usage", "--month", "June"]) == 2
+    assert "YYYY-MM" in capsys.readouterr().err
+    (hub_dir / "broken.py").write_text(
+        f'c.WorkspaceQuota.ledger_url = "sqlite:///{hub_dir / "missing" / "ledger.sqlite"}"\n'
+    )
+    assert workspacespawner(["usage", "-f", str(hub_dir / "broken.py")]) == 1
+    assert "cannot be used" in capsys.readouterr().err
+
+
+def test_the_sample_config_piece_loads_as_the_hub_loads_it(tmp_path, monkeypatch):
+
+    from workspacespawner.quota.cli import load_hub_config
+    from workspacespawner.quota.config import WorkspaceQuota
+
+    monkeypatch.delenv("WORKSPACESPAWNER_QUOTA_TOKEN", raising=False)
+    piece = CONFIG_D / "40-quota.py"
+    (tmp_path / "jupyterhub_config.py").write_text(f"load_subconfig({str(piece)!r})\n")
+    config = load_hub_config(str(tmp_path / "jupyterhub_config.py"))
+    quota = WorkspaceQuota(config=config)
+    assert quota.limits_for("ann", {"students", "research"}).card_hours_per_month == 500
+    [service] = config.JupyterHub.services.get_value([])
+    [role] = config.JupyterHub.load_roles.get_value([])
+    assert service["api_token"] == quota.hub_api_token and len(quota.hub_api_token) == 64
+    assert role == {
+        "name": "workspacespawner-quota",
+        "scopes": ["delete:servers"],
+        "services": ["workspacespawner-quota"],
+    }
+    assert callable(config.JupyterHub.template_vars["announcement_home"])

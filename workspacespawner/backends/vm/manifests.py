@@ -1,0 +1,548 @@
+"""Manifests of a VM workspace: root DataVolume, VirtualMachine, Service and cloud-init Secret.
+
+Pure functions returning plain dicts, as kubespawner's ``objects.py`` does.
+Each takes keyword-only arguments and two small frozen values: a
+:class:`VMIdentity` (namespace, owner and object names) and, where sizes
+matter, :class:`VMSettings` (what the profile resolved to). The APIs
+mirrored:
+
+* ``cdi.kubevirt.io/v1beta1`` ``DataVolume``: ``spec.sourceRef`` (a
+  ``DataSource``, cross-namespace allowed) and ``spec.storage``
+  (``storageClassName``, ``accessModes``, ``volumeMode``,
+  ``resources.requests.storage``). Created on its own, never inside the VM's
+  ``dataVolumeTemplates`` and never with an ownerReference, so that deleting
+  or recreating the VM never takes the disk.
+* ``kubevirt.io/v1`` ``VirtualMachine``: ``spec.runStrategy``,
+  ``spec.template`` (a ``VirtualMachineInstanceSpec``: ``domain.cpu``,
+  ``domain.memory.guest``, ``domain.firmware.uuid``, ``domain.devices``
+  disks/interfaces/gpus, ``networks``, ``volumes``, ``evictionStrategy``,
+  ``terminationGracePeriodSeconds``, ``readinessProbe``, ``nodeSelector``).
+* core/v1 ``Service`` and ``Secret``.
+
+The guest contract (what a cloud-init image, and the local cluster's node
+agent, do with the Secret's ``userdata``) is described on
+:func:`make_cloudinit_secret`.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import yaml
+
+from workspacespawner.backends.vm.tiers import VMTiers, add_tiers_to_cloud_config, add_tiers_to_vm
+from workspacespawner.config.profiles import ResolvedProfile
+from workspacespawner.core import names
+
+#: The singleuser server's port in the guest (Service port ``jupyter``).
+JUPYTER_PORT = 8888
+#: code-server's port in the guest (Service port ``code-server``), for images that serve it directly.
+CODE_SERVER_PORT = 8080
+#: Where the guest keeps the JupyterHub environment (systemd ``EnvironmentFile=``, mode 0600).
+ENV_FILE = "/etc/workspacespawner/jupyterhub.env"
+#: The systemd unit that runs the IDE in the guest.
+UNIT_NAME = "workspace-ide.service"
+UNIT_FILE = f"/etc/systemd/system/{UNIT_NAME}"
+#: virtio serial of the home disk; the guest finds it as ``/dev/disk/by-id/virtio-home``.
+HOME_SERIAL = "home"
+HOME_DEVICE = f"/dev/disk/by-id/virtio-{HOME_SERIAL}"
+#: Key of the user data in the cloud-init Secret (KubeVirt reads ``userdata`` or ``userData``).
+USERDATA_KEY = "userdata"
+#: The only annotations a DataVolume gets besides the owner's name: constants CDI reads.
+#: ``allowClaimAdoption`` lets a recreated DataVolume take over its surviving PVC instead of failing.
+DATAVOLUME_ANNOTATIONS = {"cdi.kubevirt.io/allowClaimAdoption": "true"}
+
+#: cloud-init's init-stage modules (Ubuntu's list) with ``write_files`` run on every boot.
+#: KubeVirt's NoCloud instance-id is stable per VM, so per-instance modules run on the
+#: first boot only; the env file must be rewritten on each start to carry the fresh API
+#: token. User data replaces the image's list, hence the whole list.
+CLOUD_INIT_MODULES = (
+    "seed_random",
+    "bootcmd",
+    ["write_files", "always"],
+    "growpart",
+    "resizefs",
+    "disk_setup",
+    "mounts",
+    "set_hostname",
+    "update_hostname",
+    "update_etc_hosts",
+    "ca_certs",
+    "rsyslog",
+    "users_groups",
+    "ssh",
+    "set_passwords",
+)
+
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
+
+
+@dataclass(frozen=True)
+class VMIdentity:
+    """Where a VM workspace lives, whose it is, and the names of its objects.
+
+    ``user_name`` is the exact JupyterHub name (owner label and annotation);
+    ``kubespawner_username`` kubespawner's safe slug of it (the
+    ``hub.jupyter.org/username`` label). ``vm`` names the VirtualMachine (and
+    its VMI and the ``kubevirt.io/domain`` label), ``root_disk`` the
+    DataVolume (and the PVC CDI fills), ``cloudinit_secret`` and ``service``
+    the Secret and Service; ``home_pvc`` the user's home PVC.
+    """
+
+    namespace: str
+    user_name: str
+    kubespawner_username: str
+    vm: str
+    root_disk: str
+    cloudinit_secret: str
+    service: str
+    home_pvc: str
+    server_name: str = ""
+
+    @classmethod
+    def for_workspace(
+        cls,
+        *,
+        namespace: str,
+        user_name: str,
+        kubespawner_username: str,
+        base_name: str,
+        home_pvc: str,
+        server_name: str = "",
+    ) -> VMIdentity:
+        """Names derived from one ``base_name`` (e.g. the expanded ``vm-{username}{servername}``).
+
+        The VM and Service take the base (made an RFC 1035 label of at most
+        50 characters, see :func:`names.dns_label`), the disk
+        ``<base>-root`` and the Secret ``<base>-cloudinit``.
+        """
+        base = names.dns_label(base_name, 50)
+        return cls(
+            namespace=namespace,
+            user_name=user_name,
+            kubespawner_username=kubespawner_username,
+            vm=base,
+            root_disk=f"{base}-root",
+            cloudinit_secret=f"{base}-cloudinit",
+            service=base,
+            home_pvc=home_pvc,
+            server_name=server_name,
+        )
+
+
+    def to_state(self) -> dict:
+        """A JSON-safe dict for spawner state (:meth:`from_state` reads it back)."""
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_state(cls, state: dict) -> VMIdentity:
+        """The identity :meth:`to_state` saved."""
+        return cls(**{field: state[field] for field in cls.__dataclass_fields__ if field in state})
+
+
+@dataclass(frozen=True)
+class VMSettings:
+    """What one start of a VM workspace asks for (resolved from the profile and site settings).
+
+    ``golden_image`` / ``golden_image_namespace``: the CDI ``DataSource`` the
+    root disk is cloned from. ``root_disk_size``: a Kubernetes quantity
+    (``"50Gi"``). ``storage_class``: None leaves the cluster default.
+    ``volume_mode``: ``Block`` (RBD's raw device, the default) or
+    ``Filesystem``. ``cpu_cores``: virtual CPU cores. ``memory``: guest
+    memory, a quantity. ``gpus``: how many GPUs to pass through, each as
+    ``gpu_device_name`` (the KubeVirt ``permittedHostDevices`` resource
+    name, e.g. ``nvidia.com/GA100_A100_SXM4_80GB``). ``node_selector``:
+    ``(label, value)`` pairs the VM's node must carry. ``attach_home``:
+    attach the home PVC as a second disk. ``termination_grace_seconds``:
+    how long a stop waits for the guest to shut down before it is killed.
+    """
+
+    golden_image: str
+    golden_image_namespace: str
+    root_disk_size: str = "50Gi"
+    storage_class: str | None = "ceph-rbd"
+    volume_mode: str = "Block"
+    access_modes: tuple[str, ...] = ("ReadWriteOnce",)
+    cpu_cores: int = 2
+    memory: str = "8Gi"
+    gpus: int = 0
+    gpu_device_name: str = "nvidia.com/gpu"
+    node_selector: tuple[tuple[str, str], ...] = ()
+    attach_home: bool = True
+    termination_grace_seconds: int = 180
+    storage: VMTiers | None = None
+
+    @classmethod
+    def for_profile(cls, profile: ResolvedProfile, *, golden_image: str, golden_image_namespace: str, **site) -> VMSettings:
+        """Settings for ``profile``: its GPUs, CPU (rounded up to whole cores), memory and GPU product.
+
+        ``site`` gives the other fields (``root_disk_size``, ``storage_class``,
+        ...); the profile's values win over ``cpu_cores``, ``memory`` and
+        ``gpus`` given there.
+        """
+        values = dict(site)
+        if profile.cpu:
+            values["cpu_cores"] = max(1, math.ceil(profile.cpu))
+        if profile.memory:
+            values["memory"] = profile.memory
+        values["gpus"] = profile.gpus
+        selector = dict(values.get("node_selector") or ())
+        if profile.gpu_product:
+            selector["nvidia.com/gpu.product"] = profile.gpu_product
+        values["node_selector"] = tuple(sorted(selector.items()))
+        return cls(golden_image=golden_image, golden_image_namespace=golden_image_namespace, **values)
+
+
+def firmware_uuid(ident: VMIdentity) -> str:
+    """A stable SMBIOS UUID for the VM (the same on every start: one machine, one identity)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"workspacespawner:{ident.namespace}/{ident.vm}"))
+
+
+def _meta(ident: VMIdentity, name: str, labels: dict) -> dict:
+    return {
+        "name": name,
+        "namespace": ident.namespace,
+        "labels": labels,
+        "annotations": names.owner_annotations(ident.user_name),
+    }
+
+
+def workspace_labels(ident: VMIdentity) -> dict[str, str]:
+    """Labels of the VM, its template (so its VMI and virt-launcher Pod), the Secret and Service."""
+    labels = names.owner_labels(ident.user_name)
+    labels[names.KUBESPAWNER_USERNAME_LABEL] = ident.kubespawner_username
+    labels[names.COMPONENT_LABEL] = names.SERVER_COMPONENT
+    return labels
+
+
+def template_annotations(ident: VMIdentity) -> dict[str, str]:
+    """Annotations KubeVirt copies onto the VMI: the exact user and server names (kubespawner's keys on Pods).
+
+    They let hub-side bookkeeping (the quota's reconciliation) tell whose
+    and which server a running VMI is, as it does for Pods.
+    """
+    return {
+        **names.owner_annotations(ident.user_name),
+        "hub.jupyter.org/username": ident.user_name,
+        "hub.jupyter.org/servername": ident.server_name,
+    }
+
+
+def make_root_datavolume(*, ident: VMIdentity, settings: VMSettings) -> dict:
+    """The root disk: a DataVolume cloning the golden-image DataSource into a PVC of its own name.
+
+    Labelled as a ``root`` disk of the owner (:func:`names.disk_labels`; CDI
+    copies them to the PVC). Annotations: the owner's exact name under our
+    prefix, which CDI does not read, and the constants of
+    :data:`DATAVOLUME_ANNOTATIONS`; nothing a user chooses.
+    """
+    storage = {
+        "accessModes": list(settings.access_modes),
+        "volumeMode": settings.volume_mode,
+        "resources": {"requests": {"storage": settings.root_disk_size}},
+    }
+    if settings.storage_class is not None:
+        storage["storageClassName"] = settings.storage_class
+    meta = _meta(ident, ident.root_disk, names.disk_labels(ident.user_name, ident.kubespawner_username, names.ROOT_DISK))
+    meta["annotations"].update(DATAVOLUME_ANNOTATIONS)
+    return {
+        "apiVersion": "cdi.kubevirt.io/v1beta1",
+        "kind": "DataVolume",
+        "metadata": meta,
+        "spec": {
+            "sourceRef": {
+                "kind": "DataSource",
+                "name": settings.golden_image,
+                "namespace": settings.golden_image_namespace,
+            },
+            "storage": storage,
+        },
+    }
+
+
+def _disks_and_volumes(ident: VMIdentity, settings: VMSettings) -> tuple[list[dict], list[dict]]:
+    """The domain's disks (root first: the guest boots from it) and the volumes behind them."""
+    virtio = {"bus": "virtio"}
+    disks = [{"name": "rootdisk", "disk": dict(virtio), "bootOrder": 1}]
+    volumes = [{"name": "rootdisk", "dataVolume": {"name": ident.root_disk}}]
+    if settings.attach_home:
+        disks.append({"name": "homedisk", "disk": dict(virtio), "serial": HOME_SERIAL})
+        volumes.append({"name": "homedisk", "persistentVolumeClaim": {"claimName": ident.home_pvc}})
+    disks.append({"name": "cloudinitdisk", "disk": dict(virtio)})
+    volumes.append({"name": "cloudinitdisk", "cloudInitNoCloud": {"secretRef": {"name": ident.cloudinit_secret}}})
+    return disks, volumes
+
+
+def make_virtual_machine(*, ident: VMIdentity, settings: VMSettings, extra_labels: Mapping[str, str] | None = None) -> dict:
+    """The VirtualMachine, created ``Halted``: started and stopped through KubeVirt's subresources.
+
+    The template carries the workspace labels plus ``kubevirt.io/domain:
+    <vm>`` (what the Service selects) and ``extra_labels`` (e.g. the hub's
+    common labels, for network policies). Networking: masquerade on the pod
+    network, forwarding only the IDE ports. The VMI is Ready once the guest
+    accepts connections on the singleuser port (``readinessProbe``). VMs
+    with GPUs get ``evictionStrategy: None``: a GPU guest cannot be live
+    migrated, so a node drain stops it instead of waiting forever.
+    """
+    disks, volumes = _disks_and_volumes(ident, settings)
+    devices: dict = {
+        "disks": disks,
+        "interfaces": [
+            {
+                "name": "default",
+                "masquerade": {},
+                "ports": [
+                    {"name": "jupyter", "port": JUPYTER_PORT, "protocol": "TCP"},
+                    {"name": "code-server", "port": CODE_SERVER_PORT, "protocol": "TCP"},
+                ],
+            }
+        ],
+    }
+    if settings.gpus:
+        devices["gpus"] = [{"name": f"gpu{i}", "deviceName": settings.gpu_device_name} for i in range(settings.gpus)]
+    template_spec: dict = {
+        "domain": {
+            "cpu": {"cores": settings.cpu_cores, "sockets": 1, "threads": 1},
+            "memory": {"guest": settings.memory},
+            "firmware": {"uuid": firmware_uuid(ident)},
+            "devices": devices,
+        },
+        "networks": [{"name": "default", "pod": {}}],
+        "volumes": volumes,
+        "terminationGracePeriodSeconds": settings.termination_grace_seconds,
+        "readinessProbe": {
+            "tcpSocket": {"port": JUPYTER_PORT},
+            "initialDelaySeconds": 5,
+            "periodSeconds": 5,
+            "failureThreshold": 3,
+        },
+    }
+    if settings.gpus:
+        template_spec["evictionStrategy"] = "None"
+    if settings.node_selector:
+        template_spec["nodeSelector"] = dict(settings.node_selector)
+    template_labels = {**dict(extra_labels or {}), **workspace_labels(ident), names.DOMAIN_LABEL: ident.vm}
+    vm = {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": _meta(ident, ident.vm, workspace_labels(ident)),
+        "spec": {
+            "runStrategy": "Halted",
+            "template": {
+                "metadata": {"labels": template_labels, "annotations": template_annotations(ident)},
+                "spec": template_spec,
+            },
+        },
+    }
+    return add_tiers_to_vm(vm, settings.storage) if settings.storage else vm
+
+
+def make_vm_service(*, ident: VMIdentity) -> dict:
+    """The ClusterIP Service in front of the VM: ports ``jupyter`` 8888 and ``code-server`` 8080.
+
+    It selects the VMI (really its virt-launcher Pod) by ``kubevirt.io/domain``
+    and the owner label, so no other VM of that name can answer for it.
+    """
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(ident, ident.service, workspace_labels(ident)),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {names.DOMAIN_LABEL: ident.vm, names.OWNER_LABEL: names.owner_id(ident.user_name)},
+            "ports": [
+                {"name": "jupyter", "port": JUPYTER_PORT, "targetPort": JUPYTER_PORT, "protocol": "TCP"},
+                {"name": "code-server", "port": CODE_SERVER_PORT, "targetPort": CODE_SERVER_PORT, "protocol": "TCP"},
+            ],
+        },
+    }
+
+
+# -- the guest's cloud-init user data ------------------------------------------------------------
+
+
+def singleuser_command(cmd: Sequence[str], args: Sequence[str] = (), *, port: int = JUPYTER_PORT) -> list[str]:
+    """``cmd`` listening on every guest address at ``port``, then ``args`` (the spawner's ``get_args()``)."""
+    return [*cmd, "--ip=0.0.0.0", f"--port={port}", *args]
+
+
+def env_file_line(key: str, value: str) -> str:
+    """One ``KEY=value`` line of a systemd ``EnvironmentFile=``, quoted so systemd reads ``value`` back exactly.
+
+    Single quotes take everything literally; a value holding ``'`` is
+    double-quoted with ``\\``, ``"``, ``$`` and backquote escaped. Keys
+    must be environment variable names; values may not hold a newline or
+    NUL (systemd would split them). Raises ValueError otherwise.
+    """
+    if not _ENV_KEY.fullmatch(key):
+        raise ValueError(f"{key!r} is not an environment variable name")
+    if "\n" in value or "\r" in value or "\0" in value:
+        raise ValueError(f"the value of {key} holds a line break or NUL")
+    if "'" not in value:
+        return f"{key}='{value}'"
+    escaped = re.sub(r'([\\"$`])', r"\\\1", value)
+    return f'{key}="{escaped}"'
+
+
+def exec_start(argv: Sequence[str]) -> str:
+    """``argv`` as a systemd ``ExecStart=`` command line.
+
+    Plain words stay bare; others are double-quoted with ``\\`` and ``"``
+    escaped, ``%`` doubled (systemd specifiers) and ``$`` doubled (no
+    variable expansion). Raises ValueError for an empty ``argv`` or a word
+    with a line break or NUL.
+    """
+    if not argv:
+        raise ValueError("the IDE command is empty")
+    words = []
+    for word in argv:
+        if "\n" in word or "\r" in word or "\0" in word:
+            raise ValueError(f"command word {word!r} holds a line break or NUL")
+        if _PLAIN_WORD.fullmatch(word):
+            words.append(word)
+        else:
+            escaped = word.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("$", "$$")
+            words.append(f'"{escaped}"')
+    return " ".join(words)
+
+
+def ide_unit(*, command: Sequence[str], unix_user: str, working_directory: str) -> str:
+    """The ``workspace-ide.service`` unit: the IDE command with the JupyterHub environment, restarted on failure.
+
+    Ordered after cloud-init's init stage, which rewrites the env file on
+    every boot, and the network.
+    """
+    return "\n".join(
+        [
+            "[Unit]",
+            "Description=JupyterHub workspace server (managed by workspacespawner)",
+            "Wants=network-online.target",
+            "After=network-online.target cloud-init.service cloud-init-network.service cloud-config.service",
+            "",
+            "[Service]",
+            "Type=simple",
+            f"User={unix_user}",
+            f"EnvironmentFile={ENV_FILE}",
+            f"WorkingDirectory=-{working_directory}",
+            f"ExecStart={exec_start(command)}",
+            "Restart=on-failure",
+            "RestartSec=5",
+            "",
+            "[Install]",
+            "WantedBy=multi-user.target",
+            "",
+        ]
+    )
+
+
+def cloud_config(
+    *,
+    env: Mapping[str, str],
+    command: Sequence[str],
+    home_mount_path: str,
+    attach_home: bool,
+    unix_user: str = "jovyan",
+    unix_uid: int = 1000,
+    storage: VMTiers | None = None,
+) -> dict:
+    """The ``#cloud-config`` document (as a dict) that runs the IDE in the guest; see :func:`make_cloudinit_secret`."""
+    env_text = "".join(env_file_line(key, str(value)) + "\n" for key, value in sorted(env.items()))
+    config: dict = {
+        "cloud_init_modules": [list(m) if isinstance(m, list) else m for m in CLOUD_INIT_MODULES],
+        "users": [
+            "default",
+            {
+                "name": unix_user,
+                "uid": unix_uid,
+                "homedir": home_mount_path,
+                "shell": "/bin/bash",
+                "sudo": "ALL=(ALL) NOPASSWD:ALL",
+                "lock_passwd": True,
+            },
+        ],
+        "write_files": [
+            {"path": ENV_FILE, "content": env_text, "permissions": "0600", "owner": "root:root"},
+            {
+                "path": UNIT_FILE,
+                "content": ide_unit(command=command, unix_user=unix_user, working_directory=home_mount_path),
+                "permissions": "0644",
+                "owner": "root:root",
+            },
+        ],
+        "runcmd": ["systemctl daemon-reload", f"systemctl enable --now {UNIT_NAME}"],
+    }
+    if attach_home:
+        # A blank home disk gets a filesystem once; an existing one is never overwritten.
+        config["fs_setup"] = [{"label": "home", "filesystem": "ext4", "device": HOME_DEVICE, "overwrite": False}]
+        config["mounts"] = [[HOME_DEVICE, home_mount_path, "auto", "defaults,nofail"]]
+    return add_tiers_to_cloud_config(config, storage) if storage else config
+
+
+class _CloudConfigDumper(yaml.SafeDumper):
+    """``yaml.SafeDumper`` writing multi-line strings (file contents) as literal blocks, for a readable document."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str):
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_CloudConfigDumper.add_representer(str, _represent_str)
+
+
+def make_cloudinit_secret(
+    *,
+    ident: VMIdentity,
+    env: Mapping[str, str],
+    command: Sequence[str],
+    home_mount_path: str = "/home/jovyan",
+    attach_home: bool = True,
+    unix_user: str = "jovyan",
+    unix_uid: int = 1000,
+    storage: VMTiers | None = None,
+) -> dict:
+    """The per-start cloud-init Secret (type Opaque, key ``userdata``): the guest's JupyterHub settings.
+
+    The user data is a ``#cloud-config`` document (YAML written by
+    PyYAML's safe dumper, no value pasted into YAML text) that, in the guest:
+
+    * creates ``unix_user`` (uid ``unix_uid``, the docker-stacks ``jovyan``
+      by default, so files on the home disk keep their owner) with
+      passwordless sudo: the whole system is the user's;
+    * writes ``env`` (the spawner's ``get_env()``: API token, URLs, service
+      prefix, OAuth client) to :data:`ENV_FILE` (mode 0600, systemd
+      ``EnvironmentFile`` quoting) and the :data:`UNIT_NAME` unit running
+      ``command`` (see :func:`singleuser_command`) in ``home_mount_path``;
+      both on every boot (:data:`CLOUD_INIT_MODULES`), so each start brings
+      a fresh token;
+    * with ``attach_home``, formats a blank home disk once and mounts the
+      disk with virtio serial ``home`` at ``home_mount_path`` (``nofail``);
+    * on the first boot, enables and starts the unit (``runcmd``); later
+      boots start it as an enabled unit.
+
+    The Secret holds the API token: never log it or its user data.
+    """
+    config = cloud_config(
+        env=env,
+        command=command,
+        home_mount_path=home_mount_path,
+        attach_home=attach_home,
+        unix_user=unix_user,
+        unix_uid=unix_uid,
+        storage=storage,
+    )
+    text = "#cloud-config\n" + yaml.dump(config, Dumper=_CloudConfigDumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1_000_000)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": _meta(ident, ident.cloudinit_secret, workspace_labels(ident)),
+        "data": {USERDATA_KEY: base64.b64encode(text.encode("utf-8")).decode("ascii")},
+    }
+

@@ -1,0 +1,556 @@
+"""KubeVirt VM workspaces: ensure the root disk, VM, cloud-init Secret and Service; start, stop, poll.
+
+API followed (kubernetes_asyncio, errors wrapped here and nowhere else):
+
+* ``cdi.kubevirt.io/v1beta1`` DataVolumes and ``kubevirt.io/v1``
+  VirtualMachines through ``CustomObjectsApi`` (get, create, replace);
+* core/v1 Secrets, Services (``CoreV1Api``) and, for the fence, the VMI's
+  Node (``read_node``; RBAC ``nodes: get``, optional: without it a VMI on
+  an unreachable node is refused as "already running");
+* ``PUT /apis/subresources.kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}/start``
+  (body ``v1.StartOptions``, ``{}``) and ``.../stop`` (body
+  ``v1.StopOptions``, ``{}`` or ``{"gracePeriod": 0}``): the calls
+  ``virtctl start/stop`` make. kubernetes_asyncio has no typed method for
+  KubeVirt's subresources, so they go through ``ApiClient.call_api``.
+
+Waiting reads the shared watch caches of :mod:`.reflectors` (every 0.2 s,
+in memory), never one GET per user per poll. Transient API errors (429,
+5xx, connection errors) are retried with a bounded backoff; a permanent one
+fails the start with reason ``kubernetes-api``.
+
+Invariants kept here: a start never runs a second VMI next to an existing
+one (the fence); a failed or timed-out start stops the VM and waits for its
+VMI to go; nothing here ever deletes a disk (DataVolume or PVC), a VM or a
+Service.
+
+Reason words of :class:`WorkspaceError`, besides those of
+:mod:`.vmstatus`: ``root-disk``/``vm``/``cloud-init``/``service`` (an
+object of ours exists but belongs to someone else), ``already-running``,
+``node-unreachable``, ``still-stopping`` (the fence), ``timeout``,
+``kubernetes-api``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+
+import aiohttp
+from kubernetes_asyncio.client.rest import ApiException
+
+from workspacespawner.backends.container.progress import describe_event, scale_up_triggered
+from workspacespawner.backends.vm import manifests as vmmanifests
+from workspacespawner.backends.vm import status as vmstatus
+from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings
+from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.k8s.api import node_ready
+from workspacespawner.k8s.owned import call as _call
+from workspacespawner.k8s.owned import core_accessors, ensure_owned, refuse_foreign
+from workspacespawner.k8s.watches import (
+    DataVolumeReflector,
+    VirtualMachineInstanceReflector,
+    VirtualMachineReflector,
+    VMIEventReflector,
+    shared_reflector,
+)
+
+log = logging.getLogger("workspacespawner")
+
+DATA_VOLUMES = ("cdi.kubevirt.io", "v1beta1", "datavolumes")
+VIRTUAL_MACHINES = ("kubevirt.io", "v1", "virtualmachines")
+VMIS = ("kubevirt.io", "v1", "virtualmachineinstances")
+#: KubeVirt's VM subresource path (``v1Start``/``v1Stop`` in its OpenAPI spec), ``{action}`` start or stop.
+VM_ACTION_PATH = "/apis/subresources.kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}/"
+#: Template fields we set only sometimes: present on the VM but absent from the profile means "changed".
+OPTIONAL_TEMPLATE_FIELDS = (("nodeSelector",), ("evictionStrategy",), ("domain", "devices", "gpus"), ("domain", "devices", "filesystems"))
+#: HTTP status of the start failure for each reason word (default 500).
+FAILURE_STATUS = {"unschedulable": 503, "already-running": 409, "node-unreachable": 409, "still-stopping": 409}
+
+Progress = Callable[[str, "float | None"], None]
+
+
+def _api_failure(e: Exception, what: str) -> WorkspaceError:
+    """A permanent API error (or a connection that stayed down) as the start's failure, in words for the user."""
+    detail = f"{e.status} {e.reason}" if isinstance(e, ApiException) else type(e).__name__
+    return WorkspaceError(
+        f"The cluster could not {what} ({detail}). Nothing was deleted; please try again later.",
+        reason="kubernetes-api",
+        status_code=500,
+        log_message=f"{what}: {detail}",  # never the body: it may echo the Secret's data
+    )
+
+
+def covers(actual, desired) -> bool:
+    """Whether ``actual`` holds everything ``desired`` says (dicts may have more keys; lists match item by item).
+
+    What the API server or KubeVirt adds (defaults, status) does not count as a difference.
+    """
+    if isinstance(desired, dict):
+        return isinstance(actual, dict) and all(k in actual and covers(actual[k], v) for k, v in desired.items())
+    if isinstance(desired, list):
+        return isinstance(actual, list) and len(actual) == len(desired) and all(map(covers, actual, desired))
+    return actual == desired
+
+
+def _dig(obj: dict, path: Sequence[str]):
+    for key in path:
+        if not isinstance(obj, dict) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj
+
+
+def vm_spec_current(vm: dict, manifest: dict) -> bool:
+    """Whether the existing ``vm`` already runs the profile of ``manifest`` (run strategy included)."""
+    actual, desired = vm.get("spec") or {}, manifest["spec"]
+    if not covers(actual, desired):
+        return False
+    template, wanted = _dig(actual, ("template", "spec")) or {}, desired["template"]["spec"]
+    return all(_dig(wanted, path) is not None or _dig(template, path) is None for path in OPTIONAL_TEMPLATE_FIELDS)
+
+
+# -- objects ------------------------------------------------------------------------------------
+
+
+async def _ensure_custom(custom_api, key: tuple[str, str, str], manifest: dict, user_name: str, what: str, reason: str):
+    group, version, plural = key
+    namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+    return await ensure_owned(
+        read=lambda: _call(custom_api.get_namespaced_custom_object, group, version, namespace, plural, name),
+        create=lambda: _call(custom_api.create_namespaced_custom_object, group, version, namespace, plural, manifest),
+        user_name=user_name,
+        what=what,
+        reason=reason,
+    )
+
+
+async def ensure_root_disk(custom_api, manifest: dict, user_name: str) -> tuple[dict, bool]:
+    """Create the root DataVolume of ``manifest``, or reuse it as it is; return ``(datavolume, created)``.
+
+    An existing DataVolume is never changed (its size, source and data are
+    the user's); one that is not ``user_name``'s is refused (``root-disk``).
+    """
+    dv, created = await _ensure_custom(custom_api, DATA_VOLUMES, manifest, user_name, "root disk", "root-disk")
+    if created:
+        log.info("Created root disk %s/%s for %s", manifest["metadata"]["namespace"], manifest["metadata"]["name"], user_name)
+    return dv, created
+
+
+async def ensure_vm(custom_api, manifest: dict, user_name: str) -> tuple[dict, bool]:
+    """Create the VirtualMachine of ``manifest``, or bring an existing one to it; return ``(vm, changed)``.
+
+    An existing VM whose spec differs from the profile (GPU count, CPU,
+    memory, disks, run strategy, ...) gets the manifest's spec, labels and
+    annotations; call this only while the VM has no VMI (after
+    :meth:`VMWorkspace.fence`), so the new template applies at the next
+    start. A VM that is not ``user_name``'s is refused (``vm``).
+    """
+    group, version, plural = VIRTUAL_MACHINES
+    namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+    vm, created = await _ensure_custom(custom_api, VIRTUAL_MACHINES, manifest, user_name, "virtual machine", "vm")
+    if created:
+        log.info("Created virtual machine %s/%s for %s", namespace, name, user_name)
+        return vm, True
+    for _attempt in range(3):
+        if vm_spec_current(vm, manifest):
+            return vm, False
+        body = dict(vm, spec=manifest["spec"])
+        body["metadata"] = dict(vm["metadata"])
+        for field in ("labels", "annotations"):
+            body["metadata"][field] = {**(vm["metadata"].get(field) or {}), **manifest["metadata"][field]}
+        body.pop("status", None)
+        try:
+            vm = await _call(custom_api.replace_namespaced_custom_object, group, version, namespace, plural, name, body)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+            vm = await _call(custom_api.get_namespaced_custom_object, group, version, namespace, plural, name)
+            refuse_foreign(vm, user_name, what="virtual machine", reason="vm")
+            continue
+        log.info("Updated virtual machine %s/%s of %s to its profile", namespace, name, user_name)
+        return vm, True
+    raise WorkspaceError("Your virtual machine could not be updated; please try again.", reason="vm", status_code=500)
+
+
+async def write_cloudinit_secret(core_api, manifest: dict, user_name: str) -> None:
+    """Create the cloud-init Secret of ``manifest``, or replace the existing one (a fresh token every start).
+
+    A Secret of that name that is not ``user_name``'s is refused
+    (``cloud-init``). The contents are never logged.
+    """
+    namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+    read, create = core_accessors(core_api, "secret", manifest)
+    for _attempt in range(3):
+        secret, created = await ensure_owned(read=read, create=create, user_name=user_name, what="cloud-init settings", reason="cloud-init")
+        if created:
+            return
+        body = dict(manifest, metadata=dict(manifest["metadata"], resourceVersion=secret["metadata"]["resourceVersion"]))
+        try:
+            await _call(core_api.replace_namespaced_secret, name, namespace, body)
+            return
+        except ApiException as e:
+            if e.status not in (404, 409):
+                raise
+    raise WorkspaceError("Your virtual machine's settings could not be written; please try again.", reason="cloud-init", status_code=500)
+
+
+async def ensure_service(core_api, manifest: dict, user_name: str) -> dict:
+    """Create the VM's Service of ``manifest``, or reuse it; return it (with its ``spec.clusterIP``).
+
+    A Service of that name that is not ``user_name``'s is refused (``service``).
+    """
+    read, create = core_accessors(core_api, "service", manifest)
+    service, _created = await ensure_owned(read=read, create=create, user_name=user_name, what="server address", reason="service")
+    return service
+
+
+async def _vm_action(api_client, namespace: str, name: str, action: str, body: dict) -> None:
+    await _call(
+        api_client.call_api,
+        VM_ACTION_PATH + action,
+        "PUT",
+        path_params={"namespace": namespace, "name": name},
+        header_params={"Accept": "application/json", "Content-Type": "application/json"},
+        body=body,
+        auth_settings=["BearerToken"],
+        response_types_map={},
+        _return_http_data_only=True,
+    )
+
+
+async def start_vm(api_client, namespace: str, name: str) -> None:
+    """``PUT .../virtualmachines/{name}/start`` with an empty ``v1.StartOptions``; a Halted VM becomes ``Always``."""
+    await _vm_action(api_client, namespace, name, "start", {})
+
+
+async def stop_vm(api_client, namespace: str, name: str, *, grace_period: int | None = None) -> bool:
+    """``PUT .../virtualmachines/{name}/stop`` (``v1.StopOptions``); False when there was nothing to stop.
+
+    ``grace_period`` (seconds) shortens the guest's shutdown (0: at once).
+    KubeVirt's 409 ("VM is not running", or a Halted VM without a shorter
+    grace period) and 404 (no VM) mean there is nothing to stop.
+    """
+    body = {} if grace_period is None else {"gracePeriod": int(grace_period)}
+    try:
+        await _vm_action(api_client, namespace, name, "stop", body)
+    except ApiException as e:
+        if e.status in (404, 409):
+            return False
+        raise
+    return True
+
+
+# -- one workspace ------------------------------------------------------------------------------
+
+
+class VMWorkspace:
+    """One user's VM workspace: start, stop and poll it, driven by the shared watch caches.
+
+    ``ident`` and ``settings`` are resolved for this start (``settings``
+    may be None for an object that only polls and stops); ``custom_api``
+    and ``core_api`` are kubernetes_asyncio ``CustomObjectsApi`` and
+    ``CoreV1Api`` (kubespawner's shared clients). ``start_timeout`` and
+    ``stop_timeout`` are seconds. With ``fail_fast_unschedulable`` a VMI no
+    node can run fails the start at once, unless the cluster autoscaler
+    reported a scale-up for it.
+    """
+
+    def __init__(
+        self,
+        *,
+        ident: VMIdentity,
+        settings: VMSettings | None,
+        custom_api,
+        core_api,
+        start_timeout: float = 600.0,
+        stop_timeout: float = 120.0,
+        fail_fast_unschedulable: bool = True,
+        interval: float = 0.2,
+    ):
+        self.ident = ident
+        self.settings = settings
+        self.custom_api = custom_api
+        self.core_api = core_api
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.fail_fast_unschedulable = fail_fast_unschedulable
+        self.interval = interval
+        self.url: str | None = None
+        self._caches: dict = {}
+        self._start_requested = False
+
+    # -- caches --------------------------------------------------------------
+
+    async def watch(self) -> None:
+        """Start (or join) the namespace's shared reflectors; returns once each has loaded."""
+        namespace = self.ident.namespace
+        for name, cls in (("vm", VirtualMachineReflector), ("vmi", VirtualMachineInstanceReflector), ("dv", DataVolumeReflector)):
+            self._caches[name] = await shared_reflector(cls, namespace, custom_api=self.custom_api)
+        self._caches["events"] = await shared_reflector(VMIEventReflector, namespace, core_api=self.core_api)
+
+    def observe(self) -> tuple[dict | None, dict | None, dict | None]:
+        """The cached (VM, VMI, root DataVolume); each None when absent."""
+        ns = self.ident.namespace
+        return (
+            self._caches["vm"].resources.get(f"{ns}/{self.ident.vm}"),
+            self._caches["vmi"].resources.get(f"{ns}/{self.ident.vm}"),
+            self._caches["dv"].resources.get(f"{ns}/{self.ident.root_disk}"),
+        )
+
+    def _vmi_events(self, vmi: dict | None) -> list[dict]:
+        uid = (vmi or {}).get("metadata", {}).get("uid")
+        return self._caches["events"].events_for(self.ident.vm, uid) if uid else []
+
+    def status(self, *, failures_before: int | None = None) -> vmstatus.VMStatus:
+        """The workspace's :class:`~.vmstatus.VMStatus` from the caches (call :meth:`watch` first)."""
+        vm, vmi, dv = self.observe()
+        scale_up = not self.fail_fast_unschedulable or scale_up_triggered(self._vmi_events(vmi))
+        return vmstatus.interpret(vm, vmi, dv, failures_before=failures_before, scale_up=scale_up)
+
+    async def _until(self, check, deadline: float):
+        """Await until ``check()`` returns something truthy (returned) or the loop time passes ``deadline`` (None)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            value = check()
+            if value or loop.time() >= deadline:
+                return value or None
+            await asyncio.sleep(self.interval)
+
+    async def _read_vmi(self) -> dict | None:
+        group, version, plural = VMIS
+        try:
+            return await _call(self.custom_api.get_namespaced_custom_object, group, version, self.ident.namespace, plural, self.ident.vm)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    async def _vmi_gone(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the VMI to be gone (cache, then one GET to confirm)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            await self._until(lambda: self.observe()[1] is None, deadline)
+            if await self._read_vmi() is None:
+                return True
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(self.interval)
+
+    # -- fence ---------------------------------------------------------------
+
+    async def _node_ready(self, node: str | None) -> bool | None:
+        """Whether the node's Ready condition is True; False for a deleted node; None when unknown (see :func:`.kube.node_ready`)."""
+        return await node_ready(self.core_api, node)
+
+    async def fence(self) -> None:
+        """Refuse to start next to an existing VMI: at most one guest per root disk (RBD is ReadWriteOnce).
+
+        No VMI: fine. A VMI on a node that is not Ready (or deleted): refused
+        (``node-unreachable``) whatever its phase, since its virt-launcher
+        may still hold the disk. A VMI placed on a node and running there:
+        refused (``already-running``). One that never reached a node (left
+        by an interrupted start), has finished, or is shutting down: the VM
+        is stopped and the start waits up to ``stop_timeout`` for it to go
+        (else ``still-stopping``).
+        """
+        vmi = await self._read_vmi()
+        if vmi is None:
+            return
+        status = vmi.get("status") or {}
+        node = status.get("nodeName")
+        if await self._node_ready(node) is False:
+            raise self._failure(
+                "node-unreachable",
+                f"Your workspace's previous virtual machine is still registered on node {node}, which is not responding. "
+                "Starting another one could damage your root disk, which only one machine may use at a time, so nothing "
+                "was started. Please ask an administrator to confirm that the node is down.",
+            )
+        placed = bool(node) and status.get("phase") not in (None, "", "Pending", "Scheduling")
+        if placed and vmstatus.vmi_active(vmi) and not vmstatus.vmi_terminating(vmi):
+            raise self._failure(
+                "already-running",
+                f"Your workspace's virtual machine is already running ({status.get('phase') or 'Pending'}"
+                f"{' on ' + node if node else ''}); a second one cannot use the same root disk, so nothing was started. "
+                "If your server shows as stopped, please ask an administrator.",
+            )
+        log.info("Waiting for the previous VMI %s/%s to go before starting", self.ident.namespace, self.ident.vm)
+        await stop_vm(self.custom_api.api_client, self.ident.namespace, self.ident.vm)
+        if not await self._vmi_gone(self.stop_timeout):
+            raise self._failure(
+                "still-stopping",
+                "Your workspace's previous virtual machine is still shutting down; nothing was started. Please try again in a minute.",
+            )
+
+    # -- start ---------------------------------------------------------------
+
+    @staticmethod
+    def _failure(reason: str, message: str) -> WorkspaceError:
+        return WorkspaceError(message, reason=reason, status_code=FAILURE_STATUS.get(reason, 500))
+
+    async def start(
+        self,
+        *,
+        env: Mapping[str, str],
+        command: Sequence[str],
+        progress: Progress | None = None,
+        home_mount_path: str = "/home/jovyan",
+        unix_user: str = "jovyan",
+        extra_labels: Mapping[str, str] | None = None,
+    ) -> str:
+        """Start the workspace; return the server URL ``http://<Service clusterIP>:8888`` once the guest is Ready.
+
+        ``env`` is the spawner's ``get_env()`` and ``command`` the IDE
+        command line (:func:`.vmmanifests.singleuser_command`), both written
+        to the cloud-init Secret. ``progress(message, clone_percent)`` is
+        called on every change worth showing. Raises :class:`WorkspaceError`
+        on a refusal, a failure or after ``start_timeout``; any failure
+        (cancellation included) stops the VM first, keeping every disk.
+        """
+        say = progress or (lambda message, percent: None)
+        deadline = asyncio.get_running_loop().time() + self.start_timeout
+        await self.watch()
+        await self.fence()
+        ident = self.ident
+        self._start_requested = False
+        try:
+            await self._prepare(env=env, command=command, home_mount_path=home_mount_path, unix_user=unix_user,
+                                extra_labels=extra_labels, say=say)
+            await self._wait_for_disk(deadline, say)
+            failures_before = vmstatus.start_failures(self.observe()[0])
+            self._start_requested = True
+            log.info("Starting virtual machine %s/%s for %s", ident.namespace, ident.vm, ident.user_name)
+            await start_vm(self.custom_api.api_client, ident.namespace, ident.vm)
+            say("Starting your virtual machine", None)
+            await self._wait_running(deadline, say, failures_before)
+        except BaseException as e:
+            await self._abort(e)
+            if isinstance(e, (ApiException, aiohttp.ClientError)):
+                raise _api_failure(e, "start your virtual machine") from e
+            raise
+        return self.url
+
+    async def _prepare(self, *, env, command, home_mount_path, unix_user, extra_labels, say: Progress) -> None:
+        """Ensure the disk, the VM (at the profile), the fresh cloud-init Secret and the Service; sets ``url``."""
+        ident, settings = self.ident, self.settings
+        if settings is None:
+            raise ValueError("VMWorkspace.start needs the VM settings of the profile")
+        _dv, created = await ensure_root_disk(self.custom_api, vmmanifests.make_root_datavolume(ident=ident, settings=settings), ident.user_name)
+        say(f"Creating your root disk from the system image {settings.golden_image}" if created else "Using your root disk", None)
+        vm_manifest = vmmanifests.make_virtual_machine(ident=ident, settings=settings, extra_labels=extra_labels)
+        await ensure_vm(self.custom_api, vm_manifest, ident.user_name)
+        secret = vmmanifests.make_cloudinit_secret(
+            ident=ident,
+            env=env,
+            command=command,
+            home_mount_path=home_mount_path,
+            attach_home=settings.attach_home,
+            unix_user=unix_user,
+            storage=settings.storage,
+        )
+        await write_cloudinit_secret(self.core_api, secret, ident.user_name)
+        service = await ensure_service(self.core_api, vmmanifests.make_vm_service(ident=ident), ident.user_name)
+        cluster_ip = (service.get("spec") or {}).get("clusterIP")
+        if not cluster_ip or cluster_ip == "None":
+            raise self._failure("service", f"The service {ident.service!r} of your virtual machine has no cluster IP.")
+        self.url = f"http://{cluster_ip}:{vmmanifests.JUPYTER_PORT}"
+
+    async def _wait_for_disk(self, deadline: float, say: Progress) -> None:
+        """Wait until the root DataVolume is usable, showing the clone's progress; fail on a Failed clone."""
+        last = None
+
+        def check():
+            nonlocal last
+            dv = self.observe()[2]
+            failure = vmstatus.datavolume_failure(dv)
+            if failure is not None or vmstatus.datavolume_usable(dv):
+                return failure or True
+            if dv is not None:
+                current = self.status()
+                if current.message != last:
+                    last = current.message
+                    say(current.message, current.progress)
+            return None
+
+        outcome = await self._until(check, deadline)
+        if isinstance(outcome, vmstatus.Failure):
+            raise self._failure(outcome.reason, outcome.message)
+        if outcome is None:
+            raise self._timeout("while your root disk was being prepared")
+
+    async def _wait_running(self, deadline: float, say: Progress, failures_before: int) -> None:
+        """Follow the VM and VMI until the guest is Running and Ready; fail fast on an error status."""
+        last, seen_events = None, set()
+
+        def check():
+            nonlocal last
+            current = self.status(failures_before=failures_before)
+            if current.failure is not None or current.ready:
+                return current
+            for event in self._vmi_events(self.observe()[1]):
+                if event["metadata"]["uid"] not in seen_events:
+                    seen_events.add(event["metadata"]["uid"])
+                    say(describe_event(event), None)
+            if current.message != last:
+                last = current.message
+                say(current.message, current.progress)
+            return None
+
+        outcome = await self._until(check, deadline)
+        if outcome is None:
+            raise self._timeout(f"({last or 'starting'})")
+        if outcome.failure is not None:
+            raise self._failure(outcome.failure.reason, outcome.failure.message)
+        say(f"Your virtual machine is running on {outcome.node}", 100.0)
+
+    def _timeout(self, where: str) -> WorkspaceError:
+        return self._failure(
+            "timeout",
+            f"Your virtual machine did not start within {self.start_timeout:.0f} seconds {where}. "
+            "It was stopped; your disks are kept. Please try again.",
+        )
+
+    async def _abort(self, error: BaseException) -> None:
+        """After a failed start: stop the VM and wait for its VMI to go (never raises, never deletes)."""
+        if not self._start_requested:
+            return
+        log.warning(
+            "Start of %s/%s failed (%s); stopping the virtual machine",
+            self.ident.namespace, self.ident.vm, getattr(error, "reason", type(error).__name__),
+        )
+        task = asyncio.ensure_future(self.stop())
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            pass  # the stop carries on in the background
+        except Exception:
+            log.exception("Could not stop %s/%s after a failed start", self.ident.namespace, self.ident.vm)
+
+    # -- stop and poll -------------------------------------------------------
+
+    async def stop(self) -> bool:
+        """Stop the VM and wait for its VMI to go; True once it is gone.
+
+        Waits ``stop_timeout`` seconds for the guest to shut down, then asks
+        for an immediate stop (``gracePeriod: 0``) and waits 30 s more. The
+        VM, DataVolume, PVCs, Secret and Service are kept. A VMI that does
+        not go (its node unreachable) is logged and False returned.
+        """
+        await self.watch()
+        ident = self.ident
+        api_client = self.custom_api.api_client
+        await stop_vm(api_client, ident.namespace, ident.vm)
+        if await self._vmi_gone(self.stop_timeout):
+            return True
+        log.warning("VMI %s/%s still there after %.0f s; stopping it at once", ident.namespace, ident.vm, self.stop_timeout)
+        await stop_vm(api_client, ident.namespace, ident.vm, grace_period=0)
+        if await self._vmi_gone(30.0):
+            return True
+        log.error("VMI %s/%s did not go away (is its node unreachable?)", ident.namespace, ident.vm)
+        return False
+
+    async def poll(self) -> int | None:
+        """``Spawner.poll()``: None while the guest runs (or KubeVirt is starting it), else an exit code (cache only)."""
+        await self.watch()
+        vm, vmi, _dv = self.observe()
+        return vmstatus.exit_status(vm, vmi)

@@ -1,0 +1,180 @@
+"""Every label key, owner label and object-name rule of workspacespawner, in one place.
+
+Objects we create carry owner labels under one prefix (:data:`LABEL_PREFIX`)
+so that usage, quota, retention and purge select them by label and owner,
+never by a name pattern (a name pattern bills user ``ann`` for ``anna``).
+
+The owner label value is a hash of the JupyterHub user name: user names may
+hold capitals, ``@``, dots or unicode and be longer than a label value may
+be (63 characters), while a hash is always a valid, fixed-length label value
+and two different names never share one. The exact user name rides along in
+an annotation (:data:`OWNER_ANNOTATION`), which is what ownership checks
+compare.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+#: Our label and annotation prefix (a DNS subdomain, as Kubernetes requires of prefixes).
+LABEL_PREFIX = "workspacespawner.io"
+
+#: ``app.kubernetes.io/managed-by`` value on everything we create.
+MANAGED_BY = "workspacespawner"
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+#: sha256 of the JupyterHub user name, first 40 hex digits: selects a user's objects.
+OWNER_LABEL = f"{LABEL_PREFIX}/owner"
+#: kubespawner's readable (slugged, possibly truncated) user-name label, kept for tooling that reads it.
+KUBESPAWNER_USERNAME_LABEL = "hub.jupyter.org/username"
+#: kubespawner's component label (``singleuser-storage`` on PVCs, ``singleuser-server`` on pods).
+COMPONENT_LABEL = "component"
+#: which disk of a workspace an object is: ``home`` or ``root``.
+DISK_LABEL = f"{LABEL_PREFIX}/disk"
+#: the exact JupyterHub user name (annotation: any string is allowed there).
+OWNER_ANNOTATION = f"{LABEL_PREFIX}/owner-name"
+
+HOME_DISK = "home"
+ROOT_DISK = "root"
+STORAGE_COMPONENT = "singleuser-storage"
+
+#: The workspace's lifecycle phase (``Stopped``, ``Retained``, ...) on its disks and VM, for selection
+#: (``workspacespawner.io/phase=Retained``); the full record is in :data:`LIFECYCLE_ANNOTATION`.
+PHASE_LABEL = f"{LABEL_PREFIX}/phase"
+#: JSON: phase, reason, message, since, retainUntil, server (see :mod:`workspacespawner.workspace.lifecycle`).
+LIFECYCLE_ANNOTATION = f"{LABEL_PREFIX}/lifecycle"
+#: On a home PVC: the name the workspace's home template gives (its "slot"); a restored home keeps
+#: its slot under a new name, so the workspace finds it by owner label and slot, not by name.
+HOME_SLOT_ANNOTATION = f"{LABEL_PREFIX}/home-slot"
+#: On a PVC restored from a VolumeSnapshot: the snapshot's name.
+RESTORED_FROM_ANNOTATION = f"{LABEL_PREFIX}/restored-from"
+#: On a VolumeSnapshot: the PVC it was taken of.
+SNAPSHOT_SOURCE_ANNOTATION = f"{LABEL_PREFIX}/source-pvc"
+
+
+def owner_id(user_name: str) -> str:
+    """The owner label value for a JupyterHub user name: 40 hex digits of its sha256.
+
+    Stable across hub restarts and releases, distinct for distinct names
+    (``ann`` and ``anna`` differ), and always a valid label value.
+    """
+    return hashlib.sha256(user_name.encode("utf-8")).hexdigest()[:40]
+
+
+def owner_labels(user_name: str) -> dict[str, str]:
+    """The labels that mark an object as ours and owned by ``user_name``."""
+    return {MANAGED_BY_LABEL: MANAGED_BY, OWNER_LABEL: owner_id(user_name)}
+
+
+def owner_selector(user_name: str) -> str:
+    """A labelSelector string matching exactly the objects owned by ``user_name``."""
+    return ",".join(f"{k}={v}" for k, v in sorted(owner_labels(user_name).items()))
+
+
+def owned_by(obj_meta: dict, user_name: str) -> bool:
+    """True if object metadata (a dict with ``labels`` and ``annotations``) is ours and ``user_name``'s.
+
+    Both the owner label and the exact-name annotation must match: a label
+    alone could have been copied onto a foreign object.
+    """
+    labels = obj_meta.get("labels") or {}
+    annotations = obj_meta.get("annotations") or {}
+    return (
+        labels.get(MANAGED_BY_LABEL) == MANAGED_BY
+        and labels.get(OWNER_LABEL) == owner_id(user_name)
+        and annotations.get(OWNER_ANNOTATION) == user_name
+    )
+
+
+def owner_name(obj_meta: dict) -> str | None:
+    """The exact owner name of object metadata whose owner label and owner annotation agree, else None."""
+    owner = (obj_meta.get("annotations") or {}).get(OWNER_ANNOTATION)
+    return owner if owner is not None and owned_by(obj_meta, owner) else None
+
+
+def labelled_for(obj_meta: dict, user_name: str) -> bool:
+    """True if object metadata carries our owner labels for ``user_name`` (no name annotation needed).
+
+    For what KubeVirt and kubespawner make from our templates (VMIs carry
+    the template's labels only): enough to find a user's compute, never
+    enough to adopt a disk (that is :func:`owned_by`).
+    """
+    labels = obj_meta.get("labels") or {}
+    return labels.get(MANAGED_BY_LABEL) == MANAGED_BY and labels.get(OWNER_LABEL) == owner_id(user_name)
+
+
+def disk_labels(user_name: str, kubespawner_username: str, disk: str) -> dict[str, str]:
+    """Labels of a workspace disk (PVC or DataVolume): owner labels plus kubespawner's and the disk role.
+
+    ``kubespawner_username`` is kubespawner's safe slug of the user name (a
+    valid label value by construction); ``disk`` is :data:`HOME_DISK` or
+    :data:`ROOT_DISK`.
+    """
+    labels = owner_labels(user_name)
+    labels[KUBESPAWNER_USERNAME_LABEL] = kubespawner_username
+    labels[COMPONENT_LABEL] = STORAGE_COMPONENT
+    labels[DISK_LABEL] = disk
+    return labels
+
+
+def owner_annotations(user_name: str) -> dict[str, str]:
+    """The annotation carrying the exact user name (what ownership checks compare)."""
+    return {OWNER_ANNOTATION: user_name}
+
+
+#: KubeVirt's ``kubevirt.io/domain`` label: virt-controller copies the template's labels onto the VMI
+#: and its virt-launcher Pod, so a Service selecting it reaches the VM's guest.
+DOMAIN_LABEL = "kubevirt.io/domain"
+#: The component label value kubespawner puts on singleuser servers (our VMs carry it too).
+SERVER_COMPONENT = "singleuser-server"
+
+
+def dns_label(text: str, max_length: int = 63) -> str:
+    """``text`` as an RFC 1035 label of at most ``max_length`` characters (Service names need one).
+
+    A valid label comes back unchanged. Otherwise letters are lowercased,
+    other characters become ``-``, a leading non-letter gets ``w-`` in front,
+    and a name that is too long is cut and ends in 8 hex digits of the sha256
+    of ``text``, so two different inputs stay two different names.
+    """
+    if re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", text) and len(text) <= max_length:
+        return text
+    safe = re.sub(r"[^a-z0-9-]", "-", text.lower()).strip("-")
+    if not safe or not safe[0].isalpha():
+        safe = f"w-{safe}".rstrip("-")
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:8]
+    return f"{safe[: max_length - 9].rstrip('-')}-{digest}"
+
+
+# -- storage tiers: team folders and scratch ----------------------------------------------------
+
+#: Which JupyterHub group a team-folder claim serves: sha256 of the group name (like :data:`OWNER_LABEL`).
+#: Team claims never carry :data:`OWNER_LABEL`: they are nobody's disk, so no retention purge,
+#: user deletion or per-user disk quota ever selects them.
+TEAM_LABEL = f"{LABEL_PREFIX}/team"
+#: The exact JupyterHub group names a team claim serves, as a JSON list (annotation).
+TEAM_ANNOTATION = f"{LABEL_PREFIX}/team-names"
+#: :data:`DISK_LABEL` values of the storage tiers: a team folder, and a pod's scratch volume claim.
+TEAM_DISK = "team"
+SCRATCH_DISK = "scratch"
+
+
+def team_id(group_name: str) -> str:
+    """The :data:`TEAM_LABEL` value of a JupyterHub group: 40 hex digits of its sha256, always a valid label value."""
+    return owner_id(group_name)
+
+
+def team_labels(group_name: str) -> dict[str, str]:
+    """Labels of a team-folder claim: ours, a ``team`` disk, for ``group_name``; no owner label."""
+    return {MANAGED_BY_LABEL: MANAGED_BY, DISK_LABEL: TEAM_DISK, TEAM_LABEL: team_id(group_name)}
+
+
+def team_selector() -> str:
+    """A labelSelector string matching every team-folder claim we created."""
+    return f"{MANAGED_BY_LABEL}={MANAGED_BY},{DISK_LABEL}={TEAM_DISK}"
+
+
+def scratch_labels() -> dict[str, str]:
+    """Labels of a scratch volume's claim (a generic ephemeral volume, deleted with its Pod): no owner label."""
+    return {MANAGED_BY_LABEL: MANAGED_BY, DISK_LABEL: SCRATCH_DISK}

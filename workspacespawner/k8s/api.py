@@ -1,0 +1,236 @@
+"""Kubernetes objects as plain dicts, for the lifecycle, retention, disk and fence modules.
+
+One small facade over kubernetes_asyncio's ``CoreV1Api`` (core kinds) and
+``CustomObjectsApi`` (CDI, KubeVirt, snapshot kinds), so those modules read,
+list, create, JSON-patch and delete any kind the same way and always get the
+JSON dicts the API server sends (camelCase keys). Transient errors are
+retried (:func:`.owned.call`); 404 on a read, patch or delete is an answer
+(None / False), every other API error propagates as ``ApiException``.
+
+Writes to objects we own go through :meth:`Kube.patch_owned`: a JSON Patch
+(RFC 6902) whose first operations ``test`` our owner labels and the owner's
+exact name, so the API server applies the change only to an object that is
+still ours and that user's, atomically (a failed ``test`` answers 422; see
+:class:`NotOurs`).
+
+API followed: core/v1 PersistentVolumeClaims, Pods, Services, Secrets,
+Nodes; ``cdi.kubevirt.io/v1beta1`` DataVolumes; ``kubevirt.io/v1``
+VirtualMachines and VirtualMachineInstances;
+``snapshot.storage.k8s.io/v1`` VolumeSnapshots. Delete bodies are
+``DeleteOptions`` (``gracePeriodSeconds``, ``preconditions.uid``,
+``propagationPolicy``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kubernetes_asyncio.client.rest import ApiException
+
+from workspacespawner.backends.vm import status as vmstatus
+from workspacespawner.core import names
+from workspacespawner.k8s.owned import call
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One Kubernetes kind: ``group``/``version``/``plural`` and, for core kinds, CoreV1Api's snake-case ``core`` name."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    core: str = ""
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+PVC = Kind("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", "persistent_volume_claim")
+POD = Kind("", "v1", "pods", "Pod", "pod")
+SERVICE = Kind("", "v1", "services", "Service", "service")
+SECRET = Kind("", "v1", "secrets", "Secret", "secret")
+NODE = Kind("", "v1", "nodes", "Node", "node", namespaced=False)
+DATA_VOLUME = Kind("cdi.kubevirt.io", "v1beta1", "datavolumes", "DataVolume")
+VIRTUAL_MACHINE = Kind("kubevirt.io", "v1", "virtualmachines", "VirtualMachine")
+VMI = Kind("kubevirt.io", "v1", "virtualmachineinstances", "VirtualMachineInstance")
+VOLUME_SNAPSHOT = Kind("snapshot.storage.k8s.io", "v1", "volumesnapshots", "VolumeSnapshot")
+
+
+class NotOurs(Exception):
+    """A guarded write found the object not ours, another user's, or not in the expected state (HTTP 422 on a ``test``)."""
+
+
+def pointer(*parts: str) -> str:
+    """A JSON Pointer (RFC 6901) to ``parts``: ``pointer("metadata", "labels", "a/b")`` is ``/metadata/labels/a~1b``."""
+    return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def owner_tests(user_name: str) -> list[dict]:
+    """JSON Patch ``test`` operations that hold only on an object that is ours and ``user_name``'s."""
+    return [
+        {"op": "test", "path": pointer("metadata", "labels", names.MANAGED_BY_LABEL), "value": names.MANAGED_BY},
+        {"op": "test", "path": pointer("metadata", "labels", names.OWNER_LABEL), "value": names.owner_id(user_name)},
+        {"op": "test", "path": pointer("metadata", "annotations", names.OWNER_ANNOTATION), "value": user_name},
+    ]
+
+
+def uses_claim(obj: dict, claim: str) -> bool:
+    """Whether a Pod's or VMI's volumes use PVC ``claim`` (directly, or as a DataVolume of that name)."""
+    spec = obj.get("spec") or {}
+    for volume in spec.get("volumes") or []:
+        if (volume.get("persistentVolumeClaim") or {}).get("claimName") == claim:
+            return True
+        if (volume.get("dataVolume") or {}).get("name") == claim:
+            return True
+    return False
+
+
+#: Pod and VMI phases after which nothing holds a volume any more.
+FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+def holders(compute: list[dict], claim: str) -> list[dict]:
+    """The Pods and VMIs of ``compute`` that use PVC ``claim`` and have not finished (terminating ones included)."""
+    return [obj for obj in compute if uses_claim(obj, claim) and ((obj.get("status") or {}).get("phase") not in FINISHED_PHASES)]
+
+
+def node_of(obj: dict | None) -> str | None:
+    """The node a Pod (``spec.nodeName``) or VMI (``status.nodeName``) is placed on, or None."""
+    if obj is None:
+        return None
+    return (obj.get("spec") or {}).get("nodeName") or (obj.get("status") or {}).get("nodeName")
+
+
+def terminating(obj: dict | None) -> bool:
+    """Whether the object is being deleted (``metadata.deletionTimestamp`` set)."""
+    return bool(obj and (obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def ready_condition(obj: dict | None) -> bool | None:
+    """The ``Ready`` condition of a Node, Pod or VMI as True/False; None when it has none."""
+    cond = vmstatus.condition(obj, "Ready")
+    return None if cond is None else cond.get("status") == "True"
+
+
+class Kube:
+    """Plain-dict access to the kinds above through ``core_api`` (``CoreV1Api``) and ``custom_api`` (``CustomObjectsApi``)."""
+
+    def __init__(self, core_api, custom_api):
+        self.core_api = core_api
+        self.custom_api = custom_api
+        self._sanitize = core_api.api_client.sanitize_for_serialization
+
+    def _dict(self, kind: Kind, obj) -> dict:
+        found = obj if isinstance(obj, dict) else self._sanitize(obj)
+        found.setdefault("apiVersion", kind.api_version)
+        found.setdefault("kind", kind.kind)
+        return found
+
+    def _custom(self, verb: str, kind: Kind, namespace: str, *args, **kwargs):
+        method = getattr(self.custom_api, f"{verb}_namespaced_custom_object")
+        return call(method, kind.group, kind.version, namespace, kind.plural, *args, **kwargs)
+
+    def _core(self, verb: str, kind: Kind, name: str, namespace: str | None, *args, **kwargs):
+        """CoreV1Api's ``<verb>_namespaced_<kind>(name, namespace, ...)`` (``<verb>_<kind>(name, ...)`` for Nodes)."""
+        if kind.namespaced:
+            return call(getattr(self.core_api, f"{verb}_namespaced_{kind.core}"), name, namespace, *args, **kwargs)
+        return call(getattr(self.core_api, f"{verb}_{kind.core}"), name, *args, **kwargs)
+
+    async def get(self, kind: Kind, namespace: str | None, name: str) -> dict | None:
+        """The object, or None when it does not exist."""
+        try:
+            if kind.core:
+                return self._dict(kind, await self._core("read", kind, name, namespace))
+            return self._dict(kind, await self._custom("get", kind, namespace, name))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    async def list(self, kind: Kind, namespace: str, *, labels: str | None = None) -> list[dict]:
+        """The objects of ``kind`` in ``namespace`` matching the label selector ``labels``."""
+        kwargs = {"label_selector": labels} if labels else {}
+        if kind.core:
+            found = self._sanitize(await call(getattr(self.core_api, f"list_namespaced_{kind.core}"), namespace, **kwargs))
+        else:
+            found = await self._custom("list", kind, namespace, **kwargs)
+        return [self._dict(kind, item) for item in found.get("items") or []]
+
+    async def create(self, kind: Kind, namespace: str, body: dict) -> dict:
+        """Create ``body``; returns the object as stored."""
+        if kind.core:
+            return self._dict(kind, await call(getattr(self.core_api, f"create_namespaced_{kind.core}"), namespace, body))
+        return self._dict(kind, await self._custom("create", kind, namespace, body))
+
+    async def patch(self, kind: Kind, namespace: str, name: str, operations: list[dict]) -> dict | None:
+        """Apply a JSON Patch (a list of operations); None when the object does not exist."""
+        try:
+            if kind.core:
+                return self._dict(kind, await self._core("patch", kind, name, namespace, operations))
+            return self._dict(kind, await self._custom("patch", kind, namespace, name, operations))
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    async def patch_owned(self, kind: Kind, namespace: str, name: str, user_name: str, operations: list[dict]) -> dict | None:
+        """:meth:`patch` guarded by :func:`owner_tests`; None when absent, :class:`NotOurs` when a ``test`` fails."""
+        try:
+            return await self.patch(kind, namespace, name, owner_tests(user_name) + operations)
+        except ApiException as e:
+            if e.status == 422:
+                raise NotOurs(f"{kind.kind} {namespace}/{name} is not {user_name!r}'s, or changed meanwhile") from e
+            raise
+
+    async def delete(self, kind: Kind, namespace: str, name: str, *, uid: str | None = None, grace: int | None = None) -> bool:
+        """Delete the object (dependents in the background); False when it was already gone.
+
+        ``uid``: delete only that object (``preconditions.uid``; 409 if it was
+        replaced). ``grace``: ``gracePeriodSeconds`` (0: at once, a force delete).
+        """
+        body: dict = {"propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        if grace is not None:
+            body["gracePeriodSeconds"] = int(grace)
+        try:
+            if kind.core:
+                await self._core("delete", kind, name, namespace, body=body)
+            else:
+                await self._custom("delete", kind, namespace, name, body=body)
+        except ApiException as e:
+            if e.status == 404:
+                return False
+            raise
+        return True
+
+    async def node_ready(self, node: str | None) -> bool | None:
+        """:func:`node_ready` with this facade's ``CoreV1Api``."""
+        return await node_ready(self.core_api, node)
+
+    async def nodes_ready(self, node_names) -> dict[str, bool | None]:
+        """``{node: ready}`` for each distinct non-empty name (see :func:`node_ready`)."""
+        return {node: await self.node_ready(node) for node in sorted({n for n in node_names if n})}
+
+
+async def node_ready(core_api, node: str | None) -> bool | None:
+    """Whether Node ``node``'s Ready condition is True; False for a deleted node; None when unknown.
+
+    Unknown: no node name, no Ready condition, or no RBAC to read Nodes
+    (403; ``nodes: get`` is optional). ``core_api``: a kubernetes_asyncio
+    ``CoreV1Api``.
+    """
+    if not node:
+        return None
+    try:
+        found = core_api.api_client.sanitize_for_serialization(await call(core_api.read_node, node))
+    except ApiException as e:
+        if e.status == 403:
+            return None
+        if e.status == 404:
+            return False
+        raise
+    return ready_condition(found)

@@ -1,0 +1,123 @@
+"""Objects the spawner creates and owns: make sure one exists and is ours, never adopt a foreign one.
+
+Every per-user object (home PVC, root DataVolume, VirtualMachine, cloud-init
+Secret, Service) is ensured the same way: read it first (one call when it
+exists, the common case), create it on 404, read again on a 409 from a
+concurrent create, and refuse, with a message for the user, an object of
+that name that does not carry our owner labels and the user's exact name
+(:func:`names.owned_by`). Nothing here deletes or rewrites a refused object. Calls are retried
+after transient API errors (:func:`call`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+import aiohttp
+from kubernetes_asyncio.client.rest import ApiException
+
+from workspacespawner.core import names
+from workspacespawner.core.errors import WorkspaceError
+
+log = logging.getLogger("workspacespawner")
+
+#: HTTP statuses worth a retry: throttled, or the API server (or virt-api) briefly unwell.
+TRANSIENT_STATUSES = (429, 500, 502, 503, 504)
+#: Seconds before each retry of a transient failure (then the error propagates).
+RETRY_DELAYS = (0.5, 1.0, 2.0)
+
+
+async def call(fn, *args, **kwargs):
+    """``await fn(*args, **kwargs)``, retried after a transient failure (:data:`RETRY_DELAYS`)."""
+    for delay in (*RETRY_DELAYS, None):
+        try:
+            return await fn(*args, **kwargs)
+        except ApiException as e:
+            if e.status not in TRANSIENT_STATUSES or delay is None:
+                raise
+            log.warning("Kubernetes API answered %s %s; retrying in %.1f s", e.status, e.reason, delay)
+        except (aiohttp.ClientError, TimeoutError) as e:
+            if delay is None:
+                raise
+            log.warning("Kubernetes API unreachable (%s); retrying in %.1f s", e, delay)
+        await asyncio.sleep(delay)
+
+
+def core_accessors(core_api, kind: str, manifest: dict) -> tuple[Callable[[], Awaitable[dict]], Callable[[], Awaitable[dict]]]:
+    """``(read, create)`` for :func:`ensure_owned`: the core/v1 object of ``manifest`` as a plain dict.
+
+    ``kind`` is the snake-case name in ``CoreV1Api``'s methods
+    (``persistent_volume_claim``, ``secret``, ``service``).
+    """
+    namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+    sanitize = core_api.api_client.sanitize_for_serialization
+
+    async def read() -> dict:
+        return sanitize(await call(getattr(core_api, f"read_namespaced_{kind}"), name, namespace))
+
+    async def create() -> dict:
+        return sanitize(await call(getattr(core_api, f"create_namespaced_{kind}"), namespace, manifest))
+
+    return read, create
+
+
+def refuse_foreign(obj: dict, user_name: str, *, what: str, reason: str) -> None:
+    """Raise a 409 :class:`WorkspaceError` unless ``obj`` is ours and ``user_name``'s.
+
+    ``what`` names the object for the user (``"home volume"``, ``"root
+    disk"``); ``reason`` is the error's fixed reason word.
+    """
+    meta = obj.get("metadata") or {}
+    if names.owned_by(meta, user_name):
+        return
+    theirs = (meta.get("annotations") or {}).get(names.OWNER_ANNOTATION)
+    if theirs is not None and theirs != user_name:
+        why = "it belongs to another user"
+    else:
+        why = "it was not created by workspacespawner (owner labels missing)"
+    raise WorkspaceError(
+        f"Your {what} {meta.get('name')!r} cannot be used: one with that name "
+        f"already exists and {why}. Nothing was changed; please ask an administrator.",
+        reason=reason,
+        status_code=409,
+    )
+
+
+async def ensure_owned(
+    *,
+    read: Callable[[], Awaitable[dict]],
+    create: Callable[[], Awaitable[dict]],
+    user_name: str,
+    what: str,
+    reason: str,
+) -> tuple[dict, bool]:
+    """Make sure an object exists and belongs to ``user_name``; return ``(object, created)``.
+
+    ``read`` and ``create`` are coroutine functions returning the object as
+    a plain dict (kubernetes_asyncio ``ApiException`` on failure). A 404 from
+    ``read`` leads to ``create``; a 409 from ``create`` (made meanwhile) to
+    one more read. A found object that is not ours raises
+    :func:`refuse_foreign`'s 409 :class:`WorkspaceError`; other API errors
+    propagate.
+    """
+    for _attempt in range(2):
+        try:
+            found = await read()
+        except ApiException as e:
+            if e.status != 404:
+                raise
+        else:
+            refuse_foreign(found, user_name, what=what, reason=reason)
+            return found, False
+        try:
+            return await create(), True
+        except ApiException as e:
+            if e.status != 409:
+                raise
+    raise WorkspaceError(
+        f"Your {what} could not be read or created; please try again.",
+        reason=reason,
+        status_code=500,
+    )

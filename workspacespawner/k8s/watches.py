@@ -1,0 +1,174 @@
+"""Shared watch caches of VirtualMachines, VirtualMachineInstances, DataVolumes and VMI Events.
+
+One reflector per (kind, namespace) for all users, as kubespawner keeps one
+for pods: ``poll()``, progress and start/stop waits read the cache instead
+of asking the API server per user. Reflectors are kubespawner's
+:class:`~kubespawner.reflector.ResourceReflector` (list, then watch, with
+resourceVersion resume and backoff), selecting our objects by the
+``app.kubernetes.io/managed-by`` label.
+
+Why a subclass: ``ResourceReflector`` calls ``getattr(api,
+list_method_name)(namespace=..., label_selector=..., ...)``, both to list
+and (through ``kubernetes_asyncio.watch.Watch``) to watch, and has no way to
+pass the ``group``, ``version`` and ``plural`` that ``CustomObjectsApi.
+list_namespaced_custom_object`` needs. :class:`CustomObjectReflector` hands
+it a small adapter with those three bound; the watch protocol and the cache
+(``resources``, keyed ``namespace/name``, values the raw JSON dicts) are
+kubespawner's, unchanged.
+
+Unlike kubespawner's ``_start_reflector``, a reflector that gives up never
+exits the process: the next :func:`shared_reflector` call starts a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kubespawner.reflector import NamespacedResourceReflector
+from traitlets import Any, Unicode
+
+from workspacespawner.core import names
+
+log = logging.getLogger("workspacespawner")
+
+
+class _BoundCustomObjectsApi:
+    """``CustomObjectsApi.list_namespaced_custom_object`` with group, version and plural fixed."""
+
+    def __init__(self, api, group: str, version: str, plural: str):
+        self.api = api
+        self.api_client = api.api_client
+        self.group, self.version, self.plural = group, version, plural
+
+    async def list_namespaced_custom_object(self, namespace: str, **kwargs):
+        # No reST return type in this docstring: Watch then hands back plain dicts.
+        return await self.api.list_namespaced_custom_object(self.group, self.version, namespace, self.plural, **kwargs)
+
+
+class CustomObjectReflector(NamespacedResourceReflector):
+    """A kubespawner reflector for one custom resource (``group``/``version``/``plural``) in one namespace.
+
+    ``custom_api``: the ``CustomObjectsApi`` to use (default: kubespawner's
+    shared client).
+    """
+
+    api_group_name = Unicode("CustomObjectsApi")
+    list_method_name = Unicode("list_namespaced_custom_object")
+    group = Unicode()
+    version = Unicode()
+    plural = Unicode()
+    custom_api = Any(None, allow_none=True)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.api = _BoundCustomObjectsApi(self.custom_api or self.api, self.group, self.version, self.plural)
+
+
+class VirtualMachineReflector(CustomObjectReflector):
+    """``kubevirt.io/v1`` VirtualMachines."""
+
+    kind = "virtualmachines"
+    group = "kubevirt.io"
+    version = "v1"
+    plural = "virtualmachines"
+
+
+class VirtualMachineInstanceReflector(CustomObjectReflector):
+    """``kubevirt.io/v1`` VirtualMachineInstances (the running guests)."""
+
+    kind = "virtualmachineinstances"
+    group = "kubevirt.io"
+    version = "v1"
+    plural = "virtualmachineinstances"
+
+
+class DataVolumeReflector(CustomObjectReflector):
+    """``cdi.kubevirt.io/v1beta1`` DataVolumes (root disks)."""
+
+    kind = "datavolumes"
+    group = "cdi.kubevirt.io"
+    version = "v1beta1"
+    plural = "datavolumes"
+
+
+class VMIEventReflector(NamespacedResourceReflector):
+    """core/v1 Events about VirtualMachineInstances (scheduling, scale-up, boot), for progress.
+
+    ``core_api``: the ``CoreV1Api`` to use (default: kubespawner's shared client).
+    """
+
+    kind = "events"
+    core_api = Any(None, allow_none=True)
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("fields", {"involvedObject.kind": "VirtualMachineInstance"})
+        super().__init__(*args, **kwargs)
+        if self.core_api is not None:
+            self.api = self.core_api
+
+    def events_for(self, name: str, uid: str | None = None) -> list[dict]:
+        """The cached Events of VMI ``name`` (of that ``uid`` when given), oldest first."""
+        found = [
+            e
+            for e in self.resources.values()
+            if (e.get("involvedObject") or {}).get("name") == name
+            and (uid is None or (e.get("involvedObject") or {}).get("uid") == uid)
+        ]
+        return sorted(found, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or e["metadata"].get("creationTimestamp") or "")
+
+
+#: Only our objects: VMs, their VMIs (template labels) and DataVolumes all carry it.
+MANAGED_LABELS = {names.MANAGED_BY_LABEL: names.MANAGED_BY}
+
+_reflectors: dict[tuple[str, str], NamespacedResourceReflector] = {}
+
+
+def _usable(reflector, loop) -> bool:
+    task = reflector.watch_task
+    return getattr(reflector, "_loop", None) is loop and not (task is not None and task.done())
+
+
+async def shared_reflector(reflector_class: type[NamespacedResourceReflector], namespace: str, **kwargs):
+    """The running reflector of ``reflector_class`` for ``namespace``, started on first use and shared.
+
+    ``kwargs`` go to the reflector on creation (``custom_api``/``core_api``,
+    ``labels``; custom-object reflectors default to :data:`MANAGED_LABELS`).
+    Returns once its first list has loaded. A reflector whose watch gave up,
+    or that belongs to another event loop, is replaced.
+    """
+    loop = asyncio.get_running_loop()
+    key = (reflector_class.kind, namespace)
+    reflector = _reflectors.get(key)
+    if reflector is not None and _usable(reflector, loop):
+        await reflector.first_load_future
+        return reflector
+    if issubclass(reflector_class, CustomObjectReflector):
+        kwargs.setdefault("labels", dict(MANAGED_LABELS))
+    kwargs.setdefault("log", log)
+    reflector = reflector_class(namespace=namespace, on_failure=lambda: log.error("Watch of %s in %s gave up", key[0], namespace), **kwargs)
+    reflector._loop = loop
+    previous, _reflectors[key] = _reflectors.get(key), reflector
+    try:
+        await reflector.start()
+    except Exception:
+        if _reflectors.get(key) is reflector:
+            del _reflectors[key]
+        raise
+    if previous is not None and getattr(previous, "_loop", None) is loop:
+        await previous.stop()
+    return reflector
+
+
+def shared_reflectors(reflector_class: type[NamespacedResourceReflector]) -> list:
+    """The running shared reflectors of ``reflector_class``, one per namespace (empty before any was started)."""
+    return [r for (kind, _namespace), r in list(_reflectors.items()) if kind == reflector_class.kind]
+
+
+async def stop_all() -> None:
+    """Stop every shared reflector of the running event loop (hub shutdown, tests)."""
+    loop = asyncio.get_running_loop()
+    for key, reflector in list(_reflectors.items()):
+        if getattr(reflector, "_loop", None) is loop:
+            del _reflectors[key]
+            await reflector.stop()

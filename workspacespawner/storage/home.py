@@ -1,0 +1,79 @@
+"""The user's home PersistentVolumeClaim: build it, and make sure it exists and is ours.
+
+The home PVC is created by the spawner, owned by no Pod (no ownerReferences),
+and never deleted by a stop or a failed start. It is reused as it is found:
+Bound, Pending under ``WaitForFirstConsumer``, or being expanded are all fine.
+A PVC of that name that does not carry our owner labels and the user's exact
+name is refused, never adopted.
+
+API followed: core/v1 PersistentVolumeClaim (``read``/``create`` namespaced).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from workspacespawner.core import names
+from workspacespawner.k8s.owned import core_accessors, ensure_owned
+
+log = logging.getLogger("workspacespawner")
+
+
+def make_home_pvc(
+    *,
+    name: str,
+    namespace: str,
+    user_name: str,
+    kubespawner_username: str,
+    storage_class: str | None,
+    size: str,
+    access_modes: list[str],
+) -> dict:
+    """The home PVC manifest (a plain dict, core/v1 PersistentVolumeClaim).
+
+    ``size`` is a Kubernetes quantity (``"10Gi"``); ``storage_class`` None
+    leaves the cluster default; ``access_modes`` e.g. ``["ReadWriteOnce"]``.
+    """
+    spec = {
+        "accessModes": list(access_modes),
+        "resources": {"requests": {"storage": size}},
+    }
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": names.disk_labels(user_name, kubespawner_username, names.HOME_DISK),
+            "annotations": names.owner_annotations(user_name),
+        },
+        "spec": spec,
+    }
+
+
+def home_volume(pvc_name: str) -> dict:
+    """The Pod volume that mounts the home PVC (name ``home``)."""
+    return {"name": "home", "persistentVolumeClaim": {"claimName": pvc_name}}
+
+
+def home_volume_mount(mount_path: str) -> dict:
+    """The container volumeMount for :func:`home_volume` at ``mount_path``."""
+    return {"name": "home", "mountPath": mount_path}
+
+
+async def ensure_home_pvc(core_api, manifest: dict, user_name: str) -> dict:
+    """Make sure the home PVC of ``manifest`` exists and belongs to ``user_name``; return it as a dict.
+
+    ``core_api`` is a kubernetes_asyncio ``CoreV1Api``. Reads first (one
+    call when the PVC exists, the common case), creates on 404, and re-reads
+    on a 409 from a concurrent create; transient API errors are retried.
+    Raises :class:`WorkspaceError` (``reason="home-volume"``) when the PVC
+    exists but is not ours or is another user's; other API errors propagate.
+    """
+    read, create = core_accessors(core_api, "persistent_volume_claim", manifest)
+    pvc, created = await ensure_owned(read=read, create=create, user_name=user_name, what="home volume", reason="home-volume")
+    if created:
+        log.info("Created home PVC %s/%s for %s", manifest["metadata"]["namespace"], manifest["metadata"]["name"], user_name)
+    return pvc

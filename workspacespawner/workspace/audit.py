@@ -1,0 +1,205 @@
+"""Audit records of disk operations, in the quota ledger's database.
+
+Every expand, snapshot, restore, retain, reclaim, purge, delete and fence
+leaves one row: ``time`` (aware UTC), ``actor`` (an admin's name, or
+``system`` for the hub and the purge task), ``user``, ``server`` (the
+JupyterHub server name, ``""`` for the default one), ``namespace``,
+``disk`` (the PVC or DataVolume name), ``action``, ``before`` and ``after``
+(small JSON objects: phase, size, snapshot, node...) and ``result`` (``ok``,
+or what went wrong: ``refused: ...``, ``error: ...``).
+
+The table (``workspacespawner_audit``) lives next to the ledger's tables,
+created by the same alembic migrations (revision 0003 of
+:mod:`workspacespawner.quota.migrations`) on the same engine
+(:class:`~workspacespawner.quota.ledger.Ledger`), so one database URL,
+``c.WorkspaceQuota.ledger_url``, holds usage and the audit trail.
+
+Calls are synchronous SQLAlchemy; async code uses :meth:`AuditLog.arecord`
+(and ``asyncio.to_thread`` for the rest), never the event loop. Database
+trouble comes out as
+:class:`~workspacespawner.quota.ledger.LedgerUnavailable`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from workspacespawner.quota.ledger import Ledger, UTCDateTime, _guarded
+from workspacespawner.quota.migrations import AUDIT_TABLE
+from workspacespawner.workspace import lifecycle
+
+#: The actions an audit record may name.
+ACTIONS = ("create", "expand", "snapshot", "restore", "retain", "reclaim", "purge", "delete", "fence")
+
+_metadata = sa.MetaData()
+
+#: The audit table at the newest revision (the migrations create it; this describes it for queries).
+audit_table = sa.Table(
+    AUDIT_TABLE,
+    _metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("time", UTCDateTime, nullable=False),
+    sa.Column("actor", sa.String(255), nullable=False),
+    sa.Column("user_name", sa.String(255), nullable=False),
+    sa.Column("server_name", sa.String(255), nullable=False),
+    sa.Column("namespace", sa.String(253), nullable=False),
+    sa.Column("disk", sa.String(253), nullable=False),
+    sa.Column("action", sa.String(32), nullable=False),
+    sa.Column("before", sa.Text),
+    sa.Column("after", sa.Text),
+    sa.Column("result", sa.Text, nullable=False),
+)
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """One audit row (``before``/``after``: dicts or None; ``time``: aware UTC)."""
+
+    id: int
+    time: datetime
+    actor: str
+    user: str
+    server: str
+    namespace: str
+    disk: str
+    action: str
+    before: dict | None
+    after: dict | None
+    result: str
+
+    def to_json(self) -> dict:
+        """A JSON-safe dict (``time`` in RFC 3339)."""
+        return {**asdict(self), "time": lifecycle.rfc3339(self.time)}
+
+
+def _load(text: str | None):
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return {"text": text}
+
+
+class AuditLog:
+    """The audit trail in the database of ``ledger`` (a :class:`~workspacespawner.quota.ledger.Ledger`); blocking calls.
+
+    The schema is brought to the newest revision on first use (the
+    ledger's migrations). Safe to share between threads.
+    """
+
+    def __init__(self, ledger: Ledger):
+        self.ledger = ledger
+        self.engine = ledger.engine
+        self._ready = False
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, *, timeout: float = 10.0) -> AuditLog:
+        """An audit log on its own engine for the SQLAlchemy ``url`` (the ledger's URL)."""
+        return cls(Ledger(url, timeout=timeout))
+
+    def ensure_ready(self) -> None:
+        """Create or upgrade the schema once (idempotent); raises LedgerUnavailable if the database cannot be used."""
+        if self._ready:
+            return
+        with self._lock:
+            if not self._ready:
+                self.ledger.upgrade()
+                self._ready = True
+
+    @_guarded
+    def record(
+        self,
+        *,
+        actor: str,
+        user: str,
+        disk: str,
+        action: str,
+        before: dict | None,
+        after: dict | None,
+        result: str,
+        server: str = "",
+        namespace: str = "",
+        time: datetime | None = None,
+    ) -> int:
+        """Add one record (see the module docstring); returns its id. ``time`` defaults to :func:`lifecycle.utcnow`."""
+        if action not in ACTIONS:
+            raise ValueError(f"unknown audit action {action!r} (known: {', '.join(ACTIONS)})")
+        self.ensure_ready()
+        values = dict(
+            time=time or lifecycle.utcnow(),
+            actor=actor,
+            user_name=user,
+            server_name=server,
+            namespace=namespace,
+            disk=disk,
+            action=action,
+            before=None if before is None else json.dumps(before, sort_keys=True),
+            after=None if after is None else json.dumps(after, sort_keys=True),
+            result=result,
+        )
+        with self.engine.begin() as conn:
+            return conn.execute(audit_table.insert().values(**values)).inserted_primary_key[0]
+
+    async def arecord(self, **fields) -> int:
+        """:meth:`record` in a worker thread (for the hub's event loop)."""
+        return await asyncio.to_thread(lambda: self.record(**fields))
+
+    @_guarded
+    def query(self, *, user: str | None = None, since: datetime | None = None, action: str | None = None) -> list[AuditRecord]:
+        """Records, oldest first: of ``user`` only, at or after ``since``, of ``action`` only (each when given)."""
+        self.ensure_ready()
+        query = sa.select(audit_table).order_by(audit_table.c.time, audit_table.c.id)
+        if user is not None:
+            query = query.where(audit_table.c.user_name == user)
+        if since is not None:
+            query = query.where(audit_table.c.time >= since)
+        if action is not None:
+            query = query.where(audit_table.c.action == action)
+        with self.engine.connect() as conn:
+            return [
+                AuditRecord(
+                    id=row.id,
+                    time=row.time,
+                    actor=row.actor,
+                    user=row.user_name,
+                    server=row.server_name,
+                    namespace=row.namespace,
+                    disk=row.disk,
+                    action=row.action,
+                    before=_load(row.before),
+                    after=_load(row.after),
+                    result=row.result,
+                )
+                for row in conn.execute(query)
+            ]
+
+    def dispose(self) -> None:
+        """Close the database connections."""
+        self.engine.dispose()
+
+
+_AUDIT: AuditLog | None = None
+
+
+def audit_for(config=None) -> AuditLog:
+    """The hub process's :class:`AuditLog`, on the quota service's ledger (same engine and database), built on first use."""
+    global _AUDIT
+    if _AUDIT is None:
+        from workspacespawner.quota.service import quota_for
+
+        _AUDIT = AuditLog(quota_for(config).ledger)
+    return _AUDIT
+
+
+def reset_audit() -> None:
+    """Forget the process's audit log (tests)."""
+    global _AUDIT
+    _AUDIT = None
