@@ -31,7 +31,7 @@ from tests.support.lifecycleenv import (
 )
 from workspacespawner.admin import disk as disk_command
 from workspacespawner.core import names
-from workspacespawner.k8s.api import POD, PVC, VOLUME_SNAPSHOT
+from workspacespawner.k8s.kinds import POD, PVC, VOLUME_SNAPSHOT
 from workspacespawner.localcluster.volumes import claim_path
 from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.workspace import disks

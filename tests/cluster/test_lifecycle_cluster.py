@@ -18,9 +18,19 @@ import json
 
 import pytest
 
-from tests.support.lifecycleenv import NS, make_home, make_root_and_vm, phase_label, pod_manifest, start_pod, wait_async
+from tests.support.lifecycleenv import (
+    NS,
+    kind_for,
+    make_home,
+    make_root_and_vm,
+    phase_label,
+    pod_manifest,
+    start_pod,
+    wait_async,
+)
 from workspacespawner.core import names
-from workspacespawner.k8s.api import DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE, NotOurs
+from workspacespawner.k8s.api import NotOurs
+from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE
 from workspacespawner.workspace import lifecycle
 from workspacespawner.workspace.lifecycle import Phase, Status, WorkspaceRef
 
@@ -150,7 +160,7 @@ RESTARTS = [
 @pytest.mark.parametrize("build, expected", RESTARTS, ids=[b.__name__ for b, _p in RESTARTS])
 async def test_restarted_hub_derives_the_phase(kube_objects, cluster_thread, build, expected, saved):
     ref = await build(kube_objects, cluster_thread)
-    derived = await lifecycle.reconcile(kube_objects, ref, saved)
+    derived = await lifecycle.reconcile(kube_objects, ref, kind_for(ref), saved)
     if build is nothing:  # no object to record on; a hub that remembers a workspace whose disks vanished says so
         assert (derived.phase, derived.reason) == ((Phase.REQUESTED, "") if saved is None else (Phase.DEGRADED, "disk-missing"))
         return
@@ -160,5 +170,5 @@ async def test_restarted_hub_derives_the_phase(kube_objects, cluster_thread, bui
     home = await kube_objects.get(PVC, NS, HOME)
     assert home["metadata"]["labels"][names.PHASE_LABEL] == str(expected)
     assert Status.from_object(home).phase == expected
-    again = await lifecycle.reconcile(kube_objects, ref, None)  # a second restart agrees, and keeps the record's time
+    again = await lifecycle.reconcile(kube_objects, ref, kind_for(ref), None)  # a second restart agrees, and keeps the record's time
     assert again.phase == expected and again.since == Status.from_object(home).since

@@ -30,7 +30,8 @@ from tests.support.lifecycleenv import (
 )
 from workspacespawner.admin import retention as retention_command
 from workspacespawner.core import names
-from workspacespawner.k8s.api import DATA_VOLUME, PVC, SECRET, SERVICE, VIRTUAL_MACHINE, NotOurs
+from workspacespawner.k8s.api import NotOurs
+from workspacespawner.k8s.kinds import DATA_VOLUME, PVC, SECRET, SERVICE, VIRTUAL_MACHINE
 from workspacespawner.workspace import lifecycle, retention
 from workspacespawner.workspace.lifecycle import Phase, Status, WorkspaceRef
 

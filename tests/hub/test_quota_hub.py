@@ -22,6 +22,7 @@ import kubernetes
 import pytest
 import requests
 
+from tests.support.helpers import get_object
 from tests.support.hubharness import CONFIG_D, Hub
 from tests.support.paths import REPO
 from workspacespawner.localcluster import ClusterThread
@@ -60,6 +61,16 @@ c.WorkspaceQuota.min_gpu_start_minutes = 0
 c.WorkspaceQuota.grace_minutes = 0
 c.WorkspaceQuota.enforce_interval = 1
 c.WorkspaceQuota.contact = "the GPU team"
+
+
+def admin_pre_spawn_hook(spawner):
+    # An admin's own hook: it sees the resolved profile, and what it sets reaches the server.
+    with open({str(workdir / "pre-spawn-hook.log")!r}, "a") as log:
+        log.write(f"{{spawner.user.name}} {{spawner.profile.slug}}\\n")
+    spawner.environment = {{**spawner.environment, "ADMIN_HOOK_SAW": spawner.profile.slug}}
+
+
+c.Spawner.pre_spawn_hook = admin_pre_spawn_hook
 from workspacespawner.quota.announce import with_quota_announcements
 c.JupyterHub.template_vars = with_quota_announcements(c.JupyterHub.template_vars)
 """
@@ -100,6 +111,8 @@ def test_gpu_refusals_reach_the_user_and_do_not_stop_the_hub(hub):
     assert hub.user("ann")["servers"] == {}
     metrics = hub.api("GET", "/../metrics").text
     assert 'workspacespawner_spawns_refused_total{reason="card-hours"} 4.0' in metrics
+    hook_log = (hub.workdir / "pre-spawn-hook.log").read_text().splitlines()
+    assert hook_log.count("ann jupyterlab-1gpu") == 4  # the admin's hook ran before each refusal
 
 
 def test_instance_size_and_disk_refusals_name_the_numbers(hub):
@@ -113,11 +126,14 @@ def test_instance_size_and_disk_refusals_name_the_numbers(hub):
     assert "needs 10 GiB of new disk" in r.json()["message"] and "0 GiB of your 5 GiB" in r.json()["message"]
 
 
-def test_cpu_start_is_metered_from_running_to_stop(hub, ledger):
+def test_cpu_start_is_metered_from_running_to_stop(hub, ledger, cluster):
     hub.create_user("cy")
     hub.start_server("cy", {"profile": "jupyterlab-cpu"})  # 0 card-hours never block a CPU profile
     [run] = runs_of(ledger, "cy")
     assert (run.state, run.gpus, run.profile, run.server_name) == (OPEN, 0, "jupyterlab-cpu", "")
+    pod = get_object(cluster, ("", "v1", "pods"), "jupyter-cy")
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["ADMIN_HOOK_SAW"] == "jupyterlab-cpu"  # the admin's pre_spawn_hook kept, after the profile applied
     hub.stop_server("cy")
     [run] = runs_of(ledger, "cy")
     assert run.state == CLOSED and run.stopped > run.started

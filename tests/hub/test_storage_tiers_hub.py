@@ -1,4 +1,4 @@
-"""Storage tiers through a real JupyterHub on the local cluster (skipped until WorkspaceSpawner mixes in StorageTiersMixin).
+"""Storage tiers through a real JupyterHub on the local cluster.
 
 Covers: a group member's Pod mounts its team folder at /shared/<team> (the
 claim created ReadWriteMany on cephfs, labelled as a team claim, never an
@@ -25,10 +25,6 @@ from workspacespawner.core import names
 from workspacespawner.demo import GOLDEN_FILES, GOLDEN_IMAGE
 from workspacespawner.localcluster import ClusterThread
 from workspacespawner.localcluster.goldenimage import make_golden_image
-from workspacespawner.spawner import WorkspaceSpawner
-from workspacespawner.storage.spawnerglue import StorageTiersMixin
-
-pytestmark = pytest.mark.skipif(not issubclass(WorkspaceSpawner, StorageTiersMixin), reason="not wired yet")
 
 NAMESPACE = "default"
 

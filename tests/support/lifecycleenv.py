@@ -11,7 +11,8 @@ import asyncio
 import time
 
 from workspacespawner.core import names
-from workspacespawner.k8s.api import DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE, Kube
+from workspacespawner.k8s.api import Kube
+from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE
 from workspacespawner.localcluster.goldenimage import make_golden_image
 from workspacespawner.storage import home
 
@@ -146,3 +147,11 @@ def admin_command_args(tmp_path, cluster, settings: str = "") -> tuple[list[str]
     hub_config = tmp_path / "jupyterhub_config.py"
     hub_config.write_text(f"c.WorkspaceQuota.ledger_url = {url!r}\nc.KubeSpawner.namespace = {NS!r}\n{settings}")
     return ["-f", str(hub_config), "--kubeconfig", str(cluster.kubeconfig), "--actor", "root"], url
+
+
+def kind_for(ref):
+    """The backend's KindStatus of ``ref``'s workspace kind (what a spawner's backend passes to the lifecycle)."""
+    from workspacespawner.backends.container.status import ContainerStatus
+    from workspacespawner.backends.vm.status import VMKindStatus
+
+    return VMKindStatus() if ref.is_vm else ContainerStatus()

@@ -19,6 +19,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from workspacespawner.backends.container.status import ContainerStatus
+from workspacespawner.backends.vm.status import VMKindStatus
 from workspacespawner.core import names
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.workspace.lifecycle import (
@@ -238,9 +240,14 @@ DERIVE_CASES = {
 }
 
 
+def kind_of(observed: Observed):
+    """The backend's status of the kind the case is about."""
+    return VMKindStatus() if observed.vm_workspace else ContainerStatus()
+
+
 @pytest.mark.parametrize("observed, expected", DERIVE_CASES.values(), ids=DERIVE_CASES.keys())
 def test_derive_phase(observed, expected):
-    derived = derive_phase(observed)
+    derived = derive_phase(observed, kind_of(observed))
     assert derived.phase == expected
     if expected == P.DEGRADED:
         assert derived.reason and derived.message
@@ -250,4 +257,4 @@ def test_derive_phase(observed, expected):
 
 def test_derive_keeps_since_of_the_same_phase():
     recorded = Status(P.STOPPED, since=NOW)
-    assert derive_phase(Observed(home=pvc(), recorded=recorded)) is recorded
+    assert derive_phase(Observed(home=pvc(), recorded=recorded), ContainerStatus()) is recorded

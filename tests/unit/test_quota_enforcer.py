@@ -34,7 +34,7 @@ from workspacespawner.quota.hubapi import HubApiStopper
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.quota.policy import CLOSED, Request
 from workspacespawner.quota.refusal import QuotaRefused
-from workspacespawner.quota.service import QuotaService
+from workspacespawner.quota.service import QuotaService, TrackedWorkspace
 
 T0 = datetime(2025, 6, 10, 12, tzinfo=UTC)
 
@@ -60,15 +60,10 @@ class RecordingApi:
         self.events.append(body)
 
 
-class StandInSpawner:
-    """What the service reads of a spawner: its user (name, groups), server name, Kubernetes API and Pod."""
-
-    def __init__(self, user: str, server: str, groups=(), api=None):
-        self.user = SimpleNamespace(name=user, groups=[SimpleNamespace(name=g) for g in groups])
-        self.name = server
-        self.api = api
-        self.namespace = "jhub"
-        self.pod_name = f"jupyter-{user}{'-' + server if server else ''}"
+def tracked(user: str, server: str, groups=(), api=None) -> TrackedWorkspace:
+    """A workspace as a spawner tells the service about it: its Pod, the user's groups, the API for Events."""
+    pod = f"jupyter-{user}{'-' + server if server else ''}"
+    return TrackedWorkspace(user, server, "jhub", {"apiVersion": "v1", "kind": "Pod", "name": pod}, frozenset(groups), api)
 
 
 @pytest.fixture
@@ -102,9 +97,9 @@ def home_text(user: str) -> str:
 
 async def test_warn_then_grace_then_stop_gpu_servers_only(service, clock):
     api = RecordingApi()
-    spawners = [StandInSpawner("ann", "", api=api), StandInSpawner("ann", "cpu", api=api)]
-    for spawner in spawners:
-        service.track(spawner)
+    spawners = [tracked("ann", "", api=api), tracked("ann", "cpu", api=api)]
+    for workspace in spawners:
+        service.track(workspace)
     stopped: list[tuple[str, str]] = []
 
     async def stop(user, server):
@@ -157,7 +152,7 @@ async def test_warn_then_grace_then_stop_gpu_servers_only(service, clock):
 
 
 async def test_group_limits_and_unknown_users(service, clock):
-    spawner = StandInSpawner("res", "", groups=["research"])
+    spawner = tracked("res", "", groups=["research"])
     service.track(spawner)
     stopped = []
 

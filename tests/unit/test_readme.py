@@ -2,7 +2,7 @@
 
 
 from tests.support.paths import REPO
-from workspacespawner.config.configdoc import BEGIN, END, reference
+from workspacespawner.configdoc import BEGIN, END, reference
 
 README = REPO / "README.md"
 
@@ -10,7 +10,7 @@ README = REPO / "README.md"
 def test_configuration_reference_matches_traits():
     text = README.read_text()
     start, end = text.index(BEGIN), text.index(END) + len(END)
-    assert text[start:end] == reference(), "run: python -m workspacespawner.config.configdoc and paste into README.md"
+    assert text[start:end] == reference(), "run: python -m workspacespawner.configdoc and paste into README.md"
 
 
 def test_readme_starts_with_demo_and_test_commands():

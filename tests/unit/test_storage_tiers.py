@@ -18,20 +18,25 @@ validator (kubernetes-validate strict, KubeVirt OpenAPI).
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from kubernetes_asyncio.client import ApiClient, V1Container, V1ObjectMeta, V1Pod, V1PodSpec, V1SecurityContext
 from traitlets import TraitError
 from traitlets.config import Config
 
+from workspacespawner.backends.container.backend import ContainerBackend
 from workspacespawner.backends.vm import tiers as vmtiers
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, cloud_config, make_virtual_machine
+from workspacespawner.config.check import traits_from_config
 from workspacespawner.core import names
 from workspacespawner.localcluster.kinds import by_kind
 from workspacespawner.localcluster.validation import Validator
 from workspacespawner.storage import tiers
-from workspacespawner.storage.spawnerglue import StorageTiersMixin, check_storage_config, storage_settings
+from workspacespawner.storage.prepare import PreparedTiers
+from workspacespawner.storage.settings import SETTINGS, check_storage_config, storage_settings
 from workspacespawner.storage.tiers import ModelCache, Scratch, StorageSettings, TierConfigError
+from workspacespawner.storage.traits import StorageTraits
 from workspacespawner.workspace import disks
 
 TEAMS = {
@@ -362,72 +367,56 @@ def test_profile_override_of_scratch_size_is_checked_at_start_up():
     assert "profile 'gpu'" in message and "choices.huge.kubespawner_override" in message and "'-1Gi'" in message
 
 
-class FakeSpawner(StorageTiersMixin):
-    """The parts of WorkspaceSpawner the mixin uses (its settings come from ``c.StorageTiersMixin``)."""
-
-    def __init__(self, groups=(), vm=False, api_client=None, **kwargs):
-        super().__init__(**kwargs)
-        self.home_mount_path = "/home/jovyan"
-        self.groups = list(groups)
-        self.vm = vm
-        self.steps: list[str] = []
-        self.api = type("Api", (), {"api_client": api_client})()
-
-    def _group_names(self):
-        return set(self.groups)
-
-    def _step(self, message):
-        self.steps.append(message)
-
-    def _runs_vm(self):
-        return self.vm
-
-
-def test_mixin_traits_validate_like_the_start_up_check():
+def test_storage_traits_validate_like_the_start_up_check():
     with pytest.raises(TraitError, match="scratch_size = '10 GB' is invalid"):
-        FakeSpawner(config=config_with("StorageTiersMixin", scratch_size="10 GB"))
-    spawner = FakeSpawner()
+        traits_from_config(StorageTraits, config_with(scratch_size="10 GB"))
+    traits = StorageTraits()
     with pytest.raises(TraitError, match="cache_environment = 'tmp' is invalid"):
-        spawner.cache_environment = "tmp"
+        traits.cache_environment = "tmp"
     with pytest.raises(TraitError, match="exactly one of"):
-        spawner.model_cache = {"claim": "a", "host_path": "/b"}
+        traits.model_cache = {"claim": "a", "host_path": "/b"}
 
 
 def test_profile_scratch_size_applies_to_that_start_only():
-    spawner = FakeSpawner(config=config_with("StorageTiersMixin", scratch_size="20Gi"))
-    spawner.scratch_size = "300Gi"  # what a profile's kubespawner_override does before the start
-    assert spawner._storage_settings().scratch.size == "300Gi"
-    spawner.scratch_size = "20Gi"  # the next start resets it to the configured value
-    assert spawner._storage_settings().scratch.size == "20Gi"
-    spawner.scratch_size = None
-    assert spawner._storage_settings().scratch is None
+    traits = traits_from_config(StorageTraits, config_with(scratch_size="20Gi"))
+    traits.scratch_size = "300Gi"  # what a profile's kubespawner_override does before the start
+    assert traits.storage_settings().scratch.size == "300Gi"
+    traits.scratch_size = "20Gi"  # the next start resets it to the configured value
+    assert traits.storage_settings().scratch.size == "20Gi"
+    traits.scratch_size = None
+    assert traits.storage_settings().scratch is None
 
 
-async def test_mixin_adds_tiers_to_kubespawners_pod():
-    spawner = FakeSpawner(groups=["physics", "course-101", "students"], api_client=ApiClient(), config=config_with(
-        "StorageTiersMixin", team_folders=TEAMS, model_cache={"claim": "model-cache"}, scratch_size="40Gi"))
+async def test_container_backend_adds_home_and_tiers_to_kubespawners_pod():
+    traits = traits_from_config(StorageTraits, config_with(team_folders=TEAMS, model_cache={"claim": "model-cache"}, scratch_size="40Gi"))
+    prepared = PreparedTiers(traits.storage_settings(), frozenset({"physics", "course-101", "students"}))
+    api = SimpleNamespace(api_client=ApiClient())
+    backend = ContainerBackend(SimpleNamespace(api=api))
     pod = V1Pod(
         metadata=V1ObjectMeta(name="jupyter-a"),
         spec=V1PodSpec(containers=[V1Container(name="notebook", image="img", security_context=V1SecurityContext(run_as_user=1000))],
                        volumes=[{"name": "scratch", "emptyDir": {}}]),
     )
-    pod = spawner._add_storage_tiers_to_pod(pod)
-    plain = spawner.api.api_client.sanitize_for_serialization(pod)
+    pod = backend.add_workspace_volumes(pod, home_pvc="home-a", home_mount_path="/home/jovyan", user_name="a", tiers_now=prepared)
+    plain = api.api_client.sanitize_for_serialization(pod)
     volumes = {v["name"]: v for v in plain["spec"]["volumes"]}
     assert volumes["scratch"] == {"name": "scratch", "emptyDir": {"sizeLimit": "40Gi"}}
-    assert set(volumes) == {"scratch", "models", "shared-team-physics", "shared-course-101-material"}
+    assert volumes["home"] == {"name": "home", "persistentVolumeClaim": {"claimName": "home-a"}}
+    assert set(volumes) == {"home", "scratch", "models", "shared-team-physics", "shared-course-101-material"}
     mounts = {m["mountPath"] for m in plain["spec"]["containers"][0]["volumeMounts"]}
-    assert mounts == {"/scratch", "/models", "/shared/physics", "/shared/course-101"}
+    assert mounts == {"/home/jovyan", "/scratch", "/models", "/shared/physics", "/shared/course-101"}
+    assert plain["spec"]["containers"][0]["workingDir"] == "/home/jovyan"
+    assert plain["metadata"]["labels"] == names.owner_labels("a")
     [init] = plain["spec"]["initContainers"]
     assert init["name"] == "scratch-notice" and init["securityContext"] == {"runAsUser": 1000}
-    env = spawner._storage_env()
+    env = prepared.env()
     assert env["PIP_CACHE_DIR"] == "/scratch/.cache/pip"
     assert [t["team"] for t in json.loads(env["WORKSPACE_TEAM_FOLDERS"])] == ["course-101", "physics"]
-    await spawner.api.api_client.close()
+    await api.api_client.close()
 
 
 def test_storage_settings_needs_every_value():
-    values = {name: StorageTiersMixin.class_traits()[name].default() for name in StorageTiersMixin.class_trait_names(config=True)}
+    values = {name: StorageTraits.class_traits()[name].default() for name in SETTINGS}
     assert storage_settings(values).scratch.mount_path == "/scratch"
 
 

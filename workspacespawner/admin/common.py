@@ -29,11 +29,12 @@ from pathlib import Path
 
 from traitlets.config import Config
 
+from workspacespawner.config.check import merged_settings, traits_from_config
 from workspacespawner.k8s.api import Kube
-from workspacespawner.lifecyclespawner import LifecycleSpawnerMixin
 from workspacespawner.quota.cli import load_hub_config
 from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.workspace.audit import AuditLog
+from workspacespawner.workspace.traits import LifecycleTraits
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -55,18 +56,12 @@ def load_config(args) -> Config:
 
 def spawner_settings(config: Config) -> dict:
     """The spawner's settings: ``c.Spawner``, then ``c.KubeSpawner``, then ``c.WorkspaceSpawner`` (later wins)."""
-    merged: dict = {}
-    for section in ("Spawner", "KubeSpawner", "WorkspaceSpawner"):
-        if section in config:
-            merged.update(config[section])
-    return merged
+    return merged_settings(config)
 
 
-def lifecycle_settings(config: Config) -> LifecycleSpawnerMixin:
+def lifecycle_settings(config: Config) -> LifecycleTraits:
     """The lifecycle traits (``retention_days``, ``reclaim_policy``, ``disk_limit``, ...) as the hub's spawner sees them, checked."""
-    traits = set(LifecycleSpawnerMixin.class_trait_names(config=True))
-    mine = {k: v for k, v in spawner_settings(config).items() if k in traits}
-    return LifecycleSpawnerMixin(config=Config({"LifecycleSpawnerMixin": mine}))
+    return traits_from_config(LifecycleTraits, config)
 
 
 def namespace_of(config: Config, override: str | None) -> str:

@@ -18,7 +18,7 @@ import argparse
 import asyncio
 
 from workspacespawner.admin import common
-from workspacespawner.k8s.api import VOLUME_SNAPSHOT
+from workspacespawner.k8s.kinds import VOLUME_SNAPSHOT
 from workspacespawner.quota.cli import hub_groups
 from workspacespawner.workspace.disks import DiskOps, disk_limit
 

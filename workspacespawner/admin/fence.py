@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from workspacespawner.admin import common
-from workspacespawner.k8s.api import node_of
+from workspacespawner.k8s.objects import node_of
 from workspacespawner.workspace.fence import Fencer
 
 COLUMNS = ["kind", "name", "node", "action"]

@@ -1,7 +1,7 @@
 """``workspacespawner storage [--team T]``: which users mount which team folders.
 
 Reads the hub's own configuration (``-f``, see :mod:`.common`) for
-``team_folders`` (checked as the hub checks it, :func:`~workspacespawner.storage.spawnerglue.check_storage_config`)
+``team_folders`` (checked as the hub checks it, :func:`~workspacespawner.storage.settings.check_storage_config`)
 and the hub's database (``c.JupyterHub.db_url``, or ``--db-url``) for each
 group's members: a member mounts the team's folder at every start. With
 ``--cluster`` it also reads each team claim from Kubernetes (phase, size)
@@ -21,10 +21,10 @@ from kubernetes_asyncio.client.rest import ApiException
 from traitlets import TraitError
 
 from workspacespawner.admin.common import add_common_arguments, fail, kube_client, load_config, namespace_of, print_rows
-from workspacespawner.k8s.api import PVC
+from workspacespawner.k8s.kinds import PVC
 from workspacespawner.quota.cli import hub_groups
 from workspacespawner.quota.policy import gib
-from workspacespawner.storage.spawnerglue import check_storage_config
+from workspacespawner.storage.settings import check_storage_config
 from workspacespawner.storage.tiers import TeamFolder, volume_usage
 
 log = logging.getLogger("workspacespawner.storage")

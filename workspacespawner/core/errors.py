@@ -1,23 +1,19 @@
-"""Errors a user must read, carried to the spawn page.
+"""Errors a user must read, carried to the spawn page and the REST API.
 
-JupyterHub shows only an exception's ``jupyterhub_message`` on the
-spawn-pending and not-running pages, and (JupyterHub 6) does not count a
-``jupyterhub.spawner.SpawnException`` toward the consecutive-failure limit.
-:class:`WorkspaceError` is that exception where it exists (JupyterHub 6) and
-a tornado ``HTTPError`` with the same attributes on JupyterHub 5.5.
+:class:`WorkspaceError` is a tornado ``HTTPError`` whose ``status_code`` the
+REST API answers with and whose ``jupyterhub_message`` JupyterHub shows on
+the spawn-pending and not-running pages (the only attribute it shows). It
+does not depend on JupyterHub, so the admin commands and the services raise
+it too; the spawner hands it to JupyterHub as a handled spawn failure
+(:mod:`workspacespawner.hubcompat`).
 """
 
 from __future__ import annotations
 
 from tornado import web
 
-try:  # JupyterHub >= 6
-    from jupyterhub.spawner import SpawnException as _Base
-except ImportError:  # JupyterHub 5.5
-    _Base = web.HTTPError
 
-
-class WorkspaceError(_Base):
+class WorkspaceError(web.HTTPError):
     """A refused or failed start, in words for the user.
 
     ``message`` is shown to the user as is; ``reason`` is a fixed word for
@@ -32,10 +28,7 @@ class WorkspaceError(_Base):
         self.status_code = status_code
         self.message = message
         self.reason = reason
-        if _Base is not web.HTTPError:
-            # JupyterHub 6's SpawnException keeps log_message as a plain attribute. On 5.5 it is
-            # tornado's read-only property (tornado >= 6.5), which already yields the message.
-            self.log_message = log_message or message
+        self.detail = log_message or message
         self.message_html = ""
         self.jupyterhub_message = message
 

@@ -23,96 +23,15 @@ VirtualMachines and VirtualMachineInstances;
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kubernetes_asyncio.client.rest import ApiException
 
-from workspacespawner.backends.vm import status as vmstatus
-from workspacespawner.core import names
+from workspacespawner.k8s.kinds import Kind
+from workspacespawner.k8s.objects import owner_tests, ready_condition
 from workspacespawner.k8s.owned import call
-
-
-@dataclass(frozen=True)
-class Kind:
-    """One Kubernetes kind: ``group``/``version``/``plural`` and, for core kinds, CoreV1Api's snake-case ``core`` name."""
-
-    group: str
-    version: str
-    plural: str
-    kind: str
-    core: str = ""
-    namespaced: bool = True
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-
-PVC = Kind("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", "persistent_volume_claim")
-POD = Kind("", "v1", "pods", "Pod", "pod")
-SERVICE = Kind("", "v1", "services", "Service", "service")
-SECRET = Kind("", "v1", "secrets", "Secret", "secret")
-NODE = Kind("", "v1", "nodes", "Node", "node", namespaced=False)
-DATA_VOLUME = Kind("cdi.kubevirt.io", "v1beta1", "datavolumes", "DataVolume")
-VIRTUAL_MACHINE = Kind("kubevirt.io", "v1", "virtualmachines", "VirtualMachine")
-VMI = Kind("kubevirt.io", "v1", "virtualmachineinstances", "VirtualMachineInstance")
-VOLUME_SNAPSHOT = Kind("snapshot.storage.k8s.io", "v1", "volumesnapshots", "VolumeSnapshot")
 
 
 class NotOurs(Exception):
     """A guarded write found the object not ours, another user's, or not in the expected state (HTTP 422 on a ``test``)."""
-
-
-def pointer(*parts: str) -> str:
-    """A JSON Pointer (RFC 6901) to ``parts``: ``pointer("metadata", "labels", "a/b")`` is ``/metadata/labels/a~1b``."""
-    return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
-
-
-def owner_tests(user_name: str) -> list[dict]:
-    """JSON Patch ``test`` operations that hold only on an object that is ours and ``user_name``'s."""
-    return [
-        {"op": "test", "path": pointer("metadata", "labels", names.MANAGED_BY_LABEL), "value": names.MANAGED_BY},
-        {"op": "test", "path": pointer("metadata", "labels", names.OWNER_LABEL), "value": names.owner_id(user_name)},
-        {"op": "test", "path": pointer("metadata", "annotations", names.OWNER_ANNOTATION), "value": user_name},
-    ]
-
-
-def uses_claim(obj: dict, claim: str) -> bool:
-    """Whether a Pod's or VMI's volumes use PVC ``claim`` (directly, or as a DataVolume of that name)."""
-    spec = obj.get("spec") or {}
-    for volume in spec.get("volumes") or []:
-        if (volume.get("persistentVolumeClaim") or {}).get("claimName") == claim:
-            return True
-        if (volume.get("dataVolume") or {}).get("name") == claim:
-            return True
-    return False
-
-
-#: Pod and VMI phases after which nothing holds a volume any more.
-FINISHED_PHASES = ("Succeeded", "Failed")
-
-
-def holders(compute: list[dict], claim: str) -> list[dict]:
-    """The Pods and VMIs of ``compute`` that use PVC ``claim`` and have not finished (terminating ones included)."""
-    return [obj for obj in compute if uses_claim(obj, claim) and ((obj.get("status") or {}).get("phase") not in FINISHED_PHASES)]
-
-
-def node_of(obj: dict | None) -> str | None:
-    """The node a Pod (``spec.nodeName``) or VMI (``status.nodeName``) is placed on, or None."""
-    if obj is None:
-        return None
-    return (obj.get("spec") or {}).get("nodeName") or (obj.get("status") or {}).get("nodeName")
-
-
-def terminating(obj: dict | None) -> bool:
-    """Whether the object is being deleted (``metadata.deletionTimestamp`` set)."""
-    return bool(obj and (obj.get("metadata") or {}).get("deletionTimestamp"))
-
-
-def ready_condition(obj: dict | None) -> bool | None:
-    """The ``Ready`` condition of a Node, Pod or VMI as True/False; None when it has none."""
-    cond = vmstatus.condition(obj, "Ready")
-    return None if cond is None else cond.get("status") == "True"
 
 
 class Kube:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from kubespawner import KubeSpawner
 from kubespawner.reflector import NamespacedResourceReflector
 from traitlets import Any, Unicode
 
@@ -99,6 +100,8 @@ class VMIEventReflector(NamespacedResourceReflector):
     """
 
     kind = "events"
+    #: Its key in the registry: kubespawner's own Pod-event reflector is ``("events", namespace)``.
+    registry_name = "vmi-events"
     core_api = Any(None, allow_none=True)
 
     def __init__(self, *args, **kwargs):
@@ -121,7 +124,13 @@ class VMIEventReflector(NamespacedResourceReflector):
 #: Only our objects: VMs, their VMIs (template labels) and DataVolumes all carry it.
 MANAGED_LABELS = {names.MANAGED_BY_LABEL: names.MANAGED_BY}
 
-_reflectors: dict[tuple[str, str], NamespacedResourceReflector] = {}
+#: The one watch registry of the process: kubespawner's own (``KubeSpawner.reflectors``, keyed by
+#: ``(kind, namespace)``), which holds its Pod and Event reflectors next to ours.
+_reflectors: dict[tuple[str, str], NamespacedResourceReflector] = KubeSpawner.reflectors
+
+
+def _key(reflector_class, namespace: str) -> tuple[str, str]:
+    return (getattr(reflector_class, "registry_name", None) or reflector_class.kind, namespace)
 
 
 def _usable(reflector, loop) -> bool:
@@ -138,7 +147,7 @@ async def shared_reflector(reflector_class: type[NamespacedResourceReflector], n
     or that belongs to another event loop, is replaced.
     """
     loop = asyncio.get_running_loop()
-    key = (reflector_class.kind, namespace)
+    key = _key(reflector_class, namespace)
     reflector = _reflectors.get(key)
     if reflector is not None and _usable(reflector, loop):
         await reflector.first_load_future
@@ -162,13 +171,22 @@ async def shared_reflector(reflector_class: type[NamespacedResourceReflector], n
 
 def shared_reflectors(reflector_class: type[NamespacedResourceReflector]) -> list:
     """The running shared reflectors of ``reflector_class``, one per namespace (empty before any was started)."""
-    return [r for (kind, _namespace), r in list(_reflectors.items()) if kind == reflector_class.kind]
+    return [r for (name, namespace), r in list(_reflectors.items()) if (name, namespace) == _key(reflector_class, namespace) and isinstance(r, reflector_class)]
 
 
 async def stop_all() -> None:
-    """Stop every shared reflector of the running event loop (hub shutdown, tests)."""
+    """Stop every shared reflector of ours in the running event loop (hub shutdown, tests); kubespawner's stay its own."""
     loop = asyncio.get_running_loop()
     for key, reflector in list(_reflectors.items()):
-        if getattr(reflector, "_loop", None) is loop:
+        if getattr(reflector, "_loop", None) is loop and isinstance(reflector, (CustomObjectReflector, VMIEventReflector)):
             del _reflectors[key]
             await reflector.stop()
+
+
+def compute_caches() -> list | None:
+    """The watch caches of every Pod (kubespawner's) and VMI (ours) reflector; None until each has loaded."""
+    caches = [r for (name, _ns), r in list(_reflectors.items()) if name == "pods"]
+    caches += shared_reflectors(VirtualMachineInstanceReflector)
+    if not caches or not all(r.first_load_future.done() for r in caches):
+        return None
+    return caches

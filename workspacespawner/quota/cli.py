@@ -49,10 +49,13 @@ def load_hub_config(path: str | None) -> Config:
 
 
 def hub_groups(config: Config) -> dict[str, set[str]] | None:
-    """``{user: {group, ...}}`` from the hub's database, or None if it cannot be read."""
+    """``{user: {group, ...}}`` from the hub's database, or None if it cannot be read.
+
+    Reads JupyterHub's ``users``, ``groups`` and ``user_group_map`` tables
+    with plain SQL (their schema since JupyterHub 1.0), so the admin
+    commands need no JupyterHub installed.
+    """
     import sqlalchemy as sa
-    from jupyterhub import orm
-    from sqlalchemy.orm import Session
 
     url = config.JupyterHub.get("db_url", "sqlite:///jupyterhub.sqlite")
     parsed = sa.engine.make_url(url)
@@ -60,11 +63,14 @@ def hub_groups(config: Config) -> dict[str, set[str]] | None:
         return None
     engine = sa.create_engine(parsed)
     try:
-        with Session(engine) as session:
-            groups: dict[str, set[str]] = {user.name: set() for user in session.scalars(sa.select(orm.User))}
-            for group in session.scalars(sa.select(orm.Group)):
-                for user in group.users:
-                    groups.setdefault(user.name, set()).add(group.name)
+        with engine.connect() as conn:
+            groups: dict[str, set[str]] = {name: set() for (name,) in conn.execute(sa.text("SELECT name FROM users"))}
+            members = conn.execute(sa.text(
+                "SELECT users.name, groups.name FROM user_group_map"
+                " JOIN users ON users.id = user_group_map.user_id JOIN groups ON groups.id = user_group_map.group_id"
+            ))
+            for user, group in members:
+                groups.setdefault(user, set()).add(group)
             return groups
     except sa.exc.SQLAlchemyError:
         return None

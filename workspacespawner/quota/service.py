@@ -1,7 +1,7 @@
 """The quota as the hub uses it: what ``WorkspaceSpawner`` calls, one instance per hub process.
 
-:func:`quota_for` gives the process's :class:`QuotaService` (built from the
-hub's config on first use). Its coroutines run every ledger call in one
+The hub's :class:`~workspacespawner.services.HubServices` holds the
+process's one :class:`QuotaService`. Its coroutines run every ledger call in one
 worker thread (``loop.run_in_executor`` on a single-thread executor), so
 the hub's event loop never blocks on the database, and SQLite sees one
 writer from this process at a time.
@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import weakref
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 from workspacespawner.quota import metrics, policy
 from workspacespawner.quota.config import WorkspaceQuota
@@ -30,9 +30,27 @@ from workspacespawner.quota.form import annotate_profiles
 from workspacespawner.quota.hubapi import HubApiStopper
 from workspacespawner.quota.ledger import Ledger, LedgerUnavailable
 from workspacespawner.quota.policy import Request, Reservation
-from workspacespawner.quota.refusal import QuotaRefused, uncount_failure
+from workspacespawner.quota.refusal import QuotaRefused
 
 log = logging.getLogger("workspacespawner.quota")
+
+
+@dataclass(frozen=True)
+class TrackedWorkspace:
+    """What the quota service knows of one running or starting workspace of this hub.
+
+    ``groups``: its user's JupyterHub group names; ``involved``: the core/v1
+    ``ObjectReference`` Events about its quota go on (``apiVersion``,
+    ``kind``, ``name``: its Pod, or its VirtualMachine); ``core_api``: a
+    kubernetes_asyncio ``CoreV1Api`` to post them with (None: no Events).
+    """
+
+    user: str
+    server: str
+    namespace: str
+    involved: dict
+    groups: frozenset[str] = field(default_factory=frozenset)
+    core_api: object | None = None
 
 
 class QuotaService:
@@ -42,7 +60,8 @@ class QuotaService:
         self.settings = settings
         self.ledger = ledger or Ledger(settings.ledger_url, timeout=settings.ledger_timeout)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="workspacespawner-ledger")
-        self._spawners: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        self._workspaces: dict[tuple[str, str], TrackedWorkspace] = {}
+        self._groups: dict[str, frozenset[str]] = {}
         self.enforcer: Enforcer | None = None
 
     @property
@@ -56,15 +75,13 @@ class QuotaService:
 
     # -- the spawner's calls ----------------------------------------------
 
-    async def reserve(self, *, user: str, groups, request: Request, spawner=None) -> Reservation | None:
+    async def reserve(self, *, user: str, groups, request: Request) -> Reservation | None:
         """Check ``request`` against ``user``'s limits and reserve its place; raise QuotaRefused if refused.
 
         Returns the reservation to hand to :meth:`running` or
         :meth:`release` (None when quotas are off). While the ledger is
         unreachable, GPU starts are refused (``ledger-down``) and CPU starts
-        proceed unmetered if ``allow_cpu_when_ledger_down``. ``spawner``:
-        the spawner raising the refusal, so JupyterHub 5.5 does not count
-        it as a failed spawn (see :func:`.refusal.uncount_failure`).
+        proceed unmetered if ``allow_cpu_when_ledger_down``.
         """
         if not self.enabled:
             return None
@@ -90,8 +107,6 @@ class QuotaService:
             return decision.reservation
         metrics.record_refusal(decision.reason)
         log.info("Quota refused %s's start of %r (%s): %s", user, request.profile, decision.reason, decision.detail)
-        if spawner is not None:
-            uncount_failure(spawner)
         raise QuotaRefused(decision, self.settings.contact)
 
     async def running(self, reservation: Reservation | None) -> int | None:
@@ -143,38 +158,34 @@ class QuotaService:
 
     # -- the hub's spawners -------------------------------------------------
 
-    def track(self, spawner) -> None:
-        """Remember a live spawner (weakly): the enforcer reads its user's groups and posts Events on its workspace.
+    def track(self, workspace: TrackedWorkspace) -> None:
+        """Remember a workspace of this hub: the enforcer reads its user's groups and posts Events on its object.
 
-        A spawner without a user (built by a unit test) is ignored.
+        A later call for the same user and server replaces the earlier one
+        (a start resolves the profile, and with it the object Events go on).
         """
-        if getattr(spawner, "user", None) is not None:
-            self._spawners[(spawner.user.name, spawner.name)] = spawner
+        self._workspaces[(workspace.user, workspace.server)] = workspace
+        self._groups[workspace.user] = frozenset(workspace.groups)
 
     def groups_of(self, user: str) -> set[str] | None:
-        """The JupyterHub groups of ``user`` from one of their spawners here; None if none is."""
-        for (name, _server), spawner in list(self._spawners.items()):
-            if name == user:
-                return {group.name for group in spawner.user.groups}
-        return None
+        """The JupyterHub groups of ``user`` as their last tracked workspace gave them; None if none is tracked (O(1))."""
+        groups = self._groups.get(user)
+        return None if groups is None else set(groups)
 
     async def event(self, user: str, server_name: str, reason: str, message: str) -> None:
-        """A Kubernetes Event on the workspace's object: its spawner's ``quota_event_object()`` if that gives one, else its Pod."""
-        spawner = self._spawners.get((user, server_name))
-        api = getattr(spawner, "api", None)
-        if spawner is None or api is None:
+        """A Kubernetes Event (core/v1) on the tracked workspace's object: its Pod, or its VirtualMachine."""
+        workspace = self._workspaces.get((user, server_name))
+        if workspace is None or workspace.core_api is None:
             return
         try:
-            describe = getattr(spawner, "quota_event_object", None)
-            involved = (describe() if describe else None) or {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "name": spawner.pod_name,
-            }
             await post_event(
-                api,
+                workspace.core_api,
                 make_quota_event(
-                    namespace=spawner.namespace, involved=involved, reason=reason, message=message, now=policy.utcnow()
+                    namespace=workspace.namespace,
+                    involved=workspace.involved,
+                    reason=reason,
+                    message=message,
+                    now=policy.utcnow(),
                 ),
             )
         except Exception as e:  # an Event is a courtesy: never let it break the pass
@@ -207,20 +218,3 @@ class QuotaService:
             await self.enforcer.close()
         self._executor.shutdown(wait=True)
         self.ledger.dispose()
-
-
-_SERVICE: QuotaService | None = None
-
-
-def quota_for(config=None) -> QuotaService:
-    """The hub process's :class:`QuotaService`, built from ``config`` (``c``) on the first call."""
-    global _SERVICE
-    if _SERVICE is None:
-        _SERVICE = QuotaService(WorkspaceQuota(config=config) if config is not None else WorkspaceQuota())
-    return _SERVICE
-
-
-def reset_quota() -> None:
-    """Forget the process's service (tests; the caller closes it)."""
-    global _SERVICE
-    _SERVICE = None

@@ -12,9 +12,12 @@ API followed: core/v1 PersistentVolumeClaim (``read``/``create`` namespaced).
 from __future__ import annotations
 
 import logging
+import string
 
 from workspacespawner.core import names
+from workspacespawner.k8s.kinds import PVC
 from workspacespawner.k8s.owned import core_accessors, ensure_owned
+from workspacespawner.workspace.disks import choose_home
 
 log = logging.getLogger("workspacespawner")
 
@@ -77,3 +80,29 @@ async def ensure_home_pvc(core_api, manifest: dict, user_name: str) -> dict:
     if created:
         log.info("Created home PVC %s/%s for %s", manifest["metadata"]["namespace"], manifest["metadata"]["name"], user_name)
     return pvc
+
+
+#: Fields of kubespawner's name templates that differ between a user's servers.
+SERVER_FIELDS = frozenset({
+    "servername", "user_server", "safe_servername", "safe_user_server", "escaped_servername",
+    "escaped_user_server", "unescaped_servername", "pod_name",
+})
+
+
+def home_is_shared(template: str, server_name: str) -> bool:
+    """Whether named server ``server_name``'s home is the default server's too: ``template`` names no server field."""
+    if not server_name:
+        return False
+    fields = {name for _text, name, _spec, _conv in string.Formatter().parse(template) if name}
+    return not fields & SERVER_FIELDS
+
+
+async def find_home(kube, *, namespace: str, user_name: str, slot: str) -> str:
+    """The name of the home PVC serving ``slot`` (the template's name) for ``user_name``: a restored one keeps the slot.
+
+    ``kube``: a :class:`~workspacespawner.k8s.api.Kube`. Lists the user's
+    home PVCs by owner label; ``slot`` itself when none serves it yet.
+    """
+    selector = f"{names.owner_selector(user_name)},{names.DISK_LABEL}={names.HOME_DISK}"
+    found = choose_home(await kube.list(PVC, namespace, labels=selector), user_name, slot)
+    return found["metadata"]["name"] if found else slot

@@ -184,22 +184,3 @@ class AuditLog:
     def dispose(self) -> None:
         """Close the database connections."""
         self.engine.dispose()
-
-
-_AUDIT: AuditLog | None = None
-
-
-def audit_for(config=None) -> AuditLog:
-    """The hub process's :class:`AuditLog`, on the quota service's ledger (same engine and database), built on first use."""
-    global _AUDIT
-    if _AUDIT is None:
-        from workspacespawner.quota.service import quota_for
-
-        _AUDIT = AuditLog(quota_for(config).ledger)
-    return _AUDIT
-
-
-def reset_audit() -> None:
-    """Forget the process's audit log (tests)."""
-    global _AUDIT
-    _AUDIT = None

@@ -35,7 +35,9 @@ from kubernetes.utils import parse_quantity
 from kubernetes_asyncio.client.rest import ApiException
 
 from workspacespawner.core import names
-from workspacespawner.k8s.api import DATA_VOLUME, POD, PVC, VMI, VOLUME_SNAPSHOT, NotOurs, holders, pointer
+from workspacespawner.k8s.api import NotOurs
+from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VMI, VOLUME_SNAPSHOT
+from workspacespawner.k8s.objects import holders, pointer
 from workspacespawner.quota.policy import gib
 from workspacespawner.workspace import lifecycle
 from workspacespawner.workspace.lifecycle import SYSTEM, Phase, Status, WorkspaceRef

@@ -38,21 +38,12 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
-from workspacespawner.backends.vm.workspace import stop_vm
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
-from workspacespawner.k8s.api import (
-    DATA_VOLUME,
-    POD,
-    PVC,
-    VIRTUAL_MACHINE,
-    VMI,
-    NotOurs,
-    holders,
-    node_of,
-    pointer,
-    terminating,
-)
+from workspacespawner.k8s.api import NotOurs
+from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE, VMI
+from workspacespawner.k8s.kubevirt import stop_vm
+from workspacespawner.k8s.objects import holders, node_of, pointer, terminating
 from workspacespawner.workspace import lifecycle
 from workspacespawner.workspace.lifecycle import SYSTEM, Phase, Status, WorkspaceRef
 

@@ -44,24 +44,12 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol
 
-from workspacespawner.backends.vm import status as vmstatus
 from workspacespawner.core import names
-from workspacespawner.k8s.api import (
-    DATA_VOLUME,
-    FINISHED_PHASES,
-    POD,
-    PVC,
-    VIRTUAL_MACHINE,
-    VMI,
-    Kind,
-    NotOurs,
-    holders,
-    node_of,
-    pointer,
-    ready_condition,
-    terminating,
-)
+from workspacespawner.k8s.api import NotOurs
+from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE, VMI, Kind
+from workspacespawner.k8s.objects import FINISHED_PHASES, holders, node_of, pointer, terminating
 
 log = logging.getLogger("workspacespawner")
 
@@ -396,22 +384,23 @@ class Observed:
     vm_workspace: bool = False
 
 
-#: What a VM's :func:`vmstatus.interpret` state means as a phase (Stopped and Absent: no compute).
-_VM_STATES = {"Running": P.RUNNING, "Starting": P.STARTING, "Stopping": P.STOPPING, "Provisioning": P.PROVISIONING_DISK}
+class KindStatus(Protocol):
+    """What a workspace kind (a backend) says about its own objects, for :func:`derive_phase`.
+
+    ``compute_status``: the phase the kind's compute shows (a Pod; a VM and
+    its VMI), or None when it has none; ``root_disk_status``: a Degraded
+    status for a root disk that failed, ProvisioningDisk for one still
+    being prepared, else None (containers have no root disk).
+    """
+
+    def compute_status(self, observed: Observed) -> Status | None: ...
+
+    def root_disk_status(self, observed: Observed) -> Status | None: ...
 
 
-def _pod_phase(pod: dict) -> Phase | None:
-    phase = (pod.get("status") or {}).get("phase")
-    if phase in FINISHED_PHASES:
-        return None
-    if terminating(pod):
-        return P.STOPPING
-    return P.RUNNING if phase == "Running" and ready_condition(pod) else P.STARTING
-
-
-def _compute_status(o: Observed) -> Status | None:
-    """The phase the compute (Pod or VM/VMI) shows, or None when there is no compute."""
-    pod = o.pod if o.pod is not None and _pod_phase(o.pod) is not None else None
+def _on_lost_node(o: Observed) -> Status | None:
+    """``Degraded`` (``node-unreachable``) when the workspace's Pod or VMI, or a holder of its disks, sits on a node that is not Ready."""
+    pod = o.pod if o.pod is not None and (o.pod.get("status") or {}).get("phase") not in FINISHED_PHASES else None
     for obj in (pod, o.vmi, *o.holders):
         node = node_of(obj)
         if obj is not None and node and o.node_ready.get(node) is False:
@@ -421,15 +410,7 @@ def _compute_status(o: Observed) -> Status | None:
                 "which is not responding; it may still hold the disk. An administrator must fence the node "
                 "(workspacespawner fence USER --confirm-node-down) before the workspace can start again.",
             )
-    if o.vm_workspace:
-        if o.vm is None and o.vmi is None:
-            return None
-        current = vmstatus.interpret(o.vm, o.vmi, o.root)
-        if current.failure is not None and current.failure.reason in ("root-disk", "disk-missing"):
-            return degraded(current.failure.reason, current.failure.message)
-        phase = _VM_STATES.get(current.state)
-        return None if phase is None else Status(phase)
-    return None if pod is None else Status(_pod_phase(pod))
+    return None
 
 
 def _keep(recorded: Status, derived: Status) -> Status:
@@ -437,7 +418,7 @@ def _keep(recorded: Status, derived: Status) -> Status:
     return recorded if derived.same(recorded) else derived
 
 
-def derive_phase(observed: Observed) -> Status:
+def derive_phase(observed: Observed, kind: KindStatus) -> Status:
     """The workspace's status from what the cluster holds (pure; see :class:`Observed`).
 
     In order: compute (its own, or any of the user's holding its disks) on
@@ -453,7 +434,7 @@ def derive_phase(observed: Observed) -> Status:
     falls back on ``saved``, then on ``Requested``.
     """
     recorded = observed.recorded or observed.saved or Status(P.REQUESTED)
-    compute = _compute_status(observed)
+    compute = _on_lost_node(observed) or kind.compute_status(observed)
     if compute is not None:
         return _keep(recorded, compute)
     disks = [d for d in (observed.home, observed.root) if d is not None]
@@ -465,14 +446,12 @@ def derive_phase(observed: Observed) -> Status:
         return _keep(recorded, Status(P.DELETING_DISK))
     if recorded.phase in (P.RETAINED, P.DELETING_DISK):
         return recorded
-    failure = vmstatus.datavolume_failure(observed.root)
-    if failure is not None:
-        return _keep(recorded, degraded(failure.reason, failure.message))
+    root = kind.root_disk_status(observed)
+    if root is not None and root.phase == P.DEGRADED:
+        return _keep(recorded, root)
     if ((observed.home or {}).get("status") or {}).get("phase") == "Lost":
         return _keep(recorded, degraded("disk-lost", "The home volume lost its storage (PVC Lost); please ask an administrator."))
-    if observed.root is not None and not vmstatus.datavolume_usable(observed.root):
-        return _keep(recorded, Status(P.PROVISIONING_DISK))
-    return _keep(recorded, Status(P.STOPPED))
+    return _keep(recorded, root or Status(P.STOPPED))
 
 
 def _ours(obj: dict | None, user_name: str) -> dict | None:
@@ -517,7 +496,9 @@ async def observe(kube, ref: WorkspaceRef, saved: Status | None = None) -> Obser
     )
 
 
-async def reconcile(kube, ref: WorkspaceRef, saved: Status | None = None, *, audit=None, actor: str = SYSTEM) -> Status:
+async def reconcile(
+    kube, ref: WorkspaceRef, kind: KindStatus, saved: Status | None = None, *, audit=None, actor: str = SYSTEM
+) -> Status:
     """Derive the workspace's status from the cluster and record it where it differs; return it.
 
     What the cluster shows wins over the spawner's memory (``saved``) and
@@ -526,7 +507,7 @@ async def reconcile(kube, ref: WorkspaceRef, saved: Status | None = None, *, aud
     there). Objects made before the lifecycle existed get their first record.
     """
     found = await observe(kube, ref, saved)
-    derived = derive_phase(found)
+    derived = derive_phase(found, kind)
     if derived.same(found.recorded):
         return found.recorded
     if not any((found.home, found.root, found.vm)):

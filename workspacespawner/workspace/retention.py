@@ -37,18 +37,9 @@ from datetime import datetime, timedelta
 from kubernetes_asyncio.client.rest import ApiException
 
 from workspacespawner.core import names
-from workspacespawner.k8s.api import (
-    DATA_VOLUME,
-    POD,
-    PVC,
-    SECRET,
-    SERVICE,
-    VIRTUAL_MACHINE,
-    VMI,
-    NotOurs,
-    holders,
-    uses_claim,
-)
+from workspacespawner.k8s.api import NotOurs
+from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, SECRET, SERVICE, VIRTUAL_MACHINE, VMI
+from workspacespawner.k8s.objects import holders, uses_claim
 from workspacespawner.workspace import lifecycle
 from workspacespawner.workspace.lifecycle import SYSTEM, Phase, Status, WorkspaceRef
 

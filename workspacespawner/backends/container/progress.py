@@ -1,46 +1,10 @@
-"""Plain-words progress for the spawn page, from Kubernetes Events and Pod status.
+"""Why a container workspace's Pod cannot start, in plain words, from its status.
 
-Pure functions: the spawner feeds them core/v1 Event and Pod dicts (as the
-reflectors cache them) and shows what they return.
+Pure functions over core/v1 Pod dicts (as kubespawner's Pod reflector caches
+them); the Event lines are :mod:`workspacespawner.k8s.events`'.
 """
 
 from __future__ import annotations
-
-#: Event reason -> how the step reads on the spawn page ({message} is the Event's message).
-EVENT_STEPS = {
-    "Scheduled": "Found a node for your server ({message})",
-    "FailedScheduling": "Waiting for a node with free resources: {message}",
-    "TriggeredScaleUp": "The cluster is adding a node for your server: {message}",
-    "Pulling": "Pulling the image: {message}",
-    "Pulled": "Image ready: {message}",
-    "Created": "Container created",
-    "Started": "Server starting",
-    "BackOff": "The server keeps failing to start: {message}",
-    "Failed": "Start failed: {message}",
-    "FailedMount": "Waiting for the home volume to attach: {message}",
-    "FailedAttachVolume": "Waiting for the home volume to attach: {message}",
-}
-
-
-def describe_event(event: dict) -> str:
-    """One progress line for a core/v1 Event dict."""
-    reason = event.get("reason") or ""
-    message = (event.get("message") or "").strip()
-    template = EVENT_STEPS.get(reason)
-    if template is None:
-        return f"[{event.get('type', 'Normal')}] {message}"
-    return template.format(message=message)
-
-
-def scale_up_triggered(events: list[dict]) -> bool:
-    """True if the cluster autoscaler reported a scale-up for this pod (Event reason ``TriggeredScaleUp``)."""
-    return any(e.get("reason") == "TriggeredScaleUp" for e in events)
-
-
-def no_node_message(scheduler_message: str | None, what: str = "server") -> str:
-    """What a user reads when no node can run their ``what`` (``server``, ``workspace``), with the scheduler's reason."""
-    reason = (scheduler_message or "not enough free resources").strip().rstrip(".")
-    return f"No node can run your {what} right now: {reason}. Try a smaller profile or try again later."
 
 
 def unschedulable_reason(pod: dict | None) -> str | None:

@@ -29,7 +29,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from workspacespawner.backends.container.progress import no_node_message
+from workspacespawner.k8s.events import no_node_message
+from workspacespawner.k8s.objects import condition
+from workspacespawner.workspace.lifecycle import Observed, Phase, Status, degraded
 
 #: VMI phases after which nothing runs any more.
 FINAL_PHASES = ("Succeeded", "Failed")
@@ -73,14 +75,6 @@ class VMStatus:
 
 def _status(obj: dict | None) -> dict:
     return (obj or {}).get("status") or {}
-
-
-def condition(obj: dict | None, ctype: str) -> dict | None:
-    """The ``status.conditions`` entry of type ``ctype``, or None."""
-    for cond in _status(obj).get("conditions") or []:
-        if cond.get("type") == ctype:
-            return cond
-    return None
 
 
 def _condition_is(obj: dict | None, ctype: str, status: str, reason: str | None = None) -> dict | None:
@@ -277,3 +271,33 @@ def exit_status(vm: dict | None, vmi: dict | None) -> int | None:
     if wants_running and printable in ("Starting", "Provisioning", "WaitingForVolumeBinding"):
         return None
     return 0
+
+
+#: What :func:`interpret`'s state means as a lifecycle phase (Stopped and Absent: no compute).
+_PHASE_OF_STATE = {
+    "Running": Phase.RUNNING,
+    "Starting": Phase.STARTING,
+    "Stopping": Phase.STOPPING,
+    "Provisioning": Phase.PROVISIONING_DISK,
+}
+
+
+class VMKindStatus:
+    """:class:`~workspacespawner.workspace.lifecycle.KindStatus` of a VM workspace: its VM and VMI, and its root DataVolume."""
+
+    def compute_status(self, observed: Observed) -> Status | None:
+        if observed.vm is None and observed.vmi is None:
+            return None
+        current = interpret(observed.vm, observed.vmi, observed.root)
+        if current.failure is not None and current.failure.reason in ("root-disk", "disk-missing"):
+            return degraded(current.failure.reason, current.failure.message)
+        phase = _PHASE_OF_STATE.get(current.state)
+        return None if phase is None else Status(phase)
+
+    def root_disk_status(self, observed: Observed) -> Status | None:
+        failure = datavolume_failure(observed.root)
+        if failure is not None:
+            return degraded(failure.reason, failure.message)
+        if observed.root is not None and not datavolume_usable(observed.root):
+            return Status(Phase.PROVISIONING_DISK)
+        return None

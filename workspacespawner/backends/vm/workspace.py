@@ -39,12 +39,15 @@ from collections.abc import Callable, Mapping, Sequence
 import aiohttp
 from kubernetes_asyncio.client.rest import ApiException
 
-from workspacespawner.backends.container.progress import describe_event, scale_up_triggered
 from workspacespawner.backends.vm import manifests as vmmanifests
 from workspacespawner.backends.vm import status as vmstatus
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings
 from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.core.tasks import BackgroundTasks
 from workspacespawner.k8s.api import node_ready
+from workspacespawner.k8s.events import describe_event, scale_up_triggered
+from workspacespawner.k8s.kinds import DATA_VOLUME, VIRTUAL_MACHINE, VMI
+from workspacespawner.k8s.kubevirt import start_vm, stop_vm
 from workspacespawner.k8s.owned import call as _call
 from workspacespawner.k8s.owned import core_accessors, ensure_owned, refuse_foreign
 from workspacespawner.k8s.watches import (
@@ -57,11 +60,9 @@ from workspacespawner.k8s.watches import (
 
 log = logging.getLogger("workspacespawner")
 
-DATA_VOLUMES = ("cdi.kubevirt.io", "v1beta1", "datavolumes")
-VIRTUAL_MACHINES = ("kubevirt.io", "v1", "virtualmachines")
-VMIS = ("kubevirt.io", "v1", "virtualmachineinstances")
-#: KubeVirt's VM subresource path (``v1Start``/``v1Stop`` in its OpenAPI spec), ``{action}`` start or stop.
-VM_ACTION_PATH = "/apis/subresources.kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}/"
+DATA_VOLUMES = DATA_VOLUME.gvp
+VIRTUAL_MACHINES = VIRTUAL_MACHINE.gvp
+VMIS = VMI.gvp
 #: Template fields we set only sometimes: present on the VM but absent from the profile means "changed".
 OPTIONAL_TEMPLATE_FIELDS = (("nodeSelector",), ("evictionStrategy",), ("domain", "devices", "gpus"), ("domain", "devices", "filesystems"))
 #: HTTP status of the start failure for each reason word (default 500).
@@ -205,42 +206,6 @@ async def ensure_service(core_api, manifest: dict, user_name: str) -> dict:
     return service
 
 
-async def _vm_action(api_client, namespace: str, name: str, action: str, body: dict) -> None:
-    await _call(
-        api_client.call_api,
-        VM_ACTION_PATH + action,
-        "PUT",
-        path_params={"namespace": namespace, "name": name},
-        header_params={"Accept": "application/json", "Content-Type": "application/json"},
-        body=body,
-        auth_settings=["BearerToken"],
-        response_types_map={},
-        _return_http_data_only=True,
-    )
-
-
-async def start_vm(api_client, namespace: str, name: str) -> None:
-    """``PUT .../virtualmachines/{name}/start`` with an empty ``v1.StartOptions``; a Halted VM becomes ``Always``."""
-    await _vm_action(api_client, namespace, name, "start", {})
-
-
-async def stop_vm(api_client, namespace: str, name: str, *, grace_period: int | None = None) -> bool:
-    """``PUT .../virtualmachines/{name}/stop`` (``v1.StopOptions``); False when there was nothing to stop.
-
-    ``grace_period`` (seconds) shortens the guest's shutdown (0: at once).
-    KubeVirt's 409 ("VM is not running", or a Halted VM without a shorter
-    grace period) and 404 (no VM) mean there is nothing to stop.
-    """
-    body = {} if grace_period is None else {"gracePeriod": int(grace_period)}
-    try:
-        await _vm_action(api_client, namespace, name, "stop", body)
-    except ApiException as e:
-        if e.status in (404, 409):
-            return False
-        raise
-    return True
-
-
 # -- one workspace ------------------------------------------------------------------------------
 
 
@@ -267,8 +232,10 @@ class VMWorkspace:
         stop_timeout: float = 120.0,
         fail_fast_unschedulable: bool = True,
         interval: float = 0.2,
+        tasks: BackgroundTasks | None = None,
     ):
         self.ident = ident
+        self.tasks = tasks if tasks is not None else BackgroundTasks()
         self.settings = settings
         self.custom_api = custom_api
         self.core_api = core_api
@@ -518,11 +485,11 @@ class VMWorkspace:
             "Start of %s/%s failed (%s); stopping the virtual machine",
             self.ident.namespace, self.ident.vm, getattr(error, "reason", type(error).__name__),
         )
-        task = asyncio.ensure_future(self.stop())
+        task = self.tasks.spawn(self.stop(), name=f"stop {self.ident.namespace}/{self.ident.vm} after a failed start")
         try:
             await asyncio.shield(task)
         except asyncio.CancelledError:
-            pass  # the stop carries on in the background
+            pass  # the stop carries on in the background, held by self.tasks
         except Exception:
             log.exception("Could not stop %s/%s after a failed start", self.ident.namespace, self.ident.vm)
 

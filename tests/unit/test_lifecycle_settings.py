@@ -1,4 +1,4 @@
-"""The spawner side of the lifecycle that needs no hub (:mod:`workspacespawner.lifecyclespawner`).
+"""The lifecycle settings and a workspace's recorded phase, without a hub (:mod:`workspacespawner.workspace.traits`, ``.tracker``).
 
 Covers: the settings as the hub and the admin commands read them
 (``c.WorkspaceSpawner.*``, checked: an unknown reclaim policy, a disk limit
@@ -9,15 +9,15 @@ and an unreadable saved phase falling back to Requested.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 from traitlets import TraitError
 from traitlets.config import Config
 
 from workspacespawner.admin.common import lifecycle_settings
-from workspacespawner.lifecyclespawner import LifecycleSpawnerMixin
+from workspacespawner.backends.container.status import ContainerStatus
+from workspacespawner.storage.home import home_is_shared
 from workspacespawner.workspace.lifecycle import Phase, Status
+from workspacespawner.workspace.tracker import LifecycleSettings, WorkspaceLifecycle
 
 
 def test_settings_from_the_hub_config():
@@ -39,17 +39,20 @@ def test_settings_from_the_hub_config():
     ("home-{escaped_username}{unescaped_servername}", "gpu", False),
 ])
 def test_which_named_servers_share_the_home(template, server, shared):
-    spawner = SimpleNamespace(name=server, home_pvc_name_template=template)
-    assert LifecycleSpawnerMixin._home_is_shared(spawner) is shared
+    assert home_is_shared(template, server) is shared
+
+
+def new_lifecycle() -> WorkspaceLifecycle:
+    return WorkspaceLifecycle(kube=None, audit=None, kind=ContainerStatus(), settings=LifecycleSettings())
 
 
 def test_phase_in_spawner_state():
-    spawner = LifecycleSpawnerMixin()
-    assert spawner.lifecycle_phase == Phase.REQUESTED
-    spawner._lifecycle = Status(Phase.RUNNING, server="gpu")
-    state = spawner.lifecycle_state()
-    restored = LifecycleSpawnerMixin()
-    restored.lifecycle_load_state(state)
-    assert restored.lifecycle_status == spawner.lifecycle_status
-    restored.lifecycle_load_state({"lifecycle": {"phase": "Napping"}})
-    assert restored.lifecycle_phase == Phase.REQUESTED
+    lifecycle = new_lifecycle()
+    assert lifecycle.phase == Phase.REQUESTED
+    lifecycle.status = Status(Phase.RUNNING, server="gpu")
+    state = lifecycle.state()
+    restored = new_lifecycle()
+    restored.load_state(state)
+    assert restored.status == lifecycle.status
+    restored.load_state({"lifecycle": {"phase": "Napping"}})
+    assert restored.phase == Phase.REQUESTED

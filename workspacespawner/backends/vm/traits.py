@@ -1,24 +1,23 @@
-"""The VM side of WorkspaceSpawner: its settings (``c.WorkspaceSpawner.vm_*``) and start/stop/poll glue.
+"""The VM settings of WorkspaceSpawner (``c.WorkspaceSpawner.vm_*``), and their resolution for one start.
 
-A profile with ``workspace_kind: vm`` runs as a KubeVirt VirtualMachine
-whose root disk is a CDI DataVolume cloned from a golden-image DataSource
-(see :mod:`.vm` and :mod:`.vmmanifests`). This mixin turns the spawner's
-resolved profile and settings into a :class:`~.vm.VMWorkspace` and keeps its
-identity in the spawner state, so a restarted hub finds a running VM.
+A trait-only class (``HasTraits``) mixed into WorkspaceSpawner. A profile
+with ``workspace_kind: vm`` usually overrides some of them in
+``kubespawner_override``; :meth:`VMTraits.vm_settings` freezes them, with
+the resolved profile and the storage tiers, into the
+:class:`~workspacespawner.backends.vm.manifests.VMSettings` of one start.
 """
 
 from __future__ import annotations
 
-from kubespawner.clients import shared_client
-from traitlets import Bool, Int, Unicode
-from traitlets.config import LoggingConfigurable
+from traitlets import Bool, HasTraits, Int, Unicode
 
-from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, singleuser_command
-from workspacespawner.backends.vm.workspace import VMWorkspace
+from workspacespawner.backends.vm.manifests import VMSettings
+from workspacespawner.backends.vm.tiers import VMTiers
+from workspacespawner.config.profiles import ResolvedProfile
 
 
-class VMSpawnerMixin(LoggingConfigurable):
-    """Settings and glue for VM workspaces; mixed into WorkspaceSpawner (which supplies profile, env and API clients)."""
+class VMTraits(HasTraits):
+    """Names, golden image, root disk, size and guest settings of VM workspaces."""
 
     vm_name_template = Unicode(
         "ws-{user_server}",
@@ -103,35 +102,10 @@ class VMSpawnerMixin(LoggingConfigurable):
         help="""The guest user that runs the IDE (created by cloud-init, uid 1000 like the container images).""",
     )
 
-    def _vm_identity(self) -> VMIdentity:
-        saved = getattr(self, "_vm_ident_state", None)
-        if saved:
-            return VMIdentity.from_state(saved)
-        return VMIdentity.for_workspace(
-            namespace=self.namespace,
-            user_name=self.user.name,
-            kubespawner_username=self._expand_user_properties("{username}"),
-            base_name=self._expand_user_properties(self.vm_name_template),
-            home_pvc=self.home_pvc_name,
-            server_name=self.name or "",
-        )
-
-    def _vm_workspace(self, settings: VMSettings | None) -> VMWorkspace:
-        ident = self._vm_identity()
-        self._vm_ident_state = ident.to_state()
-        return VMWorkspace(
-            ident=ident,
-            settings=settings,
-            custom_api=shared_client("CustomObjectsApi"),
-            core_api=self.api,
-            start_timeout=max(self.start_timeout - 5, 1),
-            fail_fast_unschedulable=self.fail_fast_unschedulable,
-        )
-
-    async def _start_vm(self) -> str:
-        """Start the VM workspace for the resolved profile; return the server URL (the Service's cluster IP)."""
-        settings = VMSettings.for_profile(
-            self.profile,
+    def vm_settings(self, profile: ResolvedProfile, storage: VMTiers) -> VMSettings:
+        """This start's frozen VM settings: ``profile`` (CPU, memory, GPUs) over these traits, with the VM's storage tiers."""
+        return VMSettings.for_profile(
+            profile,
             golden_image=self.vm_golden_image,
             golden_image_namespace=self.vm_golden_image_namespace,
             root_disk_size=self.vm_root_disk_size,
@@ -142,22 +116,5 @@ class VMSpawnerMixin(LoggingConfigurable):
             gpu_device_name=self.vm_gpu_device_name,
             attach_home=self.vm_attach_home,
             termination_grace_seconds=self.vm_termination_grace_seconds,
-            storage=self._vm_storage_tiers(),
+            storage=storage,
         )
-        self._vm_ident_state = None  # a new start takes names from the current templates
-        workspace = self._vm_workspace(settings)
-        return await workspace.start(
-            env=self.get_env(),
-            command=singleuser_command(self.cmd or ["jupyterhub-singleuser"], self.get_args()),
-            progress=lambda message, _percent: self._step(message),
-            home_mount_path=self.home_mount_path,
-            unix_user=self.vm_unix_user,
-            # The same extra labels a Pod would carry (z2jh's network-access labels among them).
-            extra_labels=self._build_common_labels(self._expand_all(self.extra_labels)),
-        )
-
-    async def _stop_vm(self) -> None:
-        await self._vm_workspace(None).stop()
-
-    async def _poll_vm(self) -> int | None:
-        return await self._vm_workspace(None).poll()

@@ -1,6 +1,6 @@
 """The README's configuration reference, generated from WorkspaceSpawner's own traits.
 
-``python -m workspacespawner.config.configdoc`` prints the Markdown section; a test
+``python -m workspacespawner.configdoc`` prints the Markdown section; a test
 checks that the README holds exactly this text, so the reference stays true.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 
-BEGIN = "<!-- BEGIN configuration reference (python -m workspacespawner.config.configdoc) -->"
+BEGIN = "<!-- BEGIN configuration reference (python -m workspacespawner.configdoc) -->"
 END = "<!-- END configuration reference -->"
 
 

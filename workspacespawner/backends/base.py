@@ -1,0 +1,104 @@
+"""The contract every workspace kind implements: what a start, stop and poll ask of a backend.
+
+The spawner picks one backend per start, once the profile has resolved
+(``workspace_kind``: ``container`` or ``vm``); that is the only place the
+kind is switched on. The generic steps stay in the spawner and the
+services: the lifecycle (:mod:`workspacespawner.workspace.tracker`), the
+quota reservation, the home PersistentVolumeClaim and the storage tiers.
+
+A backend is also the lifecycle's
+:class:`~workspacespawner.workspace.lifecycle.KindStatus`: it says which
+phase its own objects show. Modelled on dask-gateway's ``Backend``: a small
+async contract, each method documented with what it may raise.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from workspacespawner.storage.prepare import PreparedTiers
+from workspacespawner.workspace.lifecycle import Observed, Status, WorkspaceRef
+
+
+@dataclass(frozen=True)
+class StartContext:
+    """What a start hands its backend, all resolved before any compute is made.
+
+    ``env``: the server's environment (kubespawner's ``get_env()`` plus the
+    tiers'); ``command``: the singleuser command line (a VM writes it into
+    its guest's unit; a container's comes from kubespawner); ``tiers``: the
+    start's storage tiers; ``home_mount_path``: where the home appears;
+    ``extra_labels``: labels every object of the start carries (z2jh's
+    network-access labels among them); ``say(message)``: a progress step.
+    """
+
+    env: Mapping[str, str]
+    command: Sequence[str]
+    tiers: PreparedTiers
+    home_mount_path: str
+    say: Callable[[str], None]
+    extra_labels: Mapping[str, str] = field(default_factory=dict)
+
+
+class Backend(abc.ABC):
+    """One workspace kind's start, stop and poll (see the module docstring)."""
+
+    #: The ``workspace_kind`` this backend runs.
+    kind: str = ""
+
+    @abc.abstractmethod
+    def ref(self, *, home_pvc: str | None, fresh: bool = False) -> WorkspaceRef:
+        """The workspace's objects: home PVC ``home_pvc`` plus this kind's (a Pod; a VM and its root disk).
+
+        ``fresh``: names as a new start makes them (from the current
+        templates), not as the last start saved them.
+        """
+
+    @abc.abstractmethod
+    def new_disk_bytes(self, existing: set[str]) -> int:
+        """Bytes of disk a start would add besides the home (a VM's root disk when not in ``existing`` PVC names)."""
+
+    @abc.abstractmethod
+    def compute_status(self, observed: Observed) -> Status | None:
+        """The phase this kind's compute shows in ``observed``, or None when it has none."""
+
+    @abc.abstractmethod
+    def root_disk_status(self, observed: Observed) -> Status | None:
+        """Degraded for a failed root disk, ProvisioningDisk for one being prepared, else None."""
+
+    @abc.abstractmethod
+    async def fence(self) -> None:
+        """Refuse or clean up this kind's own leftover compute before a start (the generic fence covers Pods).
+
+        Raises a 409 :class:`~workspacespawner.core.errors.WorkspaceError`
+        (``node-unreachable``, ``already-running``, ``still-stopping``).
+        """
+
+    @abc.abstractmethod
+    async def start(self, ctx: StartContext) -> str:
+        """Make the compute and wait until the server answers; return its URL.
+
+        Raises :class:`~workspacespawner.core.errors.WorkspaceError` on a
+        refusal, a failure or a timeout; never deletes a disk.
+        """
+
+    @abc.abstractmethod
+    async def stop(self, now: bool = False) -> None:
+        """Stop the compute only; disks (and a VM object) stay."""
+
+    @abc.abstractmethod
+    async def poll(self) -> int | None:
+        """``Spawner.poll()``: None while the server runs or starts, else an exit status."""
+
+    @abc.abstractmethod
+    def event_object(self) -> dict:
+        """The core/v1 ``ObjectReference`` (``apiVersion``, ``kind``, ``name``) Events about this workspace go on."""
+
+    def state(self) -> dict:
+        """What ``get_state()`` keeps for this kind (JSON only)."""
+        return {}
+
+    def load_state(self, state: dict) -> None:
+        """Read back :meth:`state` from the spawner's whole state dict."""

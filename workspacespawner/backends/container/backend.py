@@ -1,0 +1,125 @@
+"""Container workspaces: kubespawner's Pod path, with the home PVC and the storage tiers mounted.
+
+The Pod is kubespawner's own (``KubeSpawner._start``, ``stop``, ``poll``,
+its shared Pod and Event reflectors); this backend adds what a workspace
+needs to the manifest kubespawner builds (:meth:`ContainerBackend.add_workspace_volumes`)
+and fails a start fast when the Pod cannot run (:meth:`ContainerBackend.check_pod`).
+
+API followed: core/v1 Pod (``spec.volumes``, ``containers[].volumeMounts``,
+``initContainers``), kubespawner 7's Pod manifest (``V1Pod`` models).
+"""
+
+from __future__ import annotations
+
+from kubespawner import KubeSpawner
+
+from workspacespawner.backends.base import Backend, StartContext
+from workspacespawner.backends.container import progress
+from workspacespawner.backends.container.status import ContainerStatus
+from workspacespawner.core import names
+from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.k8s import events
+from workspacespawner.k8s.models import to_model
+from workspacespawner.storage import home, tiers
+from workspacespawner.storage.prepare import PreparedTiers
+from workspacespawner.workspace.lifecycle import Observed, Status, WorkspaceRef
+
+
+class ContainerBackend(Backend):
+    """A container workspace of ``spawner`` (a :class:`~workspacespawner.spawner.WorkspaceSpawner`, whose KubeSpawner half runs the Pod)."""
+
+    kind = "container"
+
+    def __init__(self, spawner):
+        self.spawner = spawner
+        self.tiers: PreparedTiers | None = None
+        self._status = ContainerStatus()
+
+    def ref(self, *, home_pvc: str | None, fresh: bool = False) -> WorkspaceRef:
+        s = self.spawner
+        return WorkspaceRef(
+            namespace=s.namespace, user_name=s.user.name, server_name=s.name or "", home_pvc=home_pvc, pod=s.pod_name
+        )
+
+    def new_disk_bytes(self, existing: set[str]) -> int:
+        return 0
+
+    def compute_status(self, observed: Observed) -> Status | None:
+        return self._status.compute_status(observed)
+
+    def root_disk_status(self, observed: Observed) -> Status | None:
+        return self._status.root_disk_status(observed)
+
+    async def fence(self) -> None:
+        """Nothing of its own: a container's Pods are covered by the generic fence."""
+
+    async def start(self, ctx: StartContext) -> str:
+        """kubespawner's Pod start (its manifest passes through :meth:`add_workspace_volumes`)."""
+        self.tiers = ctx.tiers
+        ctx.say("Starting your server")
+        spawner = self.spawner
+        spawner._options_loaded = True  # kubespawner's _start loads them again: keep this resolution
+        try:
+            return await KubeSpawner._start(spawner)
+        finally:
+            spawner._options_loaded = False
+
+    async def stop(self, now: bool = False) -> None:
+        await KubeSpawner.stop(self.spawner, now=now)
+
+    async def poll(self) -> int | None:
+        return await KubeSpawner.poll(self.spawner)
+
+    def event_object(self) -> dict:
+        return {"apiVersion": "v1", "kind": "Pod", "name": self.spawner.pod_name}
+
+    # -- the Pod ------------------------------------------------------------------------------
+
+    def add_workspace_volumes(self, pod, *, home_pvc: str, home_mount_path: str, user_name: str, tiers_now: PreparedTiers):
+        """kubespawner's ``V1Pod`` with the home (:func:`.home.home_volume`) at ``home_mount_path``, owner labels, and the tiers.
+
+        Our volumes replace any of the same name; the notebook container
+        (the first) gets the mounts and, without one of its own, the home as
+        working directory; the scratch notice's init container gets the
+        notebook's securityContext.
+        """
+        notebook = pod.spec.containers[0]
+        sanitize = self.spawner.api.api_client.sanitize_for_serialization
+        additions = tiers.pod_tiers(
+            settings=tiers_now.settings,
+            groups_of_user=tiers_now.groups,
+            unavailable=tiers_now.unavailable,
+            image=notebook.image,
+            security_context=sanitize(notebook.security_context) if notebook.security_context else None,
+        )
+        volumes = [home.home_volume(home_pvc), *additions.volumes]
+        mounts = [home.home_volume_mount(home_mount_path), *additions.volume_mounts]
+        ours = {v["name"] for v in volumes}
+        pod.spec.volumes = [v for v in pod.spec.volumes or [] if _name(v) not in ours]
+        pod.spec.volumes += [to_model("V1Volume", v) for v in volumes]
+        notebook.volume_mounts = [m for m in notebook.volume_mounts or [] if _name(m) not in ours]
+        notebook.volume_mounts += [to_model("V1VolumeMount", m) for m in mounts]
+        if not notebook.working_dir:
+            notebook.working_dir = home_mount_path
+        added = {c["name"] for c in additions.init_containers}
+        init = [c for c in pod.spec.init_containers or [] if _name(c) not in added]
+        pod.spec.init_containers = init + [to_model("V1Container", c) for c in additions.init_containers] or None
+        pod.metadata.labels = {**(pod.metadata.labels or {}), **names.owner_labels(user_name)}
+        pod.metadata.annotations = {**(pod.metadata.annotations or {}), **names.owner_annotations(user_name)}
+        return pod
+
+    def check_pod(self, pod: dict | None, *, fail_fast_unschedulable: bool, pod_events: list[dict]) -> None:
+        """Raise when ``pod`` cannot run: no node (unless the autoscaler reported a scale-up), a bad image, a crash loop."""
+        if pod is None or "deletionTimestamp" in pod["metadata"]:
+            return
+        unschedulable = progress.unschedulable_reason(pod)
+        if unschedulable and fail_fast_unschedulable and not events.scale_up_triggered(pod_events):
+            raise WorkspaceError(events.no_node_message(unschedulable), reason="unschedulable", status_code=503)
+        failure = progress.container_failure(pod)
+        if failure:
+            word, message = failure
+            raise WorkspaceError(f"Your server could not start. {message}", reason=word, status_code=500)
+
+
+def _name(obj) -> str | None:
+    return obj.get("name") if isinstance(obj, dict) else getattr(obj, "name", None)

@@ -1,0 +1,156 @@
+"""VM workspaces: a KubeVirt VirtualMachine whose root disk is a DataVolume cloned from a golden image.
+
+:class:`VMBackend` names the workspace's objects (:class:`~.manifests.VMIdentity`,
+kept in the spawner state so a restarted hub finds a running VM) and hands
+start, stop and poll to :class:`~.workspace.VMWorkspace`, which drives them
+from the shared watch caches. API followed: ``kubevirt.io/v1``
+VirtualMachine and VirtualMachineInstance, ``cdi.kubevirt.io/v1beta1``
+DataVolume, KubeVirt's ``start``/``stop`` subresources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kubernetes.utils import parse_quantity
+
+from workspacespawner.backends.base import Backend, StartContext
+from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings
+from workspacespawner.backends.vm.status import VMKindStatus
+from workspacespawner.backends.vm.tiers import VMTiers, vm_tiers
+from workspacespawner.backends.vm.workspace import VMWorkspace
+from workspacespawner.core.tasks import BackgroundTasks
+from workspacespawner.workspace.lifecycle import Observed, Status, WorkspaceRef
+
+
+@dataclass(frozen=True)
+class VMNaming:
+    """How a workspace's VM objects are named: the expanded ``vm_name_template`` and who it is for."""
+
+    namespace: str
+    user_name: str
+    kubespawner_username: str
+    base_name: str
+    server_name: str = ""
+
+
+class VMBackend(Backend):
+    """A VM workspace. ``settings_for(tiers)`` gives the start's frozen :class:`VMSettings` for its VM tiers.
+
+    ``core_api``/``custom_api``: kubernetes_asyncio ``CoreV1Api`` and
+    ``CustomObjectsApi``; ``start_timeout`` in seconds; ``tasks``: where a
+    stop that outlives a failed start is kept alive; ``root_disk_size``: a
+    new root disk's size (a quantity, for the quota's disk check);
+    ``unix_user``: the guest user that runs the IDE.
+    """
+
+    kind = "vm"
+
+    def __init__(
+        self,
+        *,
+        naming: VMNaming,
+        settings_for: Callable[[VMTiers], VMSettings],
+        root_disk_size: str,
+        core_api,
+        custom_api,
+        start_timeout: float,
+        fail_fast_unschedulable: bool,
+        tasks: BackgroundTasks,
+        unix_user: str = "jovyan",
+    ):
+        self.naming = naming
+        self.unix_user = unix_user
+        self.settings_for = settings_for
+        self.root_disk_size = root_disk_size
+        self.core_api = core_api
+        self.custom_api = custom_api
+        self.start_timeout = start_timeout
+        self.fail_fast_unschedulable = fail_fast_unschedulable
+        self.tasks = tasks
+        self.ident: VMIdentity | None = None
+        self._status = VMKindStatus()
+
+    def _identity(self, home_pvc: str | None, fresh: bool) -> VMIdentity:
+        if fresh or self.ident is None:
+            n = self.naming
+            self.ident = VMIdentity.for_workspace(
+                namespace=n.namespace,
+                user_name=n.user_name,
+                kubespawner_username=n.kubespawner_username,
+                base_name=n.base_name,
+                home_pvc=home_pvc or "",
+                server_name=n.server_name,
+            )
+        return self.ident
+
+    def ref(self, *, home_pvc: str | None, fresh: bool = False) -> WorkspaceRef:
+        ident = self._identity(home_pvc, fresh)
+        return WorkspaceRef(
+            namespace=ident.namespace,
+            user_name=ident.user_name,
+            server_name=ident.server_name,
+            home_pvc=home_pvc,
+            root_disk=ident.root_disk,
+            vm=ident.vm,
+        )
+
+    def new_disk_bytes(self, existing: set[str]) -> int:
+        root = self.ident.root_disk if self.ident else f"{self.naming.base_name}-root"
+        return 0 if root in existing else int(parse_quantity(self.root_disk_size))
+
+    def compute_status(self, observed: Observed) -> Status | None:
+        return self._status.compute_status(observed)
+
+    def root_disk_status(self, observed: Observed) -> Status | None:
+        return self._status.root_disk_status(observed)
+
+    def _workspace(self, settings: VMSettings | None = None) -> VMWorkspace:
+        return VMWorkspace(
+            ident=self.ident or self._identity(None, False),
+            settings=settings,
+            custom_api=self.custom_api,
+            core_api=self.core_api,
+            start_timeout=self.start_timeout,
+            fail_fast_unschedulable=self.fail_fast_unschedulable,
+            tasks=self.tasks,
+        )
+
+    async def fence(self) -> None:
+        """At most one guest per root disk: see :meth:`.workspace.VMWorkspace.fence`."""
+        workspace = self._workspace()
+        await workspace.watch()
+        await workspace.fence()
+
+    async def start(self, ctx: StartContext) -> str:
+        """Ensure the root disk, VM, cloud-init Secret and Service, call ``start``; return ``http://<Service IP>:8888``."""
+        result = vm_tiers(settings=ctx.tiers.settings, groups_of_user=ctx.tiers.groups, unavailable=ctx.tiers.unavailable)
+        for message in result.left_out:
+            ctx.say(message)
+        settings = self.settings_for(result)
+        return await self._workspace(settings).start(
+            env=ctx.env,
+            command=ctx.command,
+            progress=lambda message, _percent: ctx.say(message),
+            home_mount_path=ctx.home_mount_path,
+            unix_user=self.unix_user,
+            extra_labels=ctx.extra_labels,
+        )
+
+    async def stop(self, now: bool = False) -> None:
+        await self._workspace().stop()
+
+    async def poll(self) -> int | None:
+        return await self._workspace().poll()
+
+    def event_object(self) -> dict:
+        vm = self.ident.vm if self.ident else self.naming.base_name
+        return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": vm}
+
+    def state(self) -> dict:
+        return {"vm": self.ident.to_state()} if self.ident else {}
+
+    def load_state(self, state: dict) -> None:
+        if state.get("vm"):
+            self.ident = VMIdentity.from_state(state["vm"])

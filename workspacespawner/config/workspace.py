@@ -1,0 +1,93 @@
+"""What kind of workspace a start makes and which IDE it opens: ``c.WorkspaceSpawner.workspace_kind``, ``ide`` and friends.
+
+A trait-only class (``HasTraits``) mixed into WorkspaceSpawner, so these are
+``c.WorkspaceSpawner.*`` settings (usually set per profile in
+``kubespawner_override``) and no config section of their own.
+"""
+
+from __future__ import annotations
+
+from traitlets import Bool, Enum, HasTraits, TraitError, Unicode, default, validate
+
+from workspacespawner.config.profiles import IDES, WORKSPACE_KINDS, validate_profile_list
+
+
+class WorkspaceTraits(HasTraits):
+    """The workspace kind (container or VM), the IDE, and how a start that cannot be placed fails."""
+
+    workspace_kind = Enum(
+        WORKSPACE_KINDS,
+        "container",
+        config=True,
+        help="""How a workspace runs: ``container`` (a Pod) or ``vm`` (a KubeVirt VirtualMachine).
+
+        Usually set per profile in ``kubespawner_override``.
+        """,
+    )
+
+    ide = Enum(
+        IDES,
+        "jupyterlab",
+        config=True,
+        help="""The IDE a workspace opens: ``jupyterlab`` (``/lab``) or ``code-server``.
+
+        code-server is served through jupyter-server-proxy at
+        :attr:`code_server_url`, behind JupyterHub's login, with the same
+        identity and access policy as JupyterLab. Usually set per profile.
+        """,
+    )
+
+    code_server_url = Unicode(
+        "/vscode/",
+        config=True,
+        help="""Path (under the server's URL) where jupyter-server-proxy serves code-server.
+
+        ``/vscode/`` is where the ``jupyter-vscode-proxy`` package mounts it.
+        A code-server profile opens this path instead of ``/lab``.
+        """,
+    )
+
+    fail_fast_unschedulable = Bool(
+        True,
+        config=True,
+        help="""Fail a start as soon as the scheduler says no node can run the Pod.
+
+        While the cluster autoscaler reports a scale-up (Event
+        ``TriggeredScaleUp``), the start keeps waiting within
+        ``start_timeout`` instead. ``False`` waits out ``start_timeout``
+        as kubespawner does.
+        """,
+    )
+
+
+class KubeSpawnerGuards(HasTraits):
+    """What WorkspaceSpawner changes in KubeSpawner's own settings: profile_list checked whole, its PVC logic kept off.
+
+    ``storage_pvc_ensure`` and ``delete_pvc`` are forced off (with a warning
+    when set): the home PersistentVolumeClaim is ours (``home_*``) and is
+    never deleted with a user or a server.
+    """
+
+    @validate("profile_list")
+    def _check_profile_list(self, proposal):
+        try:
+            validate_profile_list(proposal.value, self.trait_names())
+        except ValueError as e:
+            raise TraitError(str(e)) from None
+        return proposal.value
+
+    @default("storage_pvc_ensure")
+    def _storage_pvc_ensure_default(self):
+        return False
+
+    @validate("storage_pvc_ensure")
+    def _keep_storage_pvc_ensure_off(self, proposal):
+        if proposal.value:
+            self.log.warning("KubeSpawner.storage_pvc_ensure=True ignored: WorkspaceSpawner manages the home PVC itself (home_*).")
+        return False
+
+    @validate("delete_pvc")
+    def _keep_delete_pvc_off(self, proposal):
+        if proposal.value:
+            self.log.warning("KubeSpawner.delete_pvc=True ignored: WorkspaceSpawner never deletes a home volume on user or server deletion.")
+        return False

@@ -1,0 +1,59 @@
+"""Handing a refused or failed start to JupyterHub as a handled failure, on JupyterHub 5.5 and 6.
+
+A refusal (quota, no GPU, a disk in use) is the user's limit, not a hub
+failure: it must not count toward ``Spawner.consecutive_failure_limit``
+(z2jh sets 5, and the hub exits once it is reached), and JupyterHub should
+log it in one line, without a traceback.
+
+- JupyterHub 6 counts only errors: a ``jupyterhub.spawner.SpawnException``
+  is a handled failure, never counted. :func:`as_spawn_failure` turns a
+  :class:`~workspacespawner.core.errors.WorkspaceError` into one (same
+  message, reason and status).
+- JupyterHub 5.5 has no SpawnException and counts every failed spawn; it
+  logs an ``HTTPError`` without a traceback. For a quota refusal,
+  :func:`as_spawn_failure` takes one off the count the hub is about to add,
+  through the request handler JupyterHub 5.5 hands the spawner during a
+  start (``spawner.handler``).
+"""
+
+from __future__ import annotations
+
+from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.quota.refusal import QuotaRefused
+
+try:  # JupyterHub >= 6
+    from jupyterhub.spawner import SpawnException
+except ImportError:  # JupyterHub 5.5
+    SpawnException = None
+
+#: Whether this JupyterHub leaves handled failures (SpawnException) out of its failure count.
+HUB_SKIPS_HANDLED_FAILURES = SpawnException is not None
+
+if SpawnException is not None:
+
+    class WorkspaceSpawnFailure(SpawnException, WorkspaceError):
+        """A :class:`WorkspaceError` that JupyterHub 6 sees as a SpawnException (a handled failure)."""
+
+        def __init__(self, error: WorkspaceError):
+            WorkspaceError.__init__(
+                self, error.message, reason=error.reason, status_code=error.status_code, log_message=error.detail
+            )
+            # SpawnException keeps log_message as a plain attribute (tornado's HTTPError has no setter on 5.5).
+            self.log_message = error.detail
+            self.cause = error
+
+
+def as_spawn_failure(error: WorkspaceError, spawner=None) -> WorkspaceError:
+    """``error`` as JupyterHub should see it (see the module docstring); raise the result ``from error``.
+
+    ``spawner``: the spawner whose start failed; on JupyterHub 5.5 a quota
+    refusal lowers its handler's ``failure_count`` by one, so the count is
+    left as it was once the hub adds the failure.
+    """
+    if SpawnException is not None:
+        return error if isinstance(error, SpawnException) else WorkspaceSpawnFailure(error)
+    if isinstance(error, QuotaRefused) and spawner is not None:
+        settings = getattr(getattr(spawner, "handler", None), "settings", None)
+        if isinstance(settings, dict):
+            settings["failure_count"] = settings.get("failure_count", 0) - 1
+    return error

@@ -1,0 +1,60 @@
+"""The hub-wide services: one per hub process, shared by every spawner in it.
+
+:class:`HubServices` holds what a spawner must not own and must not build
+per user: the quota service (settings, ledger, enforcer), the audit log on
+the ledger's database, the Kubernetes facade over the hub's shared API
+clients, and the set that keeps background tasks alive. The spawner gets
+it with :func:`hub_services` on construction; services take explicit
+arguments (refs, statuses, frozen settings) and never read a spawner.
+
+The admin commands build their own (:meth:`HubServices.__init__` with the
+clients of their kubeconfig); nothing here imports kubespawner or
+JupyterHub.
+"""
+
+from __future__ import annotations
+
+from workspacespawner.core.tasks import BackgroundTasks
+from workspacespawner.k8s.api import Kube
+from workspacespawner.quota.config import WorkspaceQuota
+from workspacespawner.quota.service import QuotaService
+from workspacespawner.workspace.audit import AuditLog
+
+
+class HubServices:
+    """Quota, audit, Kubernetes access and background tasks of one hub process.
+
+    ``config``: the hub's traitlets Config (``c``), read for
+    ``c.WorkspaceQuota.*``; ``core_api``/``custom_api``: kubernetes_asyncio
+    ``CoreV1Api`` and ``CustomObjectsApi`` (the hub's shared clients).
+    """
+
+    def __init__(self, config=None, *, core_api=None, custom_api=None):
+        self.quota = QuotaService(WorkspaceQuota(config=config) if config is not None else WorkspaceQuota())
+        self.audit = AuditLog(self.quota.ledger)
+        self.kube = Kube(core_api, custom_api) if core_api is not None else None
+        self.tasks = BackgroundTasks()
+
+    async def close(self) -> None:
+        """Stop the background tasks, the enforcer and the database connections."""
+        await self.tasks.close()
+        await self.quota.close()
+
+
+_SERVICES: HubServices | None = None
+
+
+def hub_services(config=None, *, core_api=None, custom_api=None) -> HubServices:
+    """The hub process's :class:`HubServices`, built from ``config`` and the clients on the first call."""
+    global _SERVICES
+    if _SERVICES is None:
+        _SERVICES = HubServices(config, core_api=core_api, custom_api=custom_api)
+    elif _SERVICES.kube is None and core_api is not None:
+        _SERVICES.kube = Kube(core_api, custom_api)
+    return _SERVICES
+
+
+def reset_services() -> None:
+    """Forget the process's services (tests; the caller closes them)."""
+    global _SERVICES
+    _SERVICES = None

@@ -1,0 +1,205 @@
+"""One workspace's lifecycle as the spawner's starts, stops and deletions move it.
+
+The spawner holds one :class:`WorkspaceLifecycle` per server and calls, on a
+start (the workspace's objects named by a
+:class:`~workspacespawner.workspace.lifecycle.WorkspaceRef`)::
+
+    await lifecycle.before_start(ref, fence_own=backend.fence, say=step)   # reconcile, reclaim, fence
+    ... ensure the home PVC ...
+    await lifecycle.disks_ready(ref, pvc, ...)                           # grow home, -> Starting
+    ... compute ...                                                      # running(ref) / start_failed(ref, e)
+
+``stopping(ref)`` as a stop begins, ``stopped(ref)`` after every stop (also
+one where the hub found the server gone), ``delete_forever(ref)`` when the
+user or server is deleted. Every move goes through
+:func:`~workspacespawner.workspace.lifecycle.move`; disk moves are audited.
+What a kind's objects show comes from ``kind`` (the backend's
+:class:`~workspacespawner.workspace.lifecycle.KindStatus`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.k8s.api import NotOurs
+from workspacespawner.workspace import disks, fence, lifecycle, retention
+from workspacespawner.workspace.lifecycle import KindStatus, Phase, Status, WorkspaceRef
+
+log = logging.getLogger("workspacespawner")
+
+#: Phases in which the workspace has compute (a Pod or VMI) on the cluster.
+COMPUTE_PHASES = (Phase.STARTING, Phase.RUNNING, Phase.STOPPING)
+
+
+@dataclass(frozen=True)
+class LifecycleSettings:
+    """The lifecycle settings of one hub (see :class:`~workspacespawner.workspace.traits.LifecycleTraits`).
+
+    ``retention_days``: days a deleted workspace's disks are kept;
+    ``reclaim_policy``: ``automatic`` or ``admin-only``;
+    ``fence_wait_seconds``: how long a start waits for old compute to go.
+    """
+
+    retention_days: float = 30.0
+    reclaim_policy: str = "automatic"
+    fence_wait_seconds: float = 120.0
+
+
+class WorkspaceLifecycle:
+    """The phase of one workspace and the moves a spawner makes (see the module docstring).
+
+    ``kube``: a :class:`~workspacespawner.k8s.api.Kube`; ``audit``: an
+    :class:`~workspacespawner.workspace.audit.AuditLog` (or None);
+    ``kind``: the KindStatus of the workspace's current kind (set again
+    when a start picks its backend); ``label``: how logs name the server.
+    """
+
+    def __init__(self, *, kube, audit, kind: KindStatus, settings: LifecycleSettings, label: str = ""):
+        self.kube = kube
+        self.audit = audit
+        self.kind = kind
+        self.settings = settings
+        self.label = label
+        self.status = Status(Phase.REQUESTED)
+        #: True from before_start until the start ends: kubespawner may stop() a leftover Pod inside its start.
+        self.starting = False
+
+    @property
+    def phase(self) -> Phase:
+        return self.status.phase
+
+    def state(self) -> dict:
+        """What ``get_state()`` keeps: ``{"lifecycle": {...}}`` (JSON)."""
+        return {"lifecycle": self.status.to_state()}
+
+    def load_state(self, state: dict) -> None:
+        """Read back :meth:`state`; an unreadable or missing one leaves ``Requested`` (the cluster decides at the next start)."""
+        self.status = Status.from_state(state.get("lifecycle") or {}) or Status(Phase.REQUESTED)
+
+    async def _move(self, ref: WorkspaceRef, target: Phase, **kwargs) -> Status:
+        """:func:`lifecycle.move`; an illegal move (a bug) is logged and the cluster's view recorded instead."""
+        try:
+            self.status = await lifecycle.move(self.kube, ref, self.status, target, audit=self.audit, **kwargs)
+        except lifecycle.IllegalTransition as e:
+            log.error("Lifecycle bug for %s: %s; recording what the cluster shows instead", self.label, e)
+            await self.reconcile(ref)
+        return self.status
+
+    async def reconcile(self, ref: WorkspaceRef) -> Status:
+        """Record what the cluster shows (see :func:`lifecycle.reconcile`)."""
+        self.status = await lifecycle.reconcile(self.kube, ref, self.kind, self.status, audit=self.audit)
+        return self.status
+
+    async def before_start(self, ref: WorkspaceRef, *, fence_own: Callable[[], Awaitable[None]], say) -> None:
+        """Before any object is made: reconcile with the cluster, reclaim retained disks, fence.
+
+        ``fence_own``: the backend's own fence (a VM's VMI); ``say(message)``
+        shows a step. Raises :class:`~workspacespawner.core.errors.WorkspaceError`
+        (409): ``disk-retained`` (admin-only reclaim), ``disk-deleting``,
+        ``node-unreachable`` (the workspace goes ``Degraded``),
+        ``still-stopping``, ``disk-in-use``, ``already-running``.
+        """
+        self.starting = True
+        status = await self.reconcile(ref)
+        if status.phase == Phase.RETAINED:
+            if self.settings.reclaim_policy != "automatic":
+                raise WorkspaceError(
+                    f"Your previous disks are kept since {lifecycle.rfc3339(status.since)} (until "
+                    f"{lifecycle.rfc3339(status.retain_until)}); an administrator can give them back. Nothing was started.",
+                    reason="disk-retained",
+                    status_code=409,
+                )
+            try:
+                self.status = await retention.reclaim(self.kube, ref, audit=self.audit) or status
+            except NotOurs:
+                self.status = await lifecycle.reconcile(self.kube, ref, self.kind, status)
+        if self.phase == Phase.DELETING_DISK:
+            raise WorkspaceError(
+                "Your previous disks are being deleted; please try again in a few minutes.", reason="disk-deleting", status_code=409
+            )
+        try:
+            await fence.check_before_start(
+                self.kube,
+                namespace=ref.namespace,
+                user_name=ref.user_name,
+                claims=[name for _kind, name in ref.disks()],
+                own_pod=ref.pod,
+                own_vmi=ref.vm,
+                wait=self.settings.fence_wait_seconds,
+                progress=say,
+            )
+            await fence_own()
+        except WorkspaceError as e:
+            if e.reason == "node-unreachable":
+                await self._move(ref, Phase.DEGRADED, reason=e.reason, message=e.message, observed=True)
+            raise
+        if self.phase in COMPUTE_PHASES:  # the fences left no compute behind
+            await self._move(ref, Phase.STOPPED, observed=True)
+        if self.phase == Phase.REQUESTED:
+            await self._move(ref, Phase.PROVISIONING_DISK)
+
+    async def disks_ready(
+        self, ref: WorkspaceRef, pvc: dict, *, home_size: str, limit: int | None, server: str, say
+    ) -> None:
+        """The home PVC exists (``pvc``, as read or created): grow it to ``home_size`` if bigger, then -> ``Starting``.
+
+        ``limit``: the user's disk limit in bytes (None: none). Raises
+        :class:`~workspacespawner.core.errors.WorkspaceError` (403, ``disk``)
+        when growing would pass it.
+        """
+        ops = disks.DiskOps(self.kube, ref.namespace, audit=self.audit)
+        try:
+            if await ops.grow_home(ref.user_name, pvc, home_size, limit=limit, server=server):
+                say(f"Home volume {pvc['metadata']['name']} grown to {home_size}")
+        except disks.DiskOpError as e:
+            raise WorkspaceError(f"Your home volume cannot grow to {home_size}: {e}", reason="disk", status_code=403) from None
+        if self.phase == Phase.PROVISIONING_DISK:
+            await self._move(ref, Phase.STOPPED)
+        await self._move(ref, Phase.STARTING)
+
+    async def running(self, ref: WorkspaceRef) -> None:
+        """The server is up: ``Starting -> Running``."""
+        self.starting = False
+        await self._move(ref, Phase.RUNNING)
+
+    async def start_failed(self, ref: WorkspaceRef, error: BaseException) -> None:
+        """A start failed: ``Degraded`` for an unreachable node, else what the cluster shows. Never raises."""
+        self.starting = False
+        try:
+            if getattr(error, "reason", None) == "node-unreachable":
+                await self._move(ref, Phase.DEGRADED, reason="node-unreachable", message=str(error), observed=True)
+            else:
+                await self.reconcile(ref)
+        except Exception:
+            log.exception("Could not record the failed start of %s", self.label)
+
+    async def stopping(self, ref: WorkspaceRef) -> None:
+        """A stop begins: -> ``Stopping`` (nothing to do from Stopped, or inside a start). Never raises."""
+        if self.starting or Phase.STOPPING not in lifecycle.TRANSITIONS[self.phase]:
+            return
+        try:
+            await self._move(ref, Phase.STOPPING)
+        except Exception:
+            log.exception("Could not record the stop of %s", self.label)
+
+    async def stopped(self, ref: WorkspaceRef) -> None:
+        """After any stop: what the cluster shows (``Stopped``, or ``Degraded`` on a lost node). Never raises."""
+        if self.starting:
+            return
+        try:
+            await self.reconcile(ref)
+        except Exception:
+            log.exception("Could not record that %s stopped", self.label)
+
+    async def delete_forever(self, ref: WorkspaceRef) -> None:
+        """The user or server is deleted: its disks in ``ref`` go ``Retained``; nothing is deleted."""
+        status = await self.reconcile(ref)
+        self.status = await retention.retain(self.kube, ref, status, days=self.settings.retention_days, audit=self.audit)
+        log.info(
+            "Kept the disks of %s as %s until %s (%s)",
+            self.label, self.phase, lifecycle.rfc3339(self.status.retain_until),
+            ", ".join(name for _kind, name in ref.disks()) or "none",
+        )
