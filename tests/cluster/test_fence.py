@@ -1,9 +1,10 @@
 """The one-active invariant before a container start, and the admin's fence (:mod:`workspacespawner.workspace.fence`).
 
 Covers, against the local cluster: a leaked Pod of the workspace itself
-(deleted gracefully and waited for, never a second Pod on the disk); a
-terminating Pod waited for, with progress; another server of the user using
-the same home (refused, ``disk-in-use``); a Pod on a NotReady node (refused
+(deleted gracefully, by its uid, and waited for, never a second Pod on the
+disk); a terminating Pod waited for, with progress; another server of the
+user using the same home (refused, ``disk-in-use``); another user's running
+Pod neither blocking the start nor touched; a Pod on a NotReady node (refused
 ``node-unreachable`` while the node agent cannot finish its deletion);
 ``workspacespawner fence USER`` without ``--confirm-node-down`` (shows, deletes
 nothing) and with it (force-deletes with grace period 0, audits ``fence``,
@@ -40,12 +41,19 @@ async def pods_of(kube_objects, user=USER):
     return await kube_objects.list(POD, NS, labels=names.owner_selector(user))
 
 
-async def test_leaked_own_pod_is_deleted_gracefully_before_start(kube_objects):
+async def test_leaked_own_pod_is_deleted_gracefully_before_start(kube_objects, cluster):
     await make_home(kube_objects, USER)
     leaked = await start_pod(kube_objects, USER, "jupyter-fay", "home-fay")
-    await fence.check_before_start(kube_objects, namespace=NS, user_name=USER, claims=["home-fay"], own_pod="jupyter-fay", wait=30, interval=0.1)
+    cluster.requests.clear()
+    await fence.check_before_start(
+        kube_objects, namespace=NS, user_name=USER, claims=["home-fay"], own_pod="jupyter-fay", wait=30, interval=0.1
+    )
+    # gone, and no Pod of the user is left on the disk when the start goes on
     assert await kube_objects.get(POD, NS, "jupyter-fay") is None
-    assert leaked["metadata"]["uid"]  # it was there, and is gone: no second Pod ever shared the disk
+    assert await pods_of(kube_objects) == []
+    # one graceful delete of exactly the leaked Pod (its uid as precondition, no gracePeriodSeconds: not forced)
+    [delete] = cluster.requests.matching("DELETE", r"/pods/jupyter-fay$")
+    assert delete.body == {"propagationPolicy": "Background", "preconditions": {"uid": leaked["metadata"]["uid"]}}
 
 
 async def test_terminating_pod_is_waited_for_with_progress(kube_objects):
@@ -69,11 +77,30 @@ async def test_other_server_using_the_home_is_refused(kube_objects):
     assert await kube_objects.get(POD, NS, "jupyter-fay--gpu") is not None
 
 
-async def test_other_users_pod_is_not_a_holder(kube_objects):
+async def test_other_users_pod_is_not_a_holder(kube_objects, cluster):
     await make_home(kube_objects, USER)
     await make_home(kube_objects, "gus")
-    await start_pod(kube_objects, "gus", "jupyter-gus", "home-gus")
-    await fence.check_before_start(kube_objects, namespace=NS, user_name=USER, claims=["home-fay"], own_pod="jupyter-fay", wait=5)
+    other = await start_pod(kube_objects, "gus", "jupyter-gus", "home-gus")
+    cluster.requests.clear()
+    steps = []
+    await fence.check_before_start(
+        kube_objects,
+        namespace=NS,
+        user_name=USER,
+        claims=["home-fay"],
+        own_pod="jupyter-fay",
+        wait=5,
+        interval=0.1,
+        progress=steps.append,
+    )
+    # not waited for (no progress step), not deleted (no DELETE at all), still running as it was
+    assert steps == []
+    assert cluster.requests.matching("DELETE") == []
+    after = await kube_objects.get(POD, NS, "jupyter-gus")
+    assert after is not None
+    assert after["metadata"]["uid"] == other["metadata"]["uid"]
+    assert "deletionTimestamp" not in after["metadata"]
+    assert after["status"]["phase"] == "Running"
 
 
 async def _pod_on_lost_node(kube_objects, cluster_thread):

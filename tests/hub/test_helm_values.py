@@ -39,6 +39,7 @@ from tests.support.chartvalues import (
     z2jh_config,
 )
 from workspacespawner.core import names
+from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.spawner import WorkspaceSpawner, check_hub_config
 
 CONFIG_D = ROOT / "jupyterhub_config.d"
@@ -185,9 +186,6 @@ def test_quota_equals_the_config_piece(monkeypatch):
     and keeps it (hub.services), and the hub reads it from the chart's Secret.
     """
     piece = CONFIG_D / "40-quota.py"
-    if not piece.exists():
-        pytest.skip("no quota config piece")
-    config = pytest.importorskip("workspacespawner.quota.config")
     values = our_values()
     monkeypatch.setenv("WORKSPACESPAWNER_QUOTA_TOKEN", "token-of-the-piece")
     expected = Config()
@@ -208,7 +206,7 @@ def test_quota_equals_the_config_piece(monkeypatch):
     monkeypatch.delenv("WORKSPACESPAWNER_QUOTA_TOKEN")
     for name, value in hub_environment(values, SECRETS).items():
         monkeypatch.setenv(name, value)
-    quota = config.WorkspaceQuota(config=loaded)
+    quota = WorkspaceQuota(config=loaded)
     assert quota.hub_api_token == token
 
 

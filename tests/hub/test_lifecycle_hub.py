@@ -10,10 +10,6 @@ getting that very disk back at their next start (reclaim policy
 ``automatic``), audited; a start finding the user's leftover Pod on a node
 that stopped answering refused with 409 and the fence command to run, the
 home ``Degraded``, and the start going ahead once an admin fenced it.
-
-Skipped until ``WorkspaceSpawner`` has the lifecycle hooks
-(``hasattr(WorkspaceSpawner, "lifecycle_phase")``): the lead wires them into
-``spawner.py`` (see the integration recipe in the lifecycle issue note).
 """
 
 from __future__ import annotations
@@ -31,12 +27,7 @@ from tests.support.lifecycleenv import pod_manifest
 from workspacespawner.admin import fence as fence_command
 from workspacespawner.core import names
 from workspacespawner.localcluster import ClusterThread
-from workspacespawner.spawner import WorkspaceSpawner
 from workspacespawner.workspace.audit import AuditLog
-
-pytestmark = pytest.mark.skipif(
-    not hasattr(WorkspaceSpawner, "lifecycle_phase"), reason="WorkspaceSpawner is not wired to the lifecycle hooks yet"
-)
 
 LIFECYCLE_CONFIG = """
 c.JupyterHub.allow_named_servers = True

@@ -27,6 +27,7 @@ agent, do with the Secret's ``userdata``) is described on
 from __future__ import annotations
 
 import base64
+import copy
 import math
 import re
 import uuid
@@ -362,6 +363,69 @@ def make_vm_service(*, ident: VMIdentity) -> dict:
             ],
         },
     }
+
+
+# -- bringing an existing VirtualMachine to its manifest ------------------------------------------
+
+#: Template fields we set only sometimes: present on the VM but absent from the profile means "changed".
+OPTIONAL_TEMPLATE_FIELDS = (
+    ("nodeSelector",),
+    ("evictionStrategy",),
+    ("domain", "devices", "gpus"),
+    ("domain", "devices", "filesystems"),
+)
+#: The metadata fields :func:`vm_update_body` merges the manifest's values onto.
+MERGED_METADATA = ("labels", "annotations")
+
+
+def covers(actual, desired) -> bool:
+    """Whether ``actual`` holds everything ``desired`` says (dicts may have more keys; lists match item by item).
+
+    What the API server or KubeVirt adds (defaults, status) does not count as a difference.
+    """
+    if isinstance(desired, dict):
+        return isinstance(actual, dict) and all(k in actual and covers(actual[k], v) for k, v in desired.items())
+    if isinstance(desired, list):
+        return isinstance(actual, list) and len(actual) == len(desired) and all(map(covers, actual, desired))
+    return actual == desired
+
+
+def _dig(obj: dict, path: Sequence[str]):
+    for key in path:
+        if not isinstance(obj, dict) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj
+
+
+def vm_spec_current(vm: dict, manifest: dict) -> bool:
+    """Whether the existing ``vm`` already runs the profile of ``manifest`` (run strategy included)."""
+    actual, desired = vm.get("spec") or {}, manifest["spec"]
+    if not covers(actual, desired):
+        return False
+    template, wanted = _dig(actual, ("template", "spec")) or {}, desired["template"]["spec"]
+    return all(_dig(wanted, path) is not None or _dig(template, path) is None for path in OPTIONAL_TEMPLATE_FIELDS)
+
+
+def vm_update_body(vm: dict, manifest: dict) -> dict | None:
+    """The replace body that brings ``vm`` (a VirtualMachine as read from the API) to ``manifest``; None if it is current.
+
+    The body is ``vm`` without ``status``, with ``manifest``'s spec, and its
+    labels and annotations merged onto ``vm``'s (the manifest's values win;
+    other keys, such as the lifecycle phase, stay). The rest of ``vm``'s
+    metadata is kept, ``resourceVersion`` included, so the replace fails
+    with 409 if the VM changed since it was read. None when ``vm``'s spec
+    is current (:func:`vm_spec_current`) and its labels and annotations
+    already hold the manifest's. ``vm`` and ``manifest`` are not changed.
+    """
+    meta, wanted = vm.get("metadata") or {}, manifest["metadata"]
+    merged = {field: {**(meta.get(field) or {}), **(wanted.get(field) or {})} for field in MERGED_METADATA}
+    if vm_spec_current(vm, manifest) and all(merged[field] == (meta.get(field) or {}) for field in MERGED_METADATA):
+        return None
+    body = copy.deepcopy({key: value for key, value in vm.items() if key not in ("spec", "status")})
+    body["metadata"] = {**body.get("metadata", {}), **copy.deepcopy(merged)}
+    body["spec"] = copy.deepcopy(manifest["spec"])
+    return body
 
 
 # -- the guest's cloud-init user data ------------------------------------------------------------

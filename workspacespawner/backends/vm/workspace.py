@@ -63,8 +63,6 @@ log = logging.getLogger("workspacespawner")
 DATA_VOLUMES = DATA_VOLUME.gvp
 VIRTUAL_MACHINES = VIRTUAL_MACHINE.gvp
 VMIS = VMI.gvp
-#: Template fields we set only sometimes: present on the VM but absent from the profile means "changed".
-OPTIONAL_TEMPLATE_FIELDS = (("nodeSelector",), ("evictionStrategy",), ("domain", "devices", "gpus"), ("domain", "devices", "filesystems"))
 #: HTTP status of the start failure for each reason word (default 500).
 FAILURE_STATUS = {"unschedulable": 503, "already-running": 409, "node-unreachable": 409, "still-stopping": 409}
 
@@ -80,35 +78,6 @@ def _api_failure(e: Exception, what: str) -> WorkspaceError:
         status_code=500,
         log_message=f"{what}: {detail}",  # never the body: it may echo the Secret's data
     )
-
-
-def covers(actual, desired) -> bool:
-    """Whether ``actual`` holds everything ``desired`` says (dicts may have more keys; lists match item by item).
-
-    What the API server or KubeVirt adds (defaults, status) does not count as a difference.
-    """
-    if isinstance(desired, dict):
-        return isinstance(actual, dict) and all(k in actual and covers(actual[k], v) for k, v in desired.items())
-    if isinstance(desired, list):
-        return isinstance(actual, list) and len(actual) == len(desired) and all(map(covers, actual, desired))
-    return actual == desired
-
-
-def _dig(obj: dict, path: Sequence[str]):
-    for key in path:
-        if not isinstance(obj, dict) or key not in obj:
-            return None
-        obj = obj[key]
-    return obj
-
-
-def vm_spec_current(vm: dict, manifest: dict) -> bool:
-    """Whether the existing ``vm`` already runs the profile of ``manifest`` (run strategy included)."""
-    actual, desired = vm.get("spec") or {}, manifest["spec"]
-    if not covers(actual, desired):
-        return False
-    template, wanted = _dig(actual, ("template", "spec")) or {}, desired["template"]["spec"]
-    return all(_dig(wanted, path) is not None or _dig(template, path) is None for path in OPTIONAL_TEMPLATE_FIELDS)
 
 
 # -- objects ------------------------------------------------------------------------------------
@@ -154,13 +123,9 @@ async def ensure_vm(custom_api, manifest: dict, user_name: str) -> tuple[dict, b
         log.info("Created virtual machine %s/%s for %s", namespace, name, user_name)
         return vm, True
     for _attempt in range(3):
-        if vm_spec_current(vm, manifest):
+        body = vmmanifests.vm_update_body(vm, manifest)
+        if body is None:
             return vm, False
-        body = dict(vm, spec=manifest["spec"])
-        body["metadata"] = dict(vm["metadata"])
-        for field in ("labels", "annotations"):
-            body["metadata"][field] = {**(vm["metadata"].get(field) or {}), **manifest["metadata"][field]}
-        body.pop("status", None)
         try:
             vm = await _call(custom_api.replace_namespaced_custom_object, group, version, namespace, plural, name, body)
         except ApiException as e:
