@@ -346,7 +346,7 @@ def test_foreign_objects_are_refused_by_name():
 
 async def test_leftover_unplaced_vmi_is_cleared(kube):
     """A start interrupted while no node could take its VMI leaves one behind: the next start clears it."""
-    from workspacespawner.backends.vm.workspace import ensure_root_disk, ensure_vm
+    from workspacespawner.backends.vm.effects import ensure_root_disk, ensure_vm
     from workspacespawner.k8s.kubevirt import start_vm
 
     _thread, custom_api, _core_api = kube
