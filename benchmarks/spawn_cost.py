@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent))  # the repository root: tests.support
 
 from tests.support.hubharness import CONFIG_D, Hub  # noqa: E402
 from workspacespawner.localcluster import ClusterThread  # noqa: E402
