@@ -11,9 +11,8 @@ shared watch caches, never by polling the cluster per user.
 
 from __future__ import annotations
 
-from kubernetes.utils import parse_quantity
-
 from workspacespawner.core import names
+from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.k8s.watches import VirtualMachineInstanceReflector, shared_reflectors
 from workspacespawner.quota.enforcer import alive_from_objects
 from workspacespawner.quota.policy import Request
