@@ -10,14 +10,15 @@ or what went wrong: ``refused: ...``, ``error: ...``).
 
 The table (``workspacespawner_audit``) lives next to the ledger's tables,
 created by the same alembic migrations (revision 0003 of
-:mod:`workspacespawner.quota.migrations`) on the same engine
+:mod:`workspacespawner.db.migrations`) on the same engine
 (:class:`~workspacespawner.quota.ledger.Ledger`), so one database URL,
 ``c.WorkspaceQuota.ledger_url``, holds usage and the audit trail.
 
 Calls are synchronous SQLAlchemy; async code uses :meth:`AuditLog.arecord`
 (and ``asyncio.to_thread`` for the rest), never the event loop. Database
 trouble comes out as
-:class:`~workspacespawner.quota.ledger.LedgerUnavailable`.
+:class:`workspacespawner.db.DatabaseUnavailable` (which
+:class:`~workspacespawner.quota.ledger.LedgerUnavailable` names too).
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from workspacespawner.quota.ledger import Ledger, UTCDateTime, _guarded
-from workspacespawner.quota.migrations import AUDIT_TABLE
+from workspacespawner.db import migrate
+from workspacespawner.db.engine import UTCDateTime, guarded, write_transaction
+from workspacespawner.db.migrations import AUDIT_TABLE
+from workspacespawner.quota.ledger import Ledger
 from workspacespawner.workspace import lifecycle
 
 #: The actions an audit record may name.
@@ -87,11 +90,16 @@ def _load(text: str | None):
         return {"text": text}
 
 
+#: :func:`~workspacespawner.db.engine.guarded`, naming the database as the audit log in its message.
+_guarded = guarded(what="the audit log")
+
+
 class AuditLog:
     """The audit trail in the database of ``ledger`` (a :class:`~workspacespawner.quota.ledger.Ledger`); blocking calls.
 
     The schema is brought to the newest revision on first use (the
-    ledger's migrations). Safe to share between threads.
+    database's migrations, :func:`workspacespawner.db.migrate.upgrade`).
+    Safe to share between threads.
     """
 
     def __init__(self, ledger: Ledger):
@@ -106,12 +114,12 @@ class AuditLog:
         return cls(Ledger(url, timeout=timeout))
 
     def ensure_ready(self) -> None:
-        """Create or upgrade the schema once (idempotent); raises LedgerUnavailable if the database cannot be used."""
+        """Create or upgrade the schema once (idempotent); raises DatabaseUnavailable if the database cannot be used."""
         if self._ready:
             return
         with self._lock:
             if not self._ready:
-                self.ledger.upgrade()
+                migrate.upgrade(self.engine, what="the audit log")
                 self._ready = True
 
     @_guarded
@@ -145,7 +153,7 @@ class AuditLog:
             after=None if after is None else json.dumps(after, sort_keys=True),
             result=result,
         )
-        with self.engine.begin() as conn:
+        with write_transaction(self.engine) as conn:
             return conn.execute(audit_table.insert().values(**values)).inserted_primary_key[0]
 
     async def arecord(self, **fields) -> int:
