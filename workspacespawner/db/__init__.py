@@ -3,7 +3,9 @@
 - :mod:`.engine`: :func:`make_engine`, :func:`write_transaction`,
   :class:`UTCDateTime`, :class:`DatabaseUnavailable` and :func:`guarded`;
 - :mod:`.migrate`: :func:`upgrade` and :func:`head_revision`, the schema
-  history in :mod:`.migrations` (alembic).
+  history in :mod:`.migrations` (alembic);
+- :mod:`.executor`: :class:`DatabaseExecutor`, the one worker thread per
+  process that async code runs database calls on.
 
 This package knows tables only by the names in :mod:`.migrations`; the
 ledger (:mod:`workspacespawner.quota.ledger`) and the audit log
@@ -19,14 +21,17 @@ from workspacespawner.db.engine import (
     reporting_unavailable,
     write_transaction,
 )
+from workspacespawner.db.executor import DatabaseExecutor, process_executor
 from workspacespawner.db.migrate import head_revision, upgrade
 
 __all__ = [
+    "DatabaseExecutor",
     "DatabaseUnavailable",
     "UTCDateTime",
     "guarded",
     "head_revision",
     "make_engine",
+    "process_executor",
     "reporting_unavailable",
     "upgrade",
     "write_transaction",

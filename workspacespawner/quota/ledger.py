@@ -3,9 +3,10 @@
 Synchronous SQLAlchemy, on purpose: it is simple and the same for SQLite,
 PostgreSQL and the ``workspacespawner usage`` command. **The hub must not
 call it on its event loop**: every call may wait for a lock or the network.
-:class:`~workspacespawner.quota.service.QuotaService` runs each call in one
-worker thread (``loop.run_in_executor``); do the same from any other async
-code.
+:class:`~workspacespawner.quota.service.QuotaService` runs each call on the
+process's one database thread (:attr:`Ledger.executor`, a
+:class:`~workspacespawner.db.executor.DatabaseExecutor`); so does the audit
+log, and so should any other async code.
 
 Atomicity of :meth:`Ledger.check_and_reserve`: the check and the
 reservation are one transaction holding the user's lock, so two starts of
@@ -45,6 +46,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from workspacespawner.db import migrate
 from workspacespawner.db.engine import DatabaseUnavailable, UTCDateTime, guarded, make_engine, write_transaction
+from workspacespawner.db.executor import DatabaseExecutor, process_executor
 from workspacespawner.db.migrations import RUNS_TABLE, USERS_TABLE
 from workspacespawner.quota import policy
 from workspacespawner.quota.policy import (
@@ -119,13 +121,16 @@ def _identity(reservation: Reservation) -> dict:
 class Ledger:
     """Workspace runs in the database at ``url``; schema created and upgraded on first use.
 
-    Blocking: call from a worker thread in the hub (see the module docstring).
-    Safe to share between threads. ``timeout`` as in
+    Blocking: call from a worker thread in the hub (see the module docstring),
+    ``executor``'s (the process's :class:`~workspacespawner.db.executor.DatabaseExecutor`
+    unless given another). Safe to share between threads. ``timeout`` as in
     :func:`~workspacespawner.db.engine.make_engine`.
     """
 
-    def __init__(self, url: str, *, timeout: float = 10.0):
+    def __init__(self, url: str, *, timeout: float = 10.0, executor: DatabaseExecutor | None = None):
         self.engine = make_engine(url, timeout=timeout)
+        #: Where async code runs this ledger's calls (and the audit log on its database, its writes).
+        self.executor = executor or process_executor()
         self._sqlite = self.engine.dialect.name == "sqlite"
         self._ready = False
         self._ready_lock = threading.Lock()

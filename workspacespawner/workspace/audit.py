@@ -14,16 +14,17 @@ created by the same alembic migrations (revision 0003 of
 (:class:`~workspacespawner.quota.ledger.Ledger`), so one database URL,
 ``c.WorkspaceQuota.ledger_url``, holds usage and the audit trail.
 
-Calls are synchronous SQLAlchemy; async code uses :meth:`AuditLog.arecord`
-(and ``asyncio.to_thread`` for the rest), never the event loop. Database
-trouble comes out as
+Calls are synchronous SQLAlchemy; async code uses :meth:`AuditLog.arecord`,
+which runs the write on the same database thread as the ledger's calls
+(:attr:`AuditLog.executor`, the ledger's
+:class:`~workspacespawner.db.executor.DatabaseExecutor` unless given
+another), never on the event loop. Database trouble comes out as
 :class:`workspacespawner.db.DatabaseUnavailable` (which
 :class:`~workspacespawner.quota.ledger.LedgerUnavailable` names too).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from dataclasses import asdict, dataclass
@@ -33,6 +34,7 @@ import sqlalchemy as sa
 
 from workspacespawner.db import migrate
 from workspacespawner.db.engine import UTCDateTime, guarded, write_transaction
+from workspacespawner.db.executor import DatabaseExecutor
 from workspacespawner.db.migrations import AUDIT_TABLE
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.workspace import lifecycle
@@ -99,19 +101,22 @@ class AuditLog:
 
     The schema is brought to the newest revision on first use (the
     database's migrations, :func:`workspacespawner.db.migrate.upgrade`).
-    Safe to share between threads.
+    Safe to share between threads. ``executor``: where :meth:`arecord`
+    writes (default: the ledger's, so audit and ledger writes take turns on
+    one thread).
     """
 
-    def __init__(self, ledger: Ledger):
+    def __init__(self, ledger: Ledger, *, executor: DatabaseExecutor | None = None):
         self.ledger = ledger
         self.engine = ledger.engine
+        self.executor = executor or ledger.executor
         self._ready = False
         self._lock = threading.Lock()
 
     @classmethod
-    def from_url(cls, url: str, *, timeout: float = 10.0) -> AuditLog:
+    def from_url(cls, url: str, *, timeout: float = 10.0, executor: DatabaseExecutor | None = None) -> AuditLog:
         """An audit log on its own engine for the SQLAlchemy ``url`` (the ledger's URL)."""
-        return cls(Ledger(url, timeout=timeout))
+        return cls(Ledger(url, timeout=timeout, executor=executor))
 
     def ensure_ready(self) -> None:
         """Create or upgrade the schema once (idempotent); raises DatabaseUnavailable if the database cannot be used."""
@@ -157,8 +162,8 @@ class AuditLog:
             return conn.execute(audit_table.insert().values(**values)).inserted_primary_key[0]
 
     async def arecord(self, **fields) -> int:
-        """:meth:`record` in a worker thread (for the hub's event loop)."""
-        return await asyncio.to_thread(lambda: self.record(**fields))
+        """:meth:`record` on the database thread (:attr:`executor`), for the hub's event loop."""
+        return await self.executor.run(self.record, **fields)
 
     @_guarded
     def query(self, *, user: str | None = None, since: datetime | None = None, action: str | None = None) -> list[AuditRecord]:
