@@ -35,8 +35,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from workspacespawner.db.migrations import RUNS_TABLE
 from workspacespawner.quota.ledger import Ledger
-from workspacespawner.quota.migrations import RUNS_TABLE
 from workspacespawner.quota.policy import Limits, Request
 
 NOW = datetime(2025, 6, 10, 12, tzinfo=UTC)

@@ -14,11 +14,17 @@ JupyterHub.
 
 from __future__ import annotations
 
+import logging
+
 from workspacespawner.core.tasks import BackgroundTasks
+from workspacespawner.db.engine import DatabaseUnavailable
 from workspacespawner.k8s.api import Kube
 from workspacespawner.quota.config import WorkspaceQuota
+from workspacespawner.quota.ledger import Ledger
 from workspacespawner.quota.service import QuotaService
 from workspacespawner.workspace.audit import AuditLog
+
+log = logging.getLogger("workspacespawner")
 
 
 class HubServices:
@@ -39,6 +45,28 @@ class HubServices:
         """Stop the background tasks, the enforcer and the database connections."""
         await self.tasks.close()
         await self.quota.close()
+
+
+def upgrade_database(config) -> str | None:
+    """Bring the ledger's and the audit log's database to the newest schema now, while the hub starts.
+
+    Called from ``jupyterhub_config.d/90-check-config.py`` (before the hub
+    serves, so no user's first start runs a migration). With quotas off,
+    nothing is done (None). A database that cannot be reached is logged and
+    left to the first use, as the quota's ``allow_cpu_when_ledger_down``
+    expects; returns the revision otherwise.
+    """
+    settings = WorkspaceQuota(config=config)
+    if not settings.enabled:
+        return None
+    ledger = Ledger(settings.ledger_url, timeout=settings.ledger_timeout)
+    try:
+        return ledger.upgrade()
+    except DatabaseUnavailable as e:
+        log.error("Could not bring the quota ledger's database up to date at start-up: %s", e)
+        return None
+    finally:
+        ledger.dispose()
 
 
 _SERVICES: HubServices | None = None

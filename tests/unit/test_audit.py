@@ -17,8 +17,9 @@ import pytest
 import sqlalchemy as sa
 
 from workspacespawner.admin import audit as audit_command
-from workspacespawner.quota.ledger import MIGRATIONS, Ledger
-from workspacespawner.quota.migrations import AUDIT_TABLE, RUNS_TABLE
+from workspacespawner.db.migrate import MIGRATIONS
+from workspacespawner.db.migrations import AUDIT_TABLE, RUNS_TABLE
+from workspacespawner.quota.ledger import Ledger
 from workspacespawner.workspace.audit import AuditLog
 
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)

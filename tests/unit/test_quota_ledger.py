@@ -22,10 +22,11 @@ import sqlalchemy as sa
 from traitlets.config import Config
 
 from tests.support.pgserver import Unavailable, postgres_url
+from workspacespawner.db.migrate import head_revision
+from workspacespawner.db.migrations import RUNS_TABLE, VERSION_TABLE
 from workspacespawner.quota import policy
 from workspacespawner.quota.config import WorkspaceQuota
-from workspacespawner.quota.ledger import Ledger, LedgerUnavailable, head_revision
-from workspacespawner.quota.migrations import RUNS_TABLE, VERSION_TABLE
+from workspacespawner.quota.ledger import Ledger, LedgerUnavailable
 from workspacespawner.quota.policy import CLOSED, OPEN, RESERVED, Limits, Request
 from workspacespawner.quota.refusal import QuotaRefused
 from workspacespawner.quota.service import QuotaService

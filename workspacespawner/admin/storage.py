@@ -21,9 +21,9 @@ from kubernetes_asyncio.client.rest import ApiException
 from traitlets import TraitError
 
 from workspacespawner.admin.common import add_common_arguments, fail, kube_client, load_config, namespace_of, print_rows
+from workspacespawner.core.quantities import gib
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.quota.cli import hub_groups
-from workspacespawner.quota.policy import gib
 from workspacespawner.storage.settings import check_storage_config
 from workspacespawner.storage.tiers import TeamFolder, volume_usage
 

@@ -7,8 +7,9 @@ setting the same way.
 
 from __future__ import annotations
 
-from kubernetes.utils import parse_quantity
 from traitlets import TraitError, Unicode
+
+from workspacespawner.core.quantities import parse_quantity
 
 
 class Quantity(Unicode):

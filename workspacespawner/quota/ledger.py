@@ -3,9 +3,10 @@
 Synchronous SQLAlchemy, on purpose: it is simple and the same for SQLite,
 PostgreSQL and the ``workspacespawner usage`` command. **The hub must not
 call it on its event loop**: every call may wait for a lock or the network.
-:class:`~workspacespawner.quota.service.QuotaService` runs each call in one
-worker thread (``loop.run_in_executor``); do the same from any other async
-code.
+:class:`~workspacespawner.quota.service.QuotaService` runs each call on the
+process's one database thread (:attr:`Ledger.executor`, a
+:class:`~workspacespawner.db.executor.DatabaseExecutor`); so does the audit
+log, and so should any other async code.
 
 Atomicity of :meth:`Ledger.check_and_reserve`: the check and the
 reservation are one transaction holding the user's lock, so two starts of
@@ -22,29 +23,32 @@ many rows the table and the user's history hold (``benchmarks/
 quota_check.py`` measures it up to a million rows).
 
 Times are stored as naive UTC and handed out as aware UTC datetimes. The
-schema is created and upgraded on first use by alembic (see
-:mod:`.migrations`). Every database error that means "cannot reach or use
-the database" comes out as :class:`LedgerUnavailable`.
+schema is created and upgraded by alembic
+(:func:`workspacespawner.db.migrate.upgrade`, for the hub to call once at
+start-up), and on first use here if nobody did. Every database error
+that means "cannot reach or use the database" comes out as
+:class:`LedgerUnavailable` (the same class as
+:class:`workspacespawner.db.DatabaseUnavailable`).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
-from sqlalchemy import event, exc
+from sqlalchemy import exc
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.pool import StaticPool
 
+from workspacespawner.db import migrate
+from workspacespawner.db.engine import DatabaseUnavailable, UTCDateTime, guarded, make_engine, write_transaction
+from workspacespawner.db.executor import DatabaseExecutor, process_executor
+from workspacespawner.db.migrations import RUNS_TABLE, USERS_TABLE
 from workspacespawner.quota import policy
-from workspacespawner.quota.migrations import RUNS_TABLE, USERS_TABLE, VERSION_TABLE
 from workspacespawner.quota.policy import (
     ACTIVE_STATES,
     CLOSED,
@@ -60,34 +64,12 @@ from workspacespawner.quota.policy import (
 
 log = logging.getLogger("workspacespawner.quota")
 
-MIGRATIONS = Path(__file__).resolve().parent / "migrations"
-_ALEMBIC_LOCK = threading.Lock()
 
+#: The ledger's name for :class:`~workspacespawner.db.engine.DatabaseUnavailable` (the same class).
+LedgerUnavailable = DatabaseUnavailable
 
-def head_revision() -> str:
-    """The newest schema revision the package's migrations know."""
-    from alembic.script import ScriptDirectory
-
-    return ScriptDirectory(str(MIGRATIONS)).get_current_head()
-
-
-class LedgerUnavailable(Exception):
-    """The ledger's database cannot be reached or used right now (the cause is chained)."""
-
-
-class UTCDateTime(sa.types.TypeDecorator):
-    """Aware datetimes in, stored as naive UTC, aware UTC out (SQLite has no timezones)."""
-
-    impl = sa.DateTime
-    cache_ok = True
-
-    def process_bind_param(self, value, dialect):
-        if value is None:
-            return None
-        return policy.aware(value).astimezone(UTC).replace(tzinfo=None)
-
-    def process_result_value(self, value, dialect):
-        return None if value is None else value.replace(tzinfo=UTC)
+#: :func:`~workspacespawner.db.engine.guarded`, naming the database as the quota ledger in its message.
+_guarded = guarded(what="the quota ledger")
 
 
 metadata = sa.MetaData()
@@ -136,62 +118,19 @@ def _identity(reservation: Reservation) -> dict:
     return dict(user_name=reservation.user, **{name: getattr(reservation, name) for name in _IDENTITY})
 
 
-def _guarded(method):
-    """Turn "cannot reach or use the database" errors into :class:`LedgerUnavailable`."""
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except (exc.OperationalError, exc.InterfaceError, exc.TimeoutError, exc.DisconnectionError) as e:
-            raise LedgerUnavailable(f"the quota ledger at {self.engine.url!r} cannot be used: {e}") from e
-
-    return wrapper
-
-
-def make_engine(url: str, *, timeout: float = 10.0) -> sa.Engine:
-    """An engine for ``url``; SQLite gets ``BEGIN IMMEDIATE`` for write transactions and WAL for files.
-
-    ``timeout`` (seconds): how long to wait for SQLite's lock, or to connect
-    to a server database (psycopg and psycopg2 drivers).
-    """
-    parsed = sa.engine.make_url(url)
-    kwargs: dict = {"pool_pre_ping": True}
-    if parsed.get_backend_name() == "sqlite":
-        kwargs["connect_args"] = {"timeout": timeout, "check_same_thread": False}
-        if parsed.database in (None, "", ":memory:"):
-            kwargs["poolclass"] = StaticPool
-    elif parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() in ("psycopg2", "psycopg"):
-        kwargs["connect_args"] = {"connect_timeout": max(1, int(timeout))}
-    engine = sa.create_engine(parsed, **kwargs)
-    if parsed.get_backend_name() == "sqlite":
-        in_file = parsed.database not in (None, "", ":memory:")
-
-        @event.listens_for(engine, "connect")
-        def _on_connect(dbapi_connection, _record):
-            dbapi_connection.isolation_level = None  # we issue BEGIN ourselves, below
-            cursor = dbapi_connection.cursor()
-            if in_file:
-                cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.close()
-
-        @event.listens_for(engine, "begin")
-        def _on_begin(connection):
-            immediate = connection.get_execution_options().get("ledger_write")
-            connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
-
-    return engine
-
-
 class Ledger:
     """Workspace runs in the database at ``url``; schema created and upgraded on first use.
 
-    Blocking: call from a worker thread in the hub (see the module docstring).
-    Safe to share between threads. ``timeout`` as in :func:`make_engine`.
+    Blocking: call from a worker thread in the hub (see the module docstring),
+    ``executor``'s (the process's :class:`~workspacespawner.db.executor.DatabaseExecutor`
+    unless given another). Safe to share between threads. ``timeout`` as in
+    :func:`~workspacespawner.db.engine.make_engine`.
     """
 
-    def __init__(self, url: str, *, timeout: float = 10.0):
+    def __init__(self, url: str, *, timeout: float = 10.0, executor: DatabaseExecutor | None = None):
         self.engine = make_engine(url, timeout=timeout)
+        #: Where async code runs this ledger's calls (and the audit log on its database, its writes).
+        self.executor = executor or process_executor()
         self._sqlite = self.engine.dialect.name == "sqlite"
         self._ready = False
         self._ready_lock = threading.Lock()
@@ -206,36 +145,10 @@ class Ledger:
     def upgrade(self) -> str:
         """Create or upgrade the schema to the newest revision (idempotent); returns that revision.
 
-        A database holding the runs table of revision 0001 but no version
-        table (made by hand or by a tool) is adopted as 0001 first. alembic
-        keeps its running context in module globals, so upgrades in this
-        process take turns (:data:`_ALEMBIC_LOCK`, taken before the
-        database's lock, never after).
+        :func:`workspacespawner.db.migrate.upgrade` on this ledger's engine
+        (an unversioned database of revision 0001 or 0002 is adopted first).
         """
-        head = head_revision()
-        with self.engine.connect() as conn:
-            if self._revision(conn) == head:
-                return head
-        from alembic import command
-        from alembic.config import Config
-
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS))
-        with _ALEMBIC_LOCK, self._transaction() as conn:
-            config.attributes["connection"] = conn
-            inspector = sa.inspect(conn)
-            tables = set(inspector.get_table_names())
-            if RUNS_TABLE in tables and VERSION_TABLE not in tables:
-                columns = {c["name"] for c in inspector.get_columns(RUNS_TABLE)}
-                command.stamp(config, "0002" if "state" in columns else "0001")
-            command.upgrade(config, "head")
-            return self._revision(conn)
-
-    @staticmethod
-    def _revision(conn) -> str | None:
-        if not sa.inspect(conn).has_table(VERSION_TABLE):
-            return None
-        return conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
+        return migrate.upgrade(self.engine, what="the quota ledger")
 
     def _ensure_schema(self) -> None:
         if self._ready:
@@ -248,10 +161,8 @@ class Ledger:
     @contextmanager
     def _transaction(self):
         """A write transaction: ``BEGIN IMMEDIATE`` on SQLite, an ordinary one elsewhere."""
-        with self.engine.connect() as conn:
-            conn.execution_options(ledger_write=True)
-            with conn.begin():
-                yield conn
+        with write_transaction(self.engine) as conn:
+            yield conn
 
     @contextmanager
     def _write(self):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from kubernetes.utils import parse_quantity
+from workspacespawner.core.quantities import gib, parse_quantity
 
 #: The words a refusal's ``reason`` may be (metrics label values, log words).
 REASONS = ("card-hours", "concurrency", "instance-size", "disk", "ledger-down")
@@ -337,11 +337,6 @@ def when(moment: datetime) -> str:
     """``2025-07-01 00:00 (Europe/Berlin)``: a reset time in its own timezone."""
     name = getattr(moment.tzinfo, "key", None) or moment.tzname() or "UTC"
     return f"{moment:%Y-%m-%d %H:%M} ({name})"
-
-
-def gib(size: float) -> str:
-    """Bytes as GiB for people (``50 GiB``)."""
-    return f"{number(size / 2**30)} GiB"
 
 
 def _plural(count: float, word: str) -> str:

@@ -7,10 +7,9 @@ name pattern).
 
 from __future__ import annotations
 
-from kubernetes.utils import parse_quantity
-
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core import names
+from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.quota.policy import Request
 

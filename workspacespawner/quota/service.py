@@ -1,10 +1,10 @@
 """The quota as the hub uses it: what ``WorkspaceSpawner`` calls, one instance per hub process.
 
 The hub's :class:`~workspacespawner.services.HubServices` holds the
-process's one :class:`QuotaService`. Its coroutines run every ledger call in one
-worker thread (``loop.run_in_executor`` on a single-thread executor), so
-the hub's event loop never blocks on the database, and SQLite sees one
-writer from this process at a time.
+process's one :class:`QuotaService`. Its coroutines run every ledger call on
+the database thread (:class:`~workspacespawner.db.executor.DatabaseExecutor`)
+that the audit log's writes share, so the hub's event loop never blocks on
+the database, and SQLite sees one writer from this process at a time.
 
 A start's life, from the spawner:
 
@@ -16,12 +16,10 @@ A start's life, from the spawner:
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from workspacespawner.db.executor import DatabaseExecutor
 from workspacespawner.quota import metrics, policy
 from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.quota.enforcer import Enforcer
@@ -54,12 +52,23 @@ class TrackedWorkspace:
 
 
 class QuotaService:
-    """Settings, ledger and enforcer of one hub process (see the module docstring)."""
+    """Settings, ledger and enforcer of one hub process (see the module docstring).
 
-    def __init__(self, settings: WorkspaceQuota, *, ledger: Ledger | None = None):
+    ``ledger``: default, one on ``settings.ledger_url``. ``executor``: the
+    database thread for the ledger's calls (default: the ledger's own,
+    which is the process's unless it was given another).
+    """
+
+    def __init__(
+        self, settings: WorkspaceQuota, *, ledger: Ledger | None = None, executor: DatabaseExecutor | None = None
+    ):
         self.settings = settings
         self.ledger = ledger or Ledger(settings.ledger_url, timeout=settings.ledger_timeout)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="workspacespawner-ledger")
+        if executor is not None:
+            self.ledger.executor = executor  # so the audit log on this ledger writes on it too
+        #: The database thread of the ledger calls and of the audit log on :attr:`ledger`: ``executor``,
+        #: else the ledger's (the process's :func:`~workspacespawner.db.executor.process_executor` by default).
+        self.executor = self.ledger.executor
         self._workspaces: dict[tuple[str, str], TrackedWorkspace] = {}
         self._groups: dict[str, frozenset[str]] = {}
         self.enforcer: Enforcer | None = None
@@ -69,9 +78,8 @@ class QuotaService:
         return self.settings.enabled
 
     async def call(self, fn, *args, **kwargs):
-        """Run the blocking ``fn(*args, **kwargs)`` (a ledger method) in the ledger's worker thread."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+        """Run the blocking ``fn(*args, **kwargs)`` (a ledger method) on the database thread (:attr:`executor`)."""
+        return await self.executor.run(fn, *args, **kwargs)
 
     # -- the spawner's calls ----------------------------------------------
 
@@ -213,8 +221,12 @@ class QuotaService:
         return self.enforcer
 
     async def close(self) -> None:
-        """Stop the enforcer, the worker thread and the database connections."""
+        """Stop the enforcer, the database thread (after its queued calls) and the database connections.
+
+        A later call on the executor starts a new thread, so closing a
+        service never breaks another one sharing the process's executor.
+        """
         if self.enforcer is not None:
             await self.enforcer.close()
-        self._executor.shutdown(wait=True)
+        self.executor.shutdown(wait=True)
         self.ledger.dispose()

@@ -39,9 +39,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kubernetes.utils import parse_quantity
-
 from workspacespawner.core import names
+from workspacespawner.core.quantities import parse_quantity
 
 #: Where :func:`cache_env` may point the package managers' caches.
 CACHE_LOCATIONS = ("scratch", "home", "none")

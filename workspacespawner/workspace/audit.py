@@ -10,19 +10,21 @@ or what went wrong: ``refused: ...``, ``error: ...``).
 
 The table (``workspacespawner_audit``) lives next to the ledger's tables,
 created by the same alembic migrations (revision 0003 of
-:mod:`workspacespawner.quota.migrations`) on the same engine
-(:class:`~workspacespawner.quota.ledger.Ledger`), so one database URL,
+:mod:`workspacespawner.db.migrations`) on the same engine
+(the quota ledger's), so one database URL,
 ``c.WorkspaceQuota.ledger_url``, holds usage and the audit trail.
 
-Calls are synchronous SQLAlchemy; async code uses :meth:`AuditLog.arecord`
-(and ``asyncio.to_thread`` for the rest), never the event loop. Database
-trouble comes out as
-:class:`~workspacespawner.quota.ledger.LedgerUnavailable`.
+Calls are synchronous SQLAlchemy; async code uses :meth:`AuditLog.arecord`,
+which runs the write on the same database thread as the ledger's calls
+(:attr:`AuditLog.executor`, the ledger's
+:class:`~workspacespawner.db.executor.DatabaseExecutor` unless given
+another), never on the event loop. Database trouble comes out as
+:class:`workspacespawner.db.DatabaseUnavailable` (which
+:class:`~workspacespawner.quota.ledger.LedgerUnavailable` names too).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from dataclasses import asdict, dataclass
@@ -30,8 +32,10 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from workspacespawner.quota.ledger import Ledger, UTCDateTime, _guarded
-from workspacespawner.quota.migrations import AUDIT_TABLE
+from workspacespawner.db import migrate
+from workspacespawner.db.engine import UTCDateTime, guarded, make_engine, write_transaction
+from workspacespawner.db.executor import DatabaseExecutor, process_executor
+from workspacespawner.db.migrations import AUDIT_TABLE
 from workspacespawner.workspace import lifecycle
 
 #: The actions an audit record may name.
@@ -87,31 +91,51 @@ def _load(text: str | None):
         return {"text": text}
 
 
+#: :func:`~workspacespawner.db.engine.guarded`, naming the database as the audit log in its message.
+_guarded = guarded(what="the audit log")
+
+
+@dataclass(frozen=True)
+class Database:
+    """A database of the audit log's own: its SQLAlchemy ``engine`` and the ``executor`` its writes run on."""
+
+    engine: sa.Engine
+    executor: DatabaseExecutor
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
 class AuditLog:
-    """The audit trail in the database of ``ledger`` (a :class:`~workspacespawner.quota.ledger.Ledger`); blocking calls.
+    """The audit trail in the database of ``database`` (anything with an ``engine`` and an ``executor``: the quota ledger); blocking calls.
 
     The schema is brought to the newest revision on first use (the
-    ledger's migrations). Safe to share between threads.
+    database's migrations, :func:`workspacespawner.db.migrate.upgrade`).
+    Safe to share between threads. ``executor``: where :meth:`arecord`
+    writes (default: the ledger's, so audit and ledger writes take turns on
+    one thread).
     """
 
-    def __init__(self, ledger: Ledger):
-        self.ledger = ledger
-        self.engine = ledger.engine
+    def __init__(self, database, *, executor: DatabaseExecutor | None = None):
+        #: The database object the log shares (the quota ledger in a hub), kept for who built it.
+        self.ledger = database
+        self.engine = database.engine
+        self.executor = executor or database.executor
         self._ready = False
         self._lock = threading.Lock()
 
     @classmethod
-    def from_url(cls, url: str, *, timeout: float = 10.0) -> AuditLog:
+    def from_url(cls, url: str, *, timeout: float = 10.0, executor: DatabaseExecutor | None = None) -> AuditLog:
         """An audit log on its own engine for the SQLAlchemy ``url`` (the ledger's URL)."""
-        return cls(Ledger(url, timeout=timeout))
+        return cls(Database(make_engine(url, timeout=timeout), executor or process_executor()))
 
     def ensure_ready(self) -> None:
-        """Create or upgrade the schema once (idempotent); raises LedgerUnavailable if the database cannot be used."""
+        """Create or upgrade the schema once (idempotent); raises DatabaseUnavailable if the database cannot be used."""
         if self._ready:
             return
         with self._lock:
             if not self._ready:
-                self.ledger.upgrade()
+                migrate.upgrade(self.engine, what="the audit log")
                 self._ready = True
 
     @_guarded
@@ -145,12 +169,12 @@ class AuditLog:
             after=None if after is None else json.dumps(after, sort_keys=True),
             result=result,
         )
-        with self.engine.begin() as conn:
+        with write_transaction(self.engine) as conn:
             return conn.execute(audit_table.insert().values(**values)).inserted_primary_key[0]
 
     async def arecord(self, **fields) -> int:
-        """:meth:`record` in a worker thread (for the hub's event loop)."""
-        return await asyncio.to_thread(lambda: self.record(**fields))
+        """:meth:`record` on the database thread (:attr:`executor`), for the hub's event loop."""
+        return await self.executor.run(self.record, **fields)
 
     @_guarded
     def query(self, *, user: str | None = None, since: datetime | None = None, action: str | None = None) -> list[AuditRecord]:

@@ -31,14 +31,13 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from kubernetes.utils import parse_quantity
 from kubernetes_asyncio.client.rest import ApiException
 
 from workspacespawner.core import names
+from workspacespawner.core.quantities import gib, parse_quantity
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VMI, VOLUME_SNAPSHOT
 from workspacespawner.k8s.objects import holders, pointer
-from workspacespawner.quota.policy import gib
 from workspacespawner.workspace import lifecycle
 from workspacespawner.workspace.lifecycle import SYSTEM, Phase, Status, WorkspaceRef
 

@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kubernetes.utils import parse_quantity
-
 from workspacespawner.backends.base import Backend, StartContext
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings
 from workspacespawner.backends.vm.status import VMKindStatus
 from workspacespawner.backends.vm.tiers import VMTiers, vm_tiers
 from workspacespawner.backends.vm.workspace import VMWorkspace
+from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.core.tasks import BackgroundTasks
 from workspacespawner.workspace.lifecycle import Observed, Status, WorkspaceRef
 

@@ -6,7 +6,7 @@ Revision ID: 0001
 import sqlalchemy as sa
 from alembic import op
 
-from workspacespawner.quota.migrations import RUNS_TABLE
+from workspacespawner.db.migrations import RUNS_TABLE
 
 revision = "0001"
 down_revision = None

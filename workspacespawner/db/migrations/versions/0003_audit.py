@@ -14,7 +14,7 @@ Revision ID: 0003
 import sqlalchemy as sa
 from alembic import op
 
-from workspacespawner.quota.migrations import AUDIT_TABLE
+from workspacespawner.db.migrations import AUDIT_TABLE
 
 revision = "0003"
 down_revision = "0002"

@@ -20,7 +20,7 @@ Revision ID: 0002
 import sqlalchemy as sa
 from alembic import op
 
-from workspacespawner.quota.migrations import RUNS_TABLE, USERS_TABLE
+from workspacespawner.db.migrations import RUNS_TABLE, USERS_TABLE
 
 revision = "0002"
 down_revision = "0001"

@@ -1,1 +1,0 @@
-"""Ledger schema revisions, oldest first (``0001``, ``0002``, ...)."""
