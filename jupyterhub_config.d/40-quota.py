@@ -28,7 +28,7 @@ c.WorkspaceQuota.ledger_url = "sqlite:///workspacespawner-ledger.sqlite"
 quota_token = os.environ.get("WORKSPACESPAWNER_QUOTA_TOKEN") or secrets.token_hex(32)
 c.JupyterHub.services.append({"name": "workspacespawner-quota", "api_token": quota_token})
 c.JupyterHub.load_roles.append(
-    {"name": "workspacespawner-quota", "scopes": ["delete:servers"], "services": ["workspacespawner-quota"]}
+    {"name": "workspacespawner-quota", "scopes": ["delete:servers", "read:servers"], "services": ["workspacespawner-quota"]}
 )
 c.WorkspaceQuota.hub_api_token = quota_token
 

@@ -209,6 +209,14 @@ def test_site_announcement_is_kept_next_to_ours():
 
 class RecordingHub(web.RequestHandler):
     calls: list = []
+    #: user name -> the ``pending`` of their servers, as ``GET /users/{name}`` answers.
+    pending: dict = {}
+
+    def get(self, path):
+        user = path.split("/")[1]
+        pending = RecordingHub.pending.get(user)
+        servers = {} if pending is None else {"": {"name": "", "pending": pending, "ready": pending is None}}
+        self.finish(json.dumps({"name": user, "servers": servers}))
 
     def delete(self, path):
         RecordingHub.calls.append((self.request.path, self.request.headers.get("Authorization")))
@@ -236,3 +244,25 @@ async def test_stopper_calls_the_hub_rest_api():
         ("/hub/api/users/ann/servers/thesis%201", "token secret"),
         ("/hub/api/users/not-running/server", "token secret"),
     ]
+
+
+async def test_a_pending_spawn_is_stopped_only_once_it_is_done(service, clock):
+    """JupyterHub answers a start interrupted by a stop with a 500: the enforcer waits for the spawn instead."""
+    sock, port = bind_unused_port()
+    server = HTTPServer(web.Application([(r"/hub/api/(.*)", RecordingHub)]))
+    server.add_sockets([sock])
+    RecordingHub.calls, RecordingHub.pending = [], {"ann": "spawn"}
+    try:
+        enforcer = Enforcer(service, stop=HubApiStopper(f"http://127.0.0.1:{port}/hub/api/", "secret"))
+        service.track(tracked("ann", ""))
+        await start(service, "ann", "", gpus=1)
+        clock.to(76)  # out of card-hours, past the grace
+        assert await enforcer.tick() == [("ann", "", "stop")]  # asked to stop, but not stopped
+        assert RecordingHub.calls == []  # no DELETE while the spawn is pending
+        RecordingHub.pending = {}
+        clock.to(77)
+        assert ("ann", "", "stopped") in await enforcer.tick()
+        assert RecordingHub.calls == [("/hub/api/users/ann/server", "token secret")]
+    finally:
+        server.stop()
+        RecordingHub.pending = {}

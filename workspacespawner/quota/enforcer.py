@@ -27,6 +27,7 @@ from datetime import timedelta
 
 from workspacespawner.quota import metrics, policy
 from workspacespawner.quota.announce import ANNOUNCEMENTS
+from workspacespawner.quota.hubapi import SpawnPending
 from workspacespawner.quota.ledger import LedgerUnavailable
 from workspacespawner.quota.policy import OPEN, Verdict, number, when
 
@@ -222,9 +223,13 @@ class Enforcer:
                 "Cannot stop %s's server %r (%s): no hub API token configured", run.user, run.server_name, reason
             )
             return False
+        try:
+            await self.stop(run.user, run.server_name)
+        except SpawnPending as e:
+            log.info("Not stopping yet: %s; asking again at the next pass", e)
+            return False
         self._asked_stop[key] = now
-        log.warning("Stopping %s's GPU server %r: %s", run.user, run.server_name, reason)
-        await self.stop(run.user, run.server_name)
+        log.warning("Stopped %s's GPU server %r: %s", run.user, run.server_name, reason)
         return True
 
     async def run_forever(self) -> None:
