@@ -45,6 +45,8 @@ WRAPPERS = {
             "k8s.io/kubernetes/cmd/kube-apiserver",
             "k8s.io/kubernetes/cmd/kube-controller-manager",
             "k8s.io/kubernetes/cmd/kube-scheduler",
+            # a kubectl of the same version, for the tests (no version skew)
+            "k8s.io/kubernetes/cmd/kubectl",
         ],
         # staging modules are published as v0.<minor>.<patch> for v1.<minor>.<patch>
         "published": lambda v: re.sub(r"^v1\.", "v0.", v),
