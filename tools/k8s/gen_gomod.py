@@ -75,7 +75,10 @@ def read_versions(path: Path) -> dict[str, str]:
 def release_gomod(module: str, version: str, env: dict) -> str:
     res = subprocess.run(
         ["go", "mod", "download", "-json", f"{module}@{version}"],
-        capture_output=True, text=True, env=env, cwd="/",
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd="/",
     )
     info = json.loads(res.stdout or "{}")
     if res.returncode != 0 or "GoMod" not in info:
