@@ -55,6 +55,10 @@ DEFAULT_CONTROLLERS = (
     "persistentvolume-binder-controller",
     "serviceaccount-controller",
     "serviceaccount-token-controller",
+    # the admission plugin StorageObjectInUseProtection adds these finalizers;
+    # without their controllers a PVC or PV delete never completes
+    "persistentvolumeclaim-protection-controller",
+    "persistentvolume-protection-controller",
     # publishes kube-root-ca.crt into every namespace (service-account
     # projected volumes need it)
     "root-ca-certificate-publisher-controller",
