@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the real control plane (kube-apiserver, kube-controller-manager,
-# kube-scheduler, etcd) from the pinned Go modules, into a cache folder outside
+# kube-scheduler, etcd; and kubectl of the same version for the tests) from
+# the pinned Go modules, into a cache folder outside
 # the checkout:
 #   ${WORKSPACESPAWNER_CACHE:-$HOME/.cache/workspacespawner}/k8s/<k8s>-etcd<etcd>/bin
 # Reuses the folder when its marker (written last) matches the wrapper go.mod
@@ -29,7 +30,7 @@ export GOTOOLCHAIN=local
 export CGO_ENABLED=0
 export GOTELEMETRY=off
 
-stamp="$(cat "$here/versions.env" "$here"/modules/*/go.mod "$here"/modules/*/go.sum | sha256sum | cut -d' ' -f1)"
+stamp="$(cat "$here/build.sh" "$here/versions.env" "$here"/modules/*/go.mod "$here"/modules/*/go.sum | sha256sum | cut -d' ' -f1)"
 if [[ "${K8S_BUILD_FORCE:-0}" != 1 && -f "$marker" ]] && grep -qx "stamp=$stamp" "$marker" \
     && [[ -x "$bin/kube-apiserver" && -x "$bin/kube-controller-manager" && -x "$bin/kube-scheduler" && -x "$bin/etcd" ]]; then
     echo "reusing $bin (marker $marker)" >&2
@@ -54,11 +55,12 @@ minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
 kpkg=k8s.io/component-base/version
 kflags="-s -w -X $kpkg.gitVersion=$K8S_VERSION -X $kpkg.gitMajor=1 -X $kpkg.gitMinor=$minor"
 kflags+=" -X $kpkg.gitTreeState=archive -X $kpkg.buildDate=$build_date"
-echo "building kube-apiserver kube-controller-manager kube-scheduler $K8S_VERSION (-p $par)" >&2
+echo "building kube-apiserver kube-controller-manager kube-scheduler kubectl $K8S_VERSION (-p $par)" >&2
 (cd "$out/src/kube" && go build -p "$par" -trimpath -ldflags "$kflags" -o "$bin/" \
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler)
+    k8s.io/kubernetes/cmd/kube-scheduler \
+    k8s.io/kubernetes/cmd/kubectl)
 
 # etcd: the version string is a constant in go.etcd.io/etcd/api/v3/version;
 # GitSHA is a variable, set to say where the build came from.

@@ -212,7 +212,16 @@ async def test_kubevirt_and_cdi_crds(plane, kubectl, api, namespace):
         "datavolumes.cdi.kubevirt.io",
         "datasources.cdi.kubevirt.io",
     ):
-        run_kubectl(kubectl, plane.kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", f"crd/{crd}")
+
+        async def established(crd=crd):
+            status, obj = plane.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
+            assert status == 200, obj
+            conds = (obj.get("status") or {}).get("conditions") or []
+            return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
+
+        # (kubectl wait --for=condition=Established errors out while
+        # .status.conditions is still unset, right after the apply)
+        await eventually(established, 60, what=f"{crd} Established")
     vm = {
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachine",

@@ -199,7 +199,9 @@ class RealControlPlane:
         return self
 
     def stop(self, grace: float = 15.0) -> None:
-        """Stop every child (reverse start order): SIGTERM, then SIGKILL."""
+        """Stop every child in reverse start order (scheduler, controller
+        manager, API server, etcd last, so that the API server can still reach
+        it while it shuts down): SIGTERM, then SIGKILL after ``grace`` seconds."""
         with self._lock:
             procs = list(self._procs.items())[::-1]
             self._procs.clear()
@@ -207,17 +209,13 @@ class RealControlPlane:
             if p.poll() is None:
                 try:
                     p.send_signal(signal.SIGTERM)
+                    p.wait(grace)
                 except ProcessLookupError:
                     pass
-        deadline = time.monotonic() + grace
-        for name, p in procs:
-            try:
-                p.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                log.warning("%s did not stop in %.0fs: killing it", name, grace)
-                p.kill()
-                p.wait()
-        for name, p in procs:
+                except subprocess.TimeoutExpired:
+                    log.warning("%s did not stop in %.0fs: killing it", name, grace)
+                    p.kill()
+                    p.wait()
             f = getattr(p, "_log_file", None)
             if f:
                 f.close()
@@ -395,6 +393,10 @@ class RealControlPlane:
             f"--etcd-servers=http://127.0.0.1:{self.ports['etcd_client']}",
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
+            # Endpoints/EndpointSlices refuse loopback addresses, so the
+            # default reconciler would fail forever on 127.0.0.1; and nothing
+            # may dial the kubernetes Service's ClusterIP anyway.
+            "--endpoint-reconciler-type=none",
             f"--secure-port={self.ports['apiserver']}",
             f"--cert-dir={self.state_dir / 'apiserver'}",
             f"--tls-cert-file={pk('apiserver.crt')}",
