@@ -50,11 +50,12 @@ done
 
 # Kubernetes: the version variables that `/version` and `--version` report
 # (what hack/lib/version.sh sets). The commit of the tag is not known from the
-# module proxy, so gitCommit stays empty.
+# module proxy, so gitCommit is set empty (instead of the '$Format:%H$'
+# placeholder the source carries).
 minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
 kpkg=k8s.io/component-base/version
 kflags="-s -w -X $kpkg.gitVersion=$K8S_VERSION -X $kpkg.gitMajor=1 -X $kpkg.gitMinor=$minor"
-kflags+=" -X $kpkg.gitTreeState=archive -X $kpkg.buildDate=$build_date"
+kflags+=" -X $kpkg.gitCommit= -X $kpkg.gitTreeState=archive -X $kpkg.buildDate=$build_date"
 echo "building kube-apiserver kube-controller-manager kube-scheduler kubectl $K8S_VERSION (-p $par)" >&2
 (cd "$out/src/kube" && go build -p "$par" -trimpath -ldflags "$kflags" -o "$bin/" \
     k8s.io/kubernetes/cmd/kube-apiserver \

@@ -42,10 +42,13 @@ log = logging.getLogger(__name__)
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
-# Accepted by kube-apiserver v1.34 (see tests/cluster/realplane): a ClusterIP
-# range inside loopback, so that a stray dial of a ClusterIP can only ever
-# reach this machine.
-DEFAULT_SERVICE_CIDR = "127.64.0.0/24"
+# A ClusterIP range inside loopback, so that a stray dial of a ClusterIP can
+# only ever reach this machine. kube-apiserver v1.34 accepts any loopback
+# range (even 127.0.0.0/8: the ServiceCIDR allocator has no size limit), but
+# 127.0.0.0/8 would make 127.0.0.1 the `kubernetes` Service's ClusterIP, so a
+# /16 away from 127.0.0.1. Nothing here may dial a ClusterIP: the project
+# routes them itself (next phase).
+DEFAULT_SERVICE_CIDR = "127.64.0.0/16"
 
 # The kube-controller-manager controllers this plane runs (issue #14).
 DEFAULT_CONTROLLERS = (
