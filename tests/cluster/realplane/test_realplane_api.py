@@ -59,26 +59,45 @@ def test_service_range_is_loopback(plane):
     assert ip.is_loopback
 
 
+class Watcher:
+    """Watch ``list_fn`` from the resourceVersion of a fresh list, recording
+    (type, name, phase) until ``(until_type, until_name)`` arrives."""
+
+    def __init__(self, list_fn, *args, until: tuple[str, str], **kwargs):
+        self.list_fn, self.args, self.kwargs, self.until = list_fn, args, kwargs, until
+        self.events: list[tuple[str, str, str | None]] = []
+        self.task = None
+
+    async def start(self):
+        rv = (await self.list_fn(*self.args, **self.kwargs)).metadata.resource_version
+        self.task = asyncio.create_task(self._run(rv))
+        return self
+
+    async def _run(self, rv):
+        w = watch.Watch()
+        async with w.stream(self.list_fn, *self.args, resource_version=rv, timeout_seconds=90, **self.kwargs) as st:
+            async for ev in st:
+                obj = ev["object"]
+                phase = getattr(getattr(obj, "status", None), "phase", None)
+                self.events.append((ev["type"], obj.metadata.name, phase))
+                if (ev["type"], obj.metadata.name) == self.until:
+                    return
+
+    async def done(self, timeout=90):
+        await asyncio.wait_for(self.task, timeout)
+        return self.events
+
+    def types(self, name):
+        return [t for t, n, _ in self.events if n == name]
+
+
 async def test_namespace_configmap_pvc_crud_and_watch(api, namespace):
     core = client.CoreV1Api(api)
     ns = await core.read_namespace(namespace)
     assert ns.status.phase == "Active"
     assert namespace in [n.metadata.name for n in (await core.list_namespace()).items]
 
-    events: list[tuple[str, str]] = []
-    seen_delete = asyncio.Event()
-
-    async def watch_configmaps():
-        w = watch.Watch()
-        async with w.stream(core.list_namespaced_config_map, namespace, timeout_seconds=60) as stream:
-            async for ev in stream:
-                events.append((ev["type"], ev["object"].metadata.name))
-                if ev["type"] == "DELETED" and ev["object"].metadata.name == "cm1":
-                    seen_delete.set()
-                    return
-
-    watcher = asyncio.create_task(watch_configmaps())
-    await asyncio.sleep(0.5)
+    cms = await Watcher(core.list_namespaced_config_map, namespace, until=("DELETED", "cm1")).start()
     await core.create_namespaced_config_map(namespace, {"metadata": {"name": "cm1"}, "data": {"a": "1"}})
     cm = await core.read_namespaced_config_map("cm1", namespace)
     assert cm.data == {"a": "1"}
@@ -86,11 +105,10 @@ async def test_namespace_configmap_pvc_crud_and_watch(api, namespace):
     names = [c.metadata.name for c in (await core.list_namespaced_config_map(namespace)).items]
     assert "cm1" in names and "kube-root-ca.crt" in names  # root-ca publisher runs
     await core.delete_namespaced_config_map("cm1", namespace)
-    await asyncio.wait_for(seen_delete.wait(), 30)
-    await watcher
-    mine = [t for t, n in events if n == "cm1"]
-    assert mine[0] == "ADDED" and "MODIFIED" in mine and mine[-1] == "DELETED", events
+    await cms.done()
+    assert cms.types("cm1") == ["ADDED", "MODIFIED", "DELETED"], cms.events
 
+    pvcs = await Watcher(core.list_namespaced_persistent_volume_claim, namespace, until=("DELETED", "data")).start()
     pvc = {
         "metadata": {"name": "data"},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
@@ -103,16 +121,14 @@ async def test_namespace_configmap_pvc_crud_and_watch(api, namespace):
     listed = await core.list_namespaced_persistent_volume_claim(namespace)
     assert [p.metadata.name for p in listed.items] == ["data"]
     await core.delete_namespaced_persistent_volume_claim("data", namespace)
-
-    async def pvc_gone():
-        try:
-            await core.read_namespaced_persistent_volume_claim("data", namespace)
-        except client.ApiException as e:
-            return e.status == 404
-        return False
-
-    # the pvc-protection controller removes the finalizer of an unused claim
-    await eventually(pvc_gone, 60, what="PVC deleted")
+    # the pvc-protection controller removes the finalizer of an unused claim,
+    # then the claim is gone
+    await pvcs.done()
+    types = pvcs.types("data")
+    assert types[0] == "ADDED" and types[-1] == "DELETED", pvcs.events
+    with pytest.raises(client.ApiException) as err:
+        await core.read_namespaced_persistent_volume_claim("data", namespace)
+    assert err.value.status == 404
 
 
 async def test_serviceaccount_rbac_403_then_200(plane, api, namespace):
@@ -168,21 +184,21 @@ async def test_serviceaccount_rbac_403_then_200(plane, api, namespace):
 async def test_namespace_deletion_terminating_then_gone(api):
     core = client.CoreV1Api(api)
     name = f"doomed-{int(time.time() * 1000) % 100000}"
+    nss = await Watcher(core.list_namespace, field_selector=f"metadata.name={name}", until=("DELETED", name)).start()
     await core.create_namespace({"metadata": {"name": name}})
     await core.create_namespaced_config_map(name, {"metadata": {"name": "content"}})
     await core.delete_namespace(name)
     ns = await core.read_namespace(name)
     assert ns.status.phase == "Terminating"
     assert ns.metadata.deletion_timestamp is not None
-
-    async def gone():
-        try:
-            await core.read_namespace(name)
-        except client.ApiException as e:
-            return e.status == 404
-        return False
-
-    await eventually(gone, 90, what="namespace removed by the namespace controller")
+    # the namespace controller empties it, then removes the namespace
+    events = await nss.done(120)
+    assert events[0][:2] == ("ADDED", name), events
+    assert ("MODIFIED", name, "Terminating") in events, events
+    assert events[-1][:2] == ("DELETED", name), events
+    with pytest.raises(client.ApiException) as err:
+        await core.read_namespace(name)
+    assert err.value.status == 404
 
 
 async def test_owner_reference_garbage_collection(api, namespace):
