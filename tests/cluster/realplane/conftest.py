@@ -30,6 +30,16 @@ def _bin_dir_or_skip() -> Path:
     return bin_dir
 
 
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch):
+    """Every server here is on 127.0.0.1: no client may go through a proxy
+    from the environment (kubernetes_asyncio would)."""
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+
+
 @pytest.fixture(scope="session")
 def k8s_bin() -> Path:
     return _bin_dir_or_skip()

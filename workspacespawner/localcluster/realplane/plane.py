@@ -68,6 +68,15 @@ DEFAULT_CONTROLLERS = (
 )
 
 
+def _urlopen(url_or_req, *, context=None, timeout: float = 5.0):
+    """urlopen that never uses a proxy from the environment: every URL here is
+    on 127.0.0.1."""
+    handlers = [urllib.request.ProxyHandler({})]
+    if context is not None:
+        handlers.append(urllib.request.HTTPSHandler(context=context))
+    return urllib.request.build_opener(*handlers).open(url_or_req, timeout=timeout)
+
+
 class ControlPlaneError(RuntimeError):
     """A component failed to start or become ready."""
 
@@ -239,7 +248,7 @@ class RealControlPlane:
         if data is not None:
             req.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(req, context=self._admin_ssl(), timeout=timeout) as r:
+            with _urlopen(req, context=self._admin_ssl(), timeout=timeout) as r:
                 status, raw = r.status, r.read()
         except urllib.error.HTTPError as e:
             status, raw = e.code, e.read()
@@ -361,7 +370,7 @@ class RealControlPlane:
         )
 
     def _https_ok(self, port: int, path: str, ctx: ssl.SSLContext) -> bool:
-        with urllib.request.urlopen(f"https://127.0.0.1:{port}{path}", context=ctx, timeout=5) as r:
+        with _urlopen(f"https://127.0.0.1:{port}{path}", context=ctx, timeout=5) as r:
             return r.status == 200
 
     def _start_etcd(self) -> None:
@@ -384,7 +393,7 @@ class RealControlPlane:
         self._spawn("etcd", args)
 
         def probe():
-            with urllib.request.urlopen(f"http://127.0.0.1:{c}/health", timeout=2) as r:
+            with _urlopen(f"http://127.0.0.1:{c}/health", timeout=2) as r:
                 return json.loads(r.read()).get("health") == "true"
 
         self._wait("etcd", probe, 60)
