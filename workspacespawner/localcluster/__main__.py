@@ -36,6 +36,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="volumeBindingMode of the default StorageClass (default: %(default)s)",
     )
     parser.add_argument(
+        "--control-plane",
+        choices=("local", "real"),
+        default="local",
+        help="local: the Python API server and controllers; real: etcd, kube-apiserver, "
+        "kube-controller-manager and kube-scheduler built by tools/k8s/build.sh (default: %(default)s)",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         type=str.upper,
@@ -72,6 +79,11 @@ def main(argv=None) -> int:
     """Entry point of ``workspacespawner localcluster`` and ``python -m workspacespawner.localcluster``."""
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.control_plane == "real":
+        from .realplane.__main__ import serve
+
+        # its own subfolder: the real plane keeps pki/, etcd/ and its own kubeconfig
+        return serve(Path(args.state_dir) / "real", kubeconfig_copy=args.kubeconfig)
     asyncio.run(run(args))
     return 0
 

@@ -1,0 +1,1 @@
+"""Real-control-plane tier (issue #14): see conftest.py."""

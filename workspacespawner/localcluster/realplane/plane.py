@@ -1,0 +1,492 @@
+"""``RealControlPlane``: etcd, kube-apiserver, kube-controller-manager and
+kube-scheduler built from the pinned Go modules (tools/k8s/build.sh), run as
+child processes on 127.0.0.1 only.
+
+Everything lives in one state folder::
+
+    STATE/pki/          CAs, serving and client certs, service-account keys
+    STATE/etcd/         etcd data
+    STATE/logs/*.log    one log per process
+    STATE/kubeconfig    admin kubeconfig (system:masters)
+    STATE/ports.json    the ports chosen, reused on the next start if free
+
+Children get PR_SET_PDEATHSIG (SIGKILL) when started from the main thread,
+so they die with the Python process even on SIGKILL; ``stop()`` (also run by
+the context manager, on a failed ``start()`` and at interpreter exit) sends
+SIGTERM, then SIGKILL after a grace period.
+
+Test infrastructure: not imported by the product, only via localcluster.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import ctypes
+import json
+import logging
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from .pki import Pki
+
+log = logging.getLogger(__name__)
+
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+# A ClusterIP range inside loopback, so that a stray dial of a ClusterIP can
+# only ever reach this machine. kube-apiserver v1.34 accepts any loopback
+# range (even 127.0.0.0/8: the ServiceCIDR allocator has no size limit), but
+# 127.0.0.0/8 would make 127.0.0.1 the `kubernetes` Service's ClusterIP, so a
+# /16 away from 127.0.0.1. Nothing here may dial a ClusterIP: the project
+# routes them itself (next phase).
+DEFAULT_SERVICE_CIDR = "127.64.0.0/16"
+
+# The kube-controller-manager controllers this plane runs (issue #14).
+DEFAULT_CONTROLLERS = (
+    "garbage-collector-controller",
+    "namespace-controller",
+    "node-lifecycle-controller",
+    "persistentvolume-binder-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    # the admission plugin StorageObjectInUseProtection adds these finalizers;
+    # without their controllers a PVC or PV delete never completes
+    "persistentvolumeclaim-protection-controller",
+    "persistentvolume-protection-controller",
+    # publishes kube-root-ca.crt into every namespace (service-account
+    # projected volumes need it)
+    "root-ca-certificate-publisher-controller",
+)
+
+
+def _urlopen(url_or_req, *, context=None, timeout: float = 5.0):
+    """urlopen that never uses a proxy from the environment: every URL here is
+    on 127.0.0.1."""
+    handlers = [urllib.request.ProxyHandler({})]
+    if context is not None:
+        handlers.append(urllib.request.HTTPSHandler(context=context))
+    return urllib.request.build_opener(*handlers).open(url_or_req, timeout=timeout)
+
+
+class ControlPlaneError(RuntimeError):
+    """A component failed to start or become ready."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def find_bin_dir() -> Path | None:
+    """``$WORKSPACESPAWNER_K8S_BIN``, else the newest complete build in the cache."""
+    env = os.environ.get("WORKSPACESPAWNER_K8S_BIN")
+    if env:
+        return Path(env)
+    root = Path(os.environ.get("WORKSPACESPAWNER_CACHE") or Path.home() / ".cache/workspacespawner") / "k8s"
+    builds = (
+        sorted((p for p in root.glob("*/.built")), key=lambda p: p.stat().st_mtime, reverse=True)
+        if root.is_dir()
+        else []
+    )
+    return builds[0].parent / "bin" if builds else None
+
+
+def _pdeathsig():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def kubeconfig_dict(server: str, ca_pem: bytes, user: dict, name: str = "realplane") -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": name,
+                "cluster": {"server": server, "certificate-authority-data": base64.b64encode(ca_pem).decode()},
+            }
+        ],
+        "users": [{"name": name, "user": user}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        "current-context": name,
+    }
+
+
+def write_kubeconfig(path: Path, cfg: dict) -> Path:
+    """kubeconfig as JSON (valid YAML), mode 0600."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(cfg, indent=2) + "\n")
+    os.chmod(tmp, 0o600)
+    tmp.replace(path)
+    return path
+
+
+class RealControlPlane:
+    """A real Kubernetes control plane on 127.0.0.1, started from ``bin_dir``."""
+
+    def __init__(
+        self,
+        state_dir,
+        bin_dir=None,
+        *,
+        service_cidr: str = DEFAULT_SERVICE_CIDR,
+        controllers=DEFAULT_CONTROLLERS,
+        extra_apiserver_args=(),
+        ready_timeout: float = 120.0,
+        etcd_unsafe_no_fsync: bool = True,
+    ):
+        self.state_dir = Path(state_dir).resolve()
+        bin_dir = bin_dir or find_bin_dir()
+        if bin_dir is None:
+            raise ControlPlaneError("no control-plane binaries: run tools/k8s/build.sh or set WORKSPACESPAWNER_K8S_BIN")
+        self.bin_dir = Path(bin_dir).resolve()
+        self.service_cidr = service_cidr
+        self.controllers = tuple(controllers)
+        self.extra_apiserver_args = tuple(extra_apiserver_args)
+        self.ready_timeout = ready_timeout
+        self.etcd_unsafe_no_fsync = etcd_unsafe_no_fsync
+        self.pki = Pki(self.state_dir / "pki")
+        self.logs_dir = self.state_dir / "logs"
+        self.kubeconfig = self.state_dir / "kubeconfig"
+        self.ports: dict[str, int] = {}
+        self._procs: dict[str, subprocess.Popen] = {}
+        self._lock = threading.Lock()
+        self._atexit = False
+
+    # -- public API -------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    @property
+    def service_ip(self) -> str:
+        import ipaddress
+
+        return str(next(ipaddress.ip_network(self.service_cidr).hosts()))
+
+    def start(self) -> RealControlPlane:
+        for b in BINARIES:
+            if not os.access(self.bin_dir / b, os.X_OK):
+                raise ControlPlaneError(f"{self.bin_dir / b} is missing: run tools/k8s/build.sh")
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.logs_dir.mkdir(exist_ok=True)
+        if not self._atexit:
+            atexit.register(self.stop)
+            self._atexit = True
+        try:
+            self.pki.ensure(self.service_ip)
+            self._choose_ports()
+            self._write_kubeconfigs()
+            self._start_etcd()
+            self._start_apiserver()
+            self._start_controller_manager()
+            self._start_scheduler()
+            self._wait_default_serviceaccount()
+        except BaseException:
+            self.stop()
+            raise
+        log.info("real control plane ready at %s (kubeconfig %s)", self.url, self.kubeconfig)
+        return self
+
+    def stop(self, grace: float = 15.0) -> None:
+        """Stop every child in reverse start order (scheduler, controller
+        manager, API server, etcd last, so that the API server can still reach
+        it while it shuts down): SIGTERM, then SIGKILL after ``grace`` seconds."""
+        with self._lock:
+            procs = list(self._procs.items())[::-1]
+            self._procs.clear()
+        for name, p in procs:
+            if p.poll() is None:
+                try:
+                    p.send_signal(signal.SIGTERM)
+                    p.wait(grace)
+                except ProcessLookupError:
+                    pass
+                except subprocess.TimeoutExpired:
+                    log.warning("%s did not stop in %.0fs: killing it", name, grace)
+                    p.kill()
+                    p.wait()
+            f = getattr(p, "_log_file", None)
+            if f:
+                f.close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def pids(self) -> dict[str, int]:
+        return {n: p.pid for n, p in self._procs.items()}
+
+    def request(self, method: str, path: str, body=None, *, timeout: float = 10.0):
+        """An admin request; returns (status, parsed JSON or text)."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with _urlopen(req, context=self._admin_ssl(), timeout=timeout) as r:
+                status, raw = r.status, r.read()
+        except urllib.error.HTTPError as e:
+            status, raw = e.code, e.read()
+        try:
+            return status, json.loads(raw)
+        except ValueError:
+            return status, raw.decode(errors="replace")
+
+    def serviceaccount_kubeconfig(
+        self, namespace: str, name: str, path=None, *, expiration_seconds: int = 3600, create: bool = True
+    ) -> Path:
+        """Mint a token for ServiceAccount ``namespace/name`` (TokenRequest) and
+        write a kubeconfig using it (default ``STATE/sa-<ns>-<name>.kubeconfig``)."""
+        if create:
+            st, _ = self.request(
+                "POST",
+                f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
+            )
+            if st not in (201, 409):
+                raise ControlPlaneError(f"creating ServiceAccount {namespace}/{name}: HTTP {st}")
+        st, tr = self.request(
+            "POST",
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": expiration_seconds},
+            },
+        )
+        if st != 201:
+            raise ControlPlaneError(f"TokenRequest for {namespace}/{name}: HTTP {st}: {tr}")
+        path = Path(path) if path else self.state_dir / f"sa-{namespace}-{name}.kubeconfig"
+        cfg = kubeconfig_dict(
+            self.url, self.pki.path("ca.crt").read_bytes(), {"token": tr["status"]["token"]}, name=f"{namespace}-{name}"
+        )
+        return write_kubeconfig(path, cfg)
+
+    # -- internals --------------------------------------------------------
+
+    def _admin_ssl(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.pki.path("ca.crt")))
+        ctx.load_cert_chain(str(self.pki.path("admin.crt")), str(self.pki.path("admin.key")))
+        return ctx
+
+    def _choose_ports(self) -> None:
+        names = ("etcd_client", "etcd_peer", "apiserver", "controller_manager", "scheduler")
+        saved = {}
+        pf = self.state_dir / "ports.json"
+        if pf.exists():
+            try:
+                saved = json.loads(pf.read_text())
+            except ValueError:
+                saved = {}
+        ports = {}
+        for n in names:
+            p = saved.get(n)
+            ports[n] = p if isinstance(p, int) and _port_free(p) and p not in ports.values() else free_port()
+        self.ports = ports
+        pf.write_text(json.dumps(ports, indent=2) + "\n")
+
+    def _client_kubeconfig(self, name: str) -> Path:
+        pk = self.pki
+        user = {
+            "client-certificate-data": base64.b64encode(pk.path(f"{name}.crt").read_bytes()).decode(),
+            "client-key-data": base64.b64encode(pk.path(f"{name}.key").read_bytes()).decode(),
+        }
+        return write_kubeconfig(
+            self.state_dir / f"{name}.kubeconfig" if name != "admin" else self.kubeconfig,
+            kubeconfig_dict(self.url, pk.path("ca.crt").read_bytes(), user),
+        )
+
+    def _write_kubeconfigs(self) -> None:
+        for n in ("admin", "controller-manager", "scheduler"):
+            self._client_kubeconfig(n)
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        logf = open(self.logs_dir / f"{name}.log", "ab")
+        logf.write(f"\n==== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {' '.join(args)}\n".encode())
+        logf.flush()
+        main = threading.current_thread() is threading.main_thread()
+        p = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            cwd=self.state_dir,
+            start_new_session=True,
+            preexec_fn=_pdeathsig if main else None,
+            env={k: v for k, v in os.environ.items() if not k.startswith(("KUBECONFIG", "ETCD"))}
+            | {"NO_PROXY": "*", "no_proxy": "*", "HTTPS_PROXY": "", "HTTP_PROXY": ""},
+        )
+        p._log_file = logf
+        with self._lock:
+            self._procs[name] = p
+        return p
+
+    def _log_tail(self, name: str, n: int = 30) -> str:
+        try:
+            return "\n".join((self.logs_dir / f"{name}.log").read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def _wait(self, name: str, probe, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (timeout or self.ready_timeout)
+        last = None
+        while time.monotonic() < deadline:
+            p = self._procs.get(name)
+            if p is not None and p.poll() is not None:
+                raise ControlPlaneError(f"{name} exited with {p.returncode}:\n{self._log_tail(name)}")
+            try:
+                if probe():
+                    return
+            except Exception as e:  # noqa: BLE001 - any failure means "not yet"
+                last = e
+            time.sleep(0.25)
+        raise ControlPlaneError(
+            f"{name} not ready after {timeout or self.ready_timeout:.0f}s ({last}):\n{self._log_tail(name)}"
+        )
+
+    def _https_ok(self, port: int, path: str, ctx: ssl.SSLContext) -> bool:
+        with _urlopen(f"https://127.0.0.1:{port}{path}", context=ctx, timeout=5) as r:
+            return r.status == 200
+
+    def _start_etcd(self) -> None:
+        c, p = self.ports["etcd_client"], self.ports["etcd_peer"]
+        args = [
+            str(self.bin_dir / "etcd"),
+            "--name=realplane",
+            f"--data-dir={self.state_dir / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{c}",
+            f"--advertise-client-urls=http://127.0.0.1:{c}",
+            f"--listen-peer-urls=http://127.0.0.1:{p}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{p}",
+            f"--initial-cluster=realplane=http://127.0.0.1:{p}",
+            "--initial-cluster-state=new",
+            "--log-level=warn",
+            "--quota-backend-bytes=2147483648",
+        ]
+        if self.etcd_unsafe_no_fsync:
+            args.append("--unsafe-no-fsync")
+        self._spawn("etcd", args)
+
+        def probe():
+            with _urlopen(f"http://127.0.0.1:{c}/health", timeout=2) as r:
+                return json.loads(r.read()).get("health") == "true"
+
+        self._wait("etcd", probe, 60)
+
+    def _start_apiserver(self) -> None:
+        pk = self.pki.path
+        args = [
+            str(self.bin_dir / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{self.ports['etcd_client']}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            # Endpoints/EndpointSlices refuse loopback addresses, so the
+            # default reconciler would fail forever on 127.0.0.1; and nothing
+            # may dial the kubernetes Service's ClusterIP anyway.
+            "--endpoint-reconciler-type=none",
+            f"--secure-port={self.ports['apiserver']}",
+            f"--cert-dir={self.state_dir / 'apiserver'}",
+            f"--tls-cert-file={pk('apiserver.crt')}",
+            f"--tls-private-key-file={pk('apiserver.key')}",
+            f"--client-ca-file={pk('ca.crt')}",
+            f"--kubelet-client-certificate={pk('apiserver-kubelet-client.crt')}",
+            f"--kubelet-client-key={pk('apiserver-kubelet-client.key')}",
+            "--authorization-mode=Node,RBAC",
+            # the default admission plugins stay on; NodeRestriction goes with
+            # the Node authorizer (as kubeadm does)
+            "--enable-admission-plugins=NodeRestriction",
+            "--allow-privileged=true",
+            f"--service-cluster-ip-range={self.service_cidr}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pk('sa.pub')}",
+            f"--service-account-signing-key-file={pk('sa.key')}",
+            f"--requestheader-client-ca-file={pk('front-proxy-ca.crt')}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-username-headers=X-Remote-User",
+            f"--proxy-client-cert-file={pk('front-proxy-client.crt')}",
+            f"--proxy-client-key-file={pk('front-proxy-client.key')}",
+            "--enable-aggregator-routing=false",
+            "--profiling=false",
+            "--v=1",
+            *self.extra_apiserver_args,
+        ]
+        self._spawn("apiserver", args)
+        ctx = self._admin_ssl()
+        self._wait("apiserver", lambda: self._https_ok(self.ports["apiserver"], "/readyz", ctx))
+
+    def _component_args(self, name: str, port: int) -> list[str]:
+        kc = self.state_dir / f"{name}.kubeconfig"
+        return [
+            f"--kubeconfig={kc}",
+            f"--authentication-kubeconfig={kc}",
+            f"--authorization-kubeconfig={kc}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={self.state_dir / name}",
+            "--leader-elect=false",
+            "--v=1",
+        ]
+
+    def _insecure_ctx(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE  # self-signed serving cert of a local component
+        return ctx
+
+    def _start_controller_manager(self) -> None:
+        pk = self.pki.path
+        port = self.ports["controller_manager"]
+        args = [
+            str(self.bin_dir / "kube-controller-manager"),
+            *self._component_args("controller-manager", port),
+            f"--controllers={','.join(self.controllers)}",
+            f"--service-account-private-key-file={pk('sa.key')}",
+            f"--root-ca-file={pk('ca.crt')}",
+            "--use-service-account-credentials=true",
+            f"--service-cluster-ip-range={self.service_cidr}",
+            "--allocate-node-cidrs=false",
+        ]
+        self._spawn("controller-manager", args)
+        ctx = self._insecure_ctx()
+        self._wait("controller-manager", lambda: self._https_ok(port, "/healthz", ctx))
+
+    def _start_scheduler(self) -> None:
+        port = self.ports["scheduler"]
+        self._spawn("scheduler", [str(self.bin_dir / "kube-scheduler"), *self._component_args("scheduler", port)])
+        ctx = self._insecure_ctx()
+        self._wait("scheduler", lambda: self._https_ok(port, "/healthz", ctx))
+
+    def _wait_default_serviceaccount(self) -> None:
+        """The serviceaccount controller creates ``default/default``: proof the
+        controller manager talks to the API server."""
+        self._wait(
+            "controller-manager",
+            lambda: self.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200,
+        )
