@@ -37,6 +37,9 @@ UNLISTED_SUFFIX = "--unlisted-choice"
 #: What kubespawner's spawn form sends as the option itself when its free-form field is used.
 UNLISTED_FORM_CHOICE = "unlisted-choice"
 
+#: How much of a value the user sent a refusal quotes (the rest is cut, marked "…").
+SHOWN_CHARS = 60
+
 #: Traits every start resets to their configured values before a profile applies its overrides.
 ALWAYS_RESET = (
     "workspace_kind",
@@ -95,7 +98,7 @@ def check_user_options(spawner, profiles: list[dict]) -> dict:
         return profile
     profile = next((p for p in profiles if p["slug"] == slug), None)
     if profile is None:
-        raise WorkspaceError(f"There is no profile {slug!r}.", reason="invalid-options")
+        raise WorkspaceError(f"There is no profile {shown(slug)}.", reason="invalid-options")
     if not profile_allowed(profile, groups, admin):
         raise WorkspaceError(
             f"You may not start the profile {profile.get('display_name', slug)!r}: it is limited to other groups.",
@@ -104,6 +107,10 @@ def check_user_options(spawner, profiles: list[dict]) -> dict:
         )
     for option_name, option in (profile.get("profile_options") or {}).items():
         choice = options.get(option_name)
+        if choice is not None and not isinstance(choice, str):
+            raise WorkspaceError(
+                f"A choice of {option.get('display_name', option_name)!r} must be given by its name.", reason="invalid-options"
+            )
         typed = options.get(f"{option_name}{UNLISTED_SUFFIX}")
         if typed is not None and typed != "":
             check_unlisted_choice(option, option_name, typed)
@@ -116,7 +123,7 @@ def check_user_options(spawner, profiles: list[dict]) -> dict:
             choice == UNLISTED_FORM_CHOICE and typed
         ):
             raise WorkspaceError(
-                f"{choice!r} is not a choice of {option.get('display_name', option_name)!r}.", reason="invalid-options"
+                f"{shown(choice)} is not a choice of {option.get('display_name', option_name)!r}.", reason="invalid-options"
             )
     try:
         spawner._validate_user_options(profiles)
@@ -156,8 +163,9 @@ def check_unlisted_choice(option: dict, option_name: str, value) -> None:
 
 
 def shown(value) -> str:
-    """``value`` as a refusal quotes it: its repr, cut to its first characters."""
-    return repr(value)
+    """``value`` as a refusal quotes it: the repr of its first :data:`SHOWN_CHARS` characters, then "…" if there were more."""
+    text = value if isinstance(value, str) else repr(value)
+    return repr(text[:SHOWN_CHARS] + "…") if len(text) > SHOWN_CHARS else repr(text)
 
 
 def check_form_options(spawner, options: dict) -> None:

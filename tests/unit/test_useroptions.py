@@ -132,6 +132,11 @@ def test_unlisted_choice_must_be_text(value):
     assert "text" in refusal({"profile": "any-image", "image--unlisted-choice": value}).message
 
 
+@pytest.mark.parametrize("choice", [["scipy"], {"scipy": 1}, 3])
+def test_a_choice_that_is_no_name_is_400_not_a_crash(choice):
+    assert "by its name" in refusal({"profile": "any-image", "image": choice}).message
+
+
 def test_form_choice_of_the_unlisted_field_is_accepted_with_its_value():
     # kubespawner's form sends the option as "unlisted-choice" next to the typed value
     assert check({"profile": "any-image", "image": "unlisted-choice", "image--unlisted-choice": "quay.io/x:1"})
@@ -144,6 +149,21 @@ def test_unlisted_choice_of_an_option_that_does_not_allow_one_is_refused():
     with pytest.raises(WorkspaceError) as info:
         check_user_options(spawner, spawner._get_initialized_profile_list(profiles))
     assert info.value.status_code == 400 and "Image" in info.value.message
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"profile": "s" * 200_000},
+        {"profile": "any-image", "image": "c" * 200_000},
+        {"profile": "any-image", "image--unlisted-choice": "quay.io/x:" + "t" * 900},
+        {"profile": "jupyter-image", "image--unlisted-choice": "x" * 999},
+    ],
+)
+def test_refusals_echo_at_most_a_short_piece_of_the_input(options):
+    error = refusal(options)
+    assert len(error.message) < 200
+    assert "…" in error.message
 
 
 @pytest.mark.parametrize(
