@@ -159,7 +159,7 @@ def check_unlisted_choice(option: dict, option_name: str, value) -> None:
         )
     regex, message = unlisted_rule(unlisted)
     if regex and not re.fullmatch(regex, value):
-        raise WorkspaceError(f"{shown(value)} is not allowed for {name!r}: {message}.", reason="invalid-options")
+        raise WorkspaceError(f"{shown(value)} is not allowed for {name!r}: {message.rstrip('. ')}.", reason="invalid-options")
 
 
 def shown(value) -> str:

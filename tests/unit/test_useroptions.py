@@ -13,7 +13,7 @@ from workspacespawner.config.profiles import (
 )
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.spawner import WorkspaceSpawner
-from workspacespawner.useroptions import check_user_options
+from workspacespawner.useroptions import check_unlisted_choice, check_user_options
 
 TRAITS = WorkspaceSpawner.class_trait_names()
 
@@ -118,6 +118,14 @@ def test_admin_regex_must_match_the_whole_value():
     for value in ("jupyter/scipy-notebook:1\n", "jupyter/scipy-notebook", "quay.io/jupyter/x:1"):
         error = refusal({"profile": "jupyter-image", "image--unlisted-choice": value})
         assert "Image" in error.message
+
+
+def test_admin_validation_message_is_the_reason_given():
+    option = {"display_name": "Image", "unlisted_choice": {"enabled": True, "validation_regex": "jupyter/.+",
+                                                          "validation_message": "Only images from jupyter/."}}
+    with pytest.raises(WorkspaceError) as info:
+        check_unlisted_choice(option, "image", "quay.io/x")
+    assert info.value.message == "'quay.io/x' is not allowed for 'Image': Only images from jupyter/."
 
 
 def test_unlisted_choice_that_is_no_image_is_still_checked():
