@@ -17,15 +17,28 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import re
+import unicodedata
 
 from workspacespawner.config.profiles import (
     GPU_RESOURCE,
+    UNLISTED_MAX_CHARS,
     ResolvedProfile,
     profile_allowed,
     profiles_for_user,
+    unlisted_rule,
     validate_profile_list,
+    with_unlisted_defaults,
 )
 from workspacespawner.core.errors import WorkspaceError
+
+#: How kubespawner names the free-form value of option ``x`` in user_options: ``x--unlisted-choice``.
+UNLISTED_SUFFIX = "--unlisted-choice"
+#: What kubespawner's spawn form sends as the option itself when its free-form field is used.
+UNLISTED_FORM_CHOICE = "unlisted-choice"
+
+#: How much of a value the user sent a refusal quotes (the rest is cut, marked "…").
+SHOWN_CHARS = 60
 
 #: Traits every start resets to their configured values before a profile applies its overrides.
 ALWAYS_RESET = (
@@ -65,7 +78,7 @@ async def profile_list(spawner) -> list[dict]:
     if callable(profiles):
         profiles = await maybe_await(profiles(spawner))
         validate_profile_list(profiles, spawner.trait_names())
-    return spawner._get_initialized_profile_list(profiles)
+    return with_unlisted_defaults(spawner._get_initialized_profile_list(profiles))
 
 
 def check_user_options(spawner, profiles: list[dict]) -> dict:
@@ -85,7 +98,7 @@ def check_user_options(spawner, profiles: list[dict]) -> dict:
         return profile
     profile = next((p for p in profiles if p["slug"] == slug), None)
     if profile is None:
-        raise WorkspaceError(f"There is no profile {slug!r}.", reason="invalid-options")
+        raise WorkspaceError(f"There is no profile {shown(slug)}.", reason="invalid-options")
     if not profile_allowed(profile, groups, admin):
         raise WorkspaceError(
             f"You may not start the profile {profile.get('display_name', slug)!r}: it is limited to other groups.",
@@ -94,9 +107,23 @@ def check_user_options(spawner, profiles: list[dict]) -> dict:
         )
     for option_name, option in (profile.get("profile_options") or {}).items():
         choice = options.get(option_name)
-        if choice is not None and choice not in (option.get("choices") or {}):
+        if choice is not None and not isinstance(choice, str):
             raise WorkspaceError(
-                f"{choice!r} is not a choice of {option.get('display_name', option_name)!r}.", reason="invalid-options"
+                f"A choice of {option.get('display_name', option_name)!r} must be given by its name.", reason="invalid-options"
+            )
+        typed = options.get(f"{option_name}{UNLISTED_SUFFIX}")
+        if typed is not None and typed != "":
+            check_unlisted_choice(option, option_name, typed)
+        elif choice == UNLISTED_FORM_CHOICE and (option.get("unlisted_choice") or {}).get("enabled"):
+            raise WorkspaceError(
+                f"Type a value for {option.get('display_name', option_name)!r}, or pick one of its choices.",
+                reason="invalid-options",
+            )
+        if choice is not None and choice not in (option.get("choices") or {}) and not (
+            choice == UNLISTED_FORM_CHOICE and typed
+        ):
+            raise WorkspaceError(
+                f"{shown(choice)} is not a choice of {option.get('display_name', option_name)!r}.", reason="invalid-options"
             )
     try:
         spawner._validate_user_options(profiles)
@@ -105,12 +132,49 @@ def check_user_options(spawner, profiles: list[dict]) -> dict:
     return profile
 
 
+def check_unlisted_choice(option: dict, option_name: str, value) -> None:
+    """Refuse (400) a value typed into an option's free-form field unless it is allowed, short, one line and matches whole.
+
+    The regex is the admin's ``validation_regex``, or for a field that sets
+    ``image`` an image reference (:func:`~workspacespawner.config.profiles.unlisted_rule`);
+    it must match the whole value (kubespawner's own check is ``re.match``,
+    whose ``$`` also matches before a trailing newline).
+    """
+    name = option.get("display_name", option_name)
+    unlisted = option.get("unlisted_choice") or {}
+    if not unlisted.get("enabled"):
+        raise WorkspaceError(f"{name!r} takes only one of its listed choices, not a value of your own.", reason="invalid-options")
+    if not isinstance(value, str):
+        raise WorkspaceError(f"The value for {name!r} must be text.", reason="invalid-options")
+    if len(value) > UNLISTED_MAX_CHARS:
+        raise WorkspaceError(
+            f"The value for {name!r} is {len(value)} characters long; at most {UNLISTED_MAX_CHARS} characters are allowed.",
+            reason="invalid-options",
+        )
+    bad = next((ch for ch in value if unicodedata.category(ch)[0] == "C" or unicodedata.category(ch) in ("Zl", "Zp")), None)
+    if bad is not None:
+        raise WorkspaceError(
+            f"The value for {name!r} contains a control character (U+{ord(bad):04X}); it must be one line of plain text.",
+            reason="invalid-options",
+        )
+    regex, message = unlisted_rule(unlisted)
+    if regex and not re.fullmatch(regex, value):
+        raise WorkspaceError(f"{shown(value)} is not allowed for {name!r}: {message.rstrip('. ')}.", reason="invalid-options")
+
+
+def shown(value) -> str:
+    """``value`` as a refusal quotes it: the repr of its first :data:`SHOWN_CHARS` characters, then "…" if there were more."""
+    text = value if isinstance(value, str) else repr(value)
+    return repr(text[:SHOWN_CHARS] + "…") if len(text) > SHOWN_CHARS else repr(text)
+
+
 def check_form_options(spawner, options: dict) -> None:
     """:func:`check_user_options` for options from the spawn form, before they are kept (static profile_list only)."""
     if spawner.profile_list and not callable(spawner.profile_list):
         saved, spawner.user_options = spawner.user_options, options
         try:
-            check_user_options(spawner, spawner._get_initialized_profile_list(spawner._sorted_dict_values(spawner.profile_list)))
+            profiles = spawner._get_initialized_profile_list(spawner._sorted_dict_values(spawner.profile_list))
+            check_user_options(spawner, with_unlisted_defaults(profiles))
         finally:
             spawner.user_options = saved
 

@@ -103,7 +103,7 @@ async def test_expand_and_its_audit_records(kube_objects, audit_log):
     assert shrink.value.reason == "shrink"
     with pytest.raises(disks.DiskOpError) as over:
         await ops.expand("ann", "home-ann", "3Gi", limit=3 * GI)
-    assert over.value.reason == "over-quota" and "1 GiB" in str(over.value)
+    assert over.value.reason == "over-quota" and "hold 1Gi of their 3Gi, so at most 2Gi" in str(over.value)
     with pytest.raises(disks.DiskOpError) as theirs:
         await ops.expand("bob", "home-ann", "5Gi", limit=None)
     assert theirs.value.reason == "not-found"
@@ -205,7 +205,13 @@ def test_disk_command(cluster, tmp_path, capsys):
     assert disk_command.main(["expand", "gil", "--size", "3Gi", *common]) == 0
     assert "home-gil of gil: 3Gi" in capsys.readouterr().out
     assert disk_command.main(["expand", "gil", "--size", "6Gi", *common]) == 1
-    assert "at most 5 GiB" in capsys.readouterr().err
+    assert "at most 5Gi" in capsys.readouterr().err
+    assert disk_command.main(["expand", "gil", "--size", "1Mi", *common]) == 1
+    err = capsys.readouterr().err
+    assert "home-gil holds 3072Mi (3 GiB); a disk cannot shrink to 1Mi." in err and "0 GiB" not in err
+    assert disk_command.main(["expand", "gil", "--size", "6000M", *common]) == 1
+    err = capsys.readouterr().err
+    assert "cannot grow to 6000M" in err and "at most 5368.71M (5 GiB)" in err
     assert disk_command.main(["snapshot", "gil", "--name", "gil-1", "--wait", "30", *common]) == 0
     assert "gil-1" in capsys.readouterr().out
     assert disk_command.main(["restore", "gil", "--snapshot", "gil-1", *common]) == 0
@@ -214,4 +220,5 @@ def test_disk_command(cluster, tmp_path, capsys):
     rows = json.loads(capsys.readouterr().out)
     assert sorted((r["name"].startswith("home-gil-r"), r["phase"], r["size"]) for r in rows) == [(False, "Retained", "3 GiB"), (True, "Stopped", "3 GiB")]
     assert [(r.action, r.actor) for r in AuditLog.from_url(url).query(user="gil")] == [
-        ("expand", "root"), ("expand", "root"), ("snapshot", "root"), ("retain", "root"), ("restore", "root")]
+        ("expand", "root"), ("expand", "root"), ("expand", "root"), ("expand", "root"), ("snapshot", "root"), ("retain", "root"),
+        ("restore", "root")]

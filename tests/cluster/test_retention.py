@@ -210,3 +210,24 @@ def test_retention_command(cluster, cluster_thread, tmp_path, capsys):
     assert [(r["name"], r["action"], r["why"]) for r in json.loads(capsys.readouterr().out)] == [("home-eli", "purge", "ok")]
     assert retention_command.main(["list", *common]) == 0
     assert "(no retained disks)" in capsys.readouterr().out
+
+
+def test_retention_purge_exits_non_zero_naming_the_disk_whose_delete_failed(cluster, cluster_thread, tmp_path, capsys):
+    common, url = admin_command_args(tmp_path, cluster)
+
+    async def setup(kube):
+        for user in ("gus", "hal"):
+            await make_home(kube, user)
+            await retention.retain(kube, ref(user, f"home-{user}"), Status(Phase.STOPPED), days=0)
+
+    cluster_thread.call(lambda cl: with_kube(cl.kubeconfig, setup))
+    cluster.faults.add("DELETE", r"/persistentvolumeclaims/home-gus$", status=403, reason="Forbidden", message="no delete for you")
+    assert retention_command.main(["purge", *common]) == 1
+    out, err = capsys.readouterr()
+    assert "home-hal" in out and "home-gus" in out
+    [line] = [line for line in err.splitlines() if "home-gus" in line]
+    assert "PersistentVolumeClaim" in line and "gus" in line and "403" in line and "no delete for you" in line
+    assert "home-hal" not in err
+    # the disk that failed stays DeletingDisk, and the next purge finishes it
+    assert retention_command.main(["purge", *common, "--json"]) == 0
+    assert [(r["name"], r["why"]) for r in json.loads(capsys.readouterr().out)] == [("home-gus", "ok")]

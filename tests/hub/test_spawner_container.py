@@ -3,7 +3,8 @@
 Covers: start, stop, start again with the same home PVC and the file the
 first server wrote, one Pod at a time, no owner reference on the PVC; a PVC
 Pending under WaitForFirstConsumer; a foreign PVC refused; odd user names;
-forbidden and tampered profile choices answered 403/400; no GPU setting
+forbidden and tampered profile choices answered 403/400; an unlisted image
+choice checked before any Kubernetes write; no GPU setting
 leaking into a later CPU spawn; an unschedulable GPU request failing fast
 with the scheduler's reason; the code-server profile's default URL.
 """
@@ -42,6 +43,16 @@ c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
                     "scipy": {"display_name": "SciPy", "kubespawner_override": {"image": "quay.io/jupyter/scipy-notebook:2025-10-20"}},
                     "torch": {"display_name": "PyTorch", "kubespawner_override": {"image": "quay.io/jupyter/pytorch-notebook:2025-10-20"}},
                 },
+            },
+        },
+    },
+    {
+        "display_name": "JupyterLab with an image of your own",
+        "slug": "own-image",
+        "profile_options": {
+            "image": {
+                "display_name": "Image",
+                "unlisted_choice": {"enabled": True, "display_name": "Image reference", "kubespawner_override": {"image": "{value}"}},
             },
         },
     },
@@ -197,7 +208,7 @@ def test_forbidden_profile_is_403(hub, core):
         ({"profile": "no-such-profile"}, "no profile"),
         ({"profile": ["jupyterlab-cpu"]}, "by its name"),
         ({"profile": "choose-image", "image": "evil"}, "not a choice"),
-        ({"profile": "choose-image", "image--unlisted-choice": "evil/miner:latest"}, "unlisted_choice"),
+        ({"profile": "choose-image", "image--unlisted-choice": "evil/miner:latest"}, "only one of its listed choices"),
     ],
 )
 def test_tampered_options_are_400(hub, core, options, words):
@@ -206,6 +217,28 @@ def test_tampered_options_are_400(hub, core, options, words):
     assert r.status_code == 400, r.text
     assert words in r.json()["message"]
     assert user_pods(core, "tamperer") == []
+
+
+@pytest.mark.parametrize(
+    "image, words",
+    [
+        ("quay.io/jupyter/scipy-notebook:2025-10-20\n", "control character"),
+        ("quay.io/jupyter/scipy-notebook:2025-10-20; rm -rf /", "image reference"),
+        ("$(reboot)", "image reference"),
+        ("q" * 100_000, "at most 1000 characters"),
+    ],
+)
+def test_unlisted_image_is_checked_before_any_kubernetes_write(hub, core, cluster, image, words):
+    hub.create_user("imager")
+    cluster.requests.clear()
+    r = hub.spawn("imager", {"profile": "own-image", "image--unlisted-choice": image})
+    assert r.status_code == 400, r.text
+    message = r.json()["message"]
+    assert words in message and "'Image'" in message
+    assert len(message) < 300
+    writes = [(q.method, q.path) for q in cluster.requests.records if q.method != "GET"]
+    assert writes == []
+    assert not hub.user("imager").get("servers", {}).get("")
 
 
 def test_gpu_request_does_not_leak_into_cpu_spawn(hub, core):

@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import pytest
 
-from workspacespawner.core.quantities import gib, parse_quantity
+from workspacespawner.core.quantities import gib, in_unit_of, parse_quantity
 
 BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 DECIMAL = {
@@ -240,3 +240,20 @@ def test_stricter_than_the_kubernetes_client():
 )
 def test_gib(nbytes, text):
     assert gib(nbytes) == text
+
+
+@pytest.mark.parametrize(
+    "nbytes, given, shown",
+    [
+        (2**30, "1Mi", "1024Mi"),
+        (3 * 2**30, "10Gi", "3Gi"),
+        (2**30, "500M", "1073.74M"),
+        (2**20, "1Ti", "9.54e-07Ti"),
+        (0, "1Gi", "0Gi"),
+        (5 * 2**30, "1e9", "5368709120 bytes"),
+        (1536, "2048", "1536 bytes"),
+        (2**30, " 2Ki ", "1048576Ki"),
+    ],
+)
+def test_sizes_in_the_unit_given(nbytes, given, shown):
+    assert in_unit_of(nbytes, given) == shown

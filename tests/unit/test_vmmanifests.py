@@ -35,6 +35,7 @@ from workspacespawner.backends.vm.manifests import (
     make_virtual_machine,
     make_vm_service,
     singleuser_command,
+    without_api_token,
 )
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core import names
@@ -249,6 +250,22 @@ def test_cloud_config_contents():
     assert config["mounts"] == [["/dev/disk/by-id/virtio-home", "/home/jovyan", "auto", "defaults,nofail"]]
     assert config["runcmd"] == ["systemctl daemon-reload", "systemctl enable --now workspace-ide.service"]
     assert ["write_files", "always"] in config["cloud_init_modules"]
+
+
+def test_without_api_token_blanks_only_the_token():
+    env = dict(ENV, JPY_API_TOKEN="it's-a-token", JUPYTERHUB_USER="JUPYTERHUB_API_TOKEN=not-a-key")
+    secret = make_cloudinit_secret(ident=ident_for(), env=env, command=singleuser_command(["jupyterhub-singleuser"]))
+    blanked = dict(secret, data=without_api_token(secret))
+    before, after = guest_files(secret), guest_files(blanked)
+    assert after[UNIT_FILE] == before[UNIT_FILE]
+    assert yaml.safe_load(user_data(blanked))["users"] == yaml.safe_load(user_data(secret))["users"]
+    env_after = parse_environment_file(after[ENV_FILE]["content"])
+    assert env_after == dict(env, JUPYTERHUB_API_TOKEN="", JPY_API_TOKEN="")
+    assert "0123456789abcdef" not in user_data(blanked) and "it's-a-token" not in user_data(blanked)
+    assert without_api_token(blanked) is None  # nothing left to blank
+    assert without_api_token({"data": {"userdata": base64.b64encode(b"#!/bin/sh\necho hi\n").decode()}}) is None
+    assert without_api_token({"data": {"userdata": "%%% not base64"}}) is None
+    assert without_api_token({}) is None
 
 
 def test_no_home_no_mounts():

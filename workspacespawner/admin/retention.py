@@ -4,7 +4,9 @@
     retained disks (and those being deleted): owner, size, retain-until.
 ``retention purge [--dry-run] [--every SECONDS]``
     delete retained disks past retain-until that nothing uses (with the VM,
-    Service and cloud-init Secret of a root disk), audited. ``--every``
+    Service and cloud-init Secret of a root disk), audited. A delete that
+    fails prints a line naming the disk and the error, and the command
+    exits 1 (the disk stays ``DeletingDisk`` for the next purge). ``--every``
     repeats it until stopped: run it as a JupyterHub managed service for a
     periodic purge::
 
@@ -52,6 +54,15 @@ def purge_rows(plan) -> list[dict]:
     return rows
 
 
+def failed_purges(plan) -> list[str]:
+    """One line per disk of ``plan`` whose purge failed: the disk, its owner and the error."""
+    return [
+        f"could not purge {item.disk['kind']} {item.name} of {item.owner}: {item.result.removeprefix('error: ')}"
+        for item in plan.purge
+        if item.result.startswith("error")
+    ]
+
+
 async def _run(args) -> int:
     config = common.load_config(args)
     namespace = common.namespace_of(config, args.namespace)
@@ -67,15 +78,22 @@ async def _run(args) -> int:
             return 0
         purger = Purger(kube, namespace, audit=audit, actor=common.actor_of(args))
         while True:
+            failed = []
             try:
                 plan = await purger.purge(dry_run=args.dry_run)
                 common.print_rows(purge_rows(plan), PURGE_COLUMNS, as_json=args.json, empty="(no retained disks)")
+                failed = failed_purges(plan)
             except common.errors() as e:
                 if not args.every:
                     raise
                 log.error("Purge failed (%s); trying again in %.0f s", common.describe(e), args.every)  # a periodic purge carries on
+            for line in failed:
+                if args.every:
+                    log.error("%s; trying again in %.0f s", line, args.every)
+                else:
+                    common.fail(line)
             if not args.every:
-                return 0
+                return 1 if failed else 0
             sys.stdout.flush()
             await asyncio.sleep(args.every)
 

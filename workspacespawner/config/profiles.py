@@ -48,6 +48,20 @@ UNLISTED_KEYS = {
 }
 _SLUG = re.compile(r"^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$")
 
+#: The longest value a user may type into an unlisted choice.
+UNLISTED_MAX_CHARS = 1000
+
+#: What an unlisted choice that sets ``image`` must be when the admin gave no
+#: validation_regex: a container image reference, ``[registry[:port]/]path[:tag][@digest]``
+#: (path components lowercase). Written so it is also a valid HTML ``pattern``.
+IMAGE_REFERENCE_REGEX = (
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?)*(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|\-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|\-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[\-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
+)
+IMAGE_REFERENCE_MESSAGE = "an image reference such as quay.io/jupyter/scipy-notebook:2025-10-20"
+
 
 class ProfileConfigError(ValueError):
     """A profile_list that must not be served; the message names the profile slug and the field."""
@@ -95,8 +109,8 @@ def validate_profile_list(profile_list, trait_names: Iterable[str]) -> None:
     (``WorkspaceSpawner.class_trait_names()``). Checks: known keys at every
     level, a unique slug per profile, ``workspace_kind`` and ``ide`` values,
     a non-negative whole GPU count, ``allowed_groups`` a list of strings,
-    profile_options choices, and a compilable unlisted_choice
-    validation_regex. A callable profile_list is checked when it is called.
+    profile_options choices, and unlisted_choice settings (a compilable
+    validation_regex, overrides of known settings). A callable profile_list is checked when it is called.
     """
     if callable(profile_list):
         return
@@ -130,13 +144,54 @@ def validate_profile_list(profile_list, trait_names: Iterable[str]) -> None:
                 cfield = f"{field}.choices.{choice_name}"
                 _check_keys(slug, cfield, choice, CHOICE_KEYS)
                 _check_override(slug, f"{cfield}.kubespawner_override", choice.get("kubespawner_override", {}), names)
-            unlisted = option.get("unlisted_choice", {})
-            _check_keys(slug, f"{field}.unlisted_choice", unlisted, UNLISTED_KEYS)
-            if unlisted.get("validation_regex"):
-                try:
-                    re.compile(unlisted["validation_regex"])
-                except re.error as e:
-                    _fail(slug, f"{field}.unlisted_choice.validation_regex", f"does not compile: {e}")
+            _check_unlisted(slug, f"{field}.unlisted_choice", option.get("unlisted_choice", {}), names)
+
+
+def _check_unlisted(slug: str, field: str, unlisted, trait_names: set[str]) -> None:
+    _check_keys(slug, field, unlisted, UNLISTED_KEYS)
+    if not isinstance(unlisted.get("enabled", False), bool):
+        _fail(slug, f"{field}.enabled", "must be true or false")
+    for key in ("display_name", "display_name_in_choices", "validation_message"):
+        if not isinstance(unlisted.get(key, ""), str):
+            _fail(slug, f"{field}.{key}", "must be text")
+    regex = unlisted.get("validation_regex")
+    if regex is not None and not isinstance(regex, str):
+        _fail(slug, f"{field}.validation_regex", "must be a regular expression as text")
+    if regex:
+        try:
+            re.compile(regex)
+        except re.error as e:
+            _fail(slug, f"{field}.validation_regex", f"does not compile: {e}")
+    _check_override(slug, f"{field}.kubespawner_override", unlisted.get("kubespawner_override", {}), trait_names)
+
+
+def unlisted_rule(unlisted: dict) -> tuple[str | None, str]:
+    """The regex a value typed into this unlisted choice must match whole, and what to tell a user whose value does not.
+
+    The admin's ``validation_regex`` and ``validation_message`` when set; an
+    image reference for a choice that sets ``image``; else no regex (None).
+    """
+    regex = unlisted.get("validation_regex") or None
+    if regex is None and "image" in (unlisted.get("kubespawner_override") or {}):
+        return IMAGE_REFERENCE_REGEX, unlisted.get("validation_message") or f"it must be {IMAGE_REFERENCE_MESSAGE}"
+    return regex, unlisted.get("validation_message") or (f"it must match {regex}" if regex else "")
+
+
+def with_unlisted_defaults(profiles: list[dict]) -> list[dict]:
+    """``profiles`` (an initialized copy, changed in place) with the image-reference rule on unlisted image choices.
+
+    So the spawn form's field (its HTML ``pattern``) and kubespawner's own
+    check use the same rule as :func:`unlisted_rule`.
+    """
+    for profile in profiles:
+        for option in (profile.get("profile_options") or {}).values():
+            unlisted = option.get("unlisted_choice")
+            if isinstance(unlisted, dict) and unlisted.get("enabled") and not unlisted.get("validation_regex"):
+                regex, message = unlisted_rule(unlisted)
+                if regex:
+                    unlisted["validation_regex"] = regex
+                    unlisted.setdefault("validation_message", message)
+    return profiles
 
 
 def profile_allowed(profile: dict, group_names: Iterable[str], is_admin: bool = False) -> bool:

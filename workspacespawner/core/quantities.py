@@ -26,7 +26,7 @@ import math
 import re
 from decimal import Decimal, DecimalException, localcontext
 
-__all__ = ["gib", "parse_quantity"]
+__all__ = ["gib", "in_unit_of", "parse_quantity"]
 
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
 _DECIMAL = {"n": -3, "u": -2, "m": -1, "k": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
@@ -83,3 +83,22 @@ def _number(value: float) -> str:
 def gib(nbytes: float | int | Decimal) -> str:
     """Bytes as GiB for people: ``gib(50 * 2**30)`` is ``"50 GiB"``, two decimals at most."""
     return f"{_number(float(nbytes) / 2**30)} GiB"
+
+
+def in_unit_of(nbytes: float | int | Decimal, quantity: str) -> str:
+    """Bytes in the unit of the quantity a person gave: ``in_unit_of(2**30, "1Mi")`` is ``"1024Mi"``.
+
+    A binary or decimal suffix gives that suffix, two decimals at most (a
+    value that would round to 0 keeps three significant digits); a
+    quantity without one, or with an exponent, gives plain bytes.
+    """
+    match = _QUANTITY_RE.fullmatch(quantity.strip()) if isinstance(quantity, str) else None
+    suffix = match.group("suffix") if match else None
+    if suffix is None or suffix in ("n", "u", "m"):
+        return f"{int(nbytes)} bytes"
+    scale = 1024 ** _BINARY[suffix] if suffix in _BINARY else 10 ** (3 * _DECIMAL[suffix])
+    value = float(nbytes) / scale
+    text = _number(value)
+    if text == "0" and value:
+        text = f"{value:.3g}"
+    return f"{text}{suffix}"

@@ -16,7 +16,8 @@ and slot (:func:`choose_home`), never by name pattern.
 **Limits.** An expand is refused when it would shrink the disk (Kubernetes
 cannot) or take the user's disks together past their limit (the quota's
 ``max_disk``, else ``WorkspaceSpawner.disk_limit``); the limit is bytes, or
-None for none. Every operation, refused ones included, leaves an audit
+None for none. A refusal says its sizes in the unit of the size asked for
+(``--size 1Mi``: ``holds 3072Mi (3 GiB)``). Every operation, refused ones included, leaves an audit
 record (:mod:`.audit`): ``expand`` (before/after size), ``snapshot``,
 ``restore`` (old and new PVC, the snapshot). A restore swaps disks only
 while nothing uses the home (no Pod or VMI) and its phase is ``Stopped``.
@@ -34,7 +35,7 @@ from datetime import UTC, datetime, timedelta
 from kubernetes_asyncio.client.rest import ApiException
 
 from workspacespawner.core import names
-from workspacespawner.core.quantities import gib, parse_quantity
+from workspacespawner.core.quantities import gib, in_unit_of, parse_quantity
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VMI, VOLUME_SNAPSHOT
 from workspacespawner.k8s.objects import holders, pointer
@@ -106,6 +107,12 @@ def choose_home(pvcs: list[dict], user_name: str, slot: str) -> dict | None:
         return max(active, key=lambda p: (phase_of(p) != str(Phase.PROVISIONING_DISK), _created(p)))
     retained = [p for p in mine if phase_of(p) == str(Phase.RETAINED)]
     return max(retained, key=_since) if retained else None
+
+
+def _size(nbytes: int, given: str) -> str:
+    """Bytes in the unit of the size the admin or profile gave, with GiB after it unless that unit is Gi."""
+    text = in_unit_of(nbytes, given)
+    return text if text.endswith("Gi") else f"{text} ({gib(nbytes)})"
 
 
 def check_expand(current: int, wanted: int, others: int, limit: int | None) -> str | None:
@@ -287,10 +294,10 @@ class DiskOps:
         others = await self._limit_usage(user, pvc_name)
         refusal = check_expand(current, wanted, others, limit)
         if refusal == "shrink":
-            message = f"{pvc_name} holds {gib(current)}; a disk cannot shrink to {gib(wanted)}."
+            message = f"{pvc_name} holds {_size(current, size)}; a disk cannot shrink to {size}."
         elif refusal == "over-quota":
-            message = (f"{pvc_name} cannot grow to {gib(wanted)}: {user}'s other disks hold {gib(others)} "
-                       f"of their {gib(limit)}, so at most {gib(max(0, limit - others))} is left for it.")
+            message = (f"{pvc_name} cannot grow to {size}: {user}'s other disks hold {_size(others, size)} "
+                       f"of their {_size(limit, size)}, so at most {_size(max(0, limit - others), size)} is left for it.")
         if refusal:
             await self._record(user, pvc_name, "expand", before, after, f"refused: {message}", server)
             raise DiskOpError(message, reason=refusal)

@@ -30,6 +30,7 @@ reference); ``kubevirt.io/v1`` VirtualMachines and VMIs.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -188,6 +189,16 @@ def select_purgeable(objects, now: datetime) -> PurgePlan:
 _KINDS = {k.kind: k for k in (PVC, DATA_VOLUME, VIRTUAL_MACHINE, SERVICE, SECRET)}
 
 
+def api_error(error: ApiException) -> str:
+    """One line for an API error: its status, reason and the Status object's message (cut to 200 characters)."""
+    try:
+        message = str((json.loads(error.body or "{}") or {}).get("message") or "")
+    except (TypeError, ValueError, AttributeError):
+        message = ""
+    line = f"{error.status} {error.reason}" + (f" ({message[:200]})" if message else "")
+    return " ".join(line.split())
+
+
 class Purger:
     """Purges retained disks past their time in ``namespace`` (see the module docstring), audited in ``audit`` by ``actor``."""
 
@@ -205,7 +216,11 @@ class Purger:
         return objects
 
     async def purge(self, *, now: datetime | None = None, dry_run: bool = False) -> PurgePlan:
-        """Select and (unless ``dry_run``) delete; each item's ``result`` says what happened (``ok``, ``skipped: ...``, ``error: ...``)."""
+        """Select and (unless ``dry_run``) delete; each item's ``result`` says what happened (``ok``, ``skipped: ...``, ``error: ...``).
+
+        A failed delete does not stop the others; its disk stays
+        ``DeletingDisk``, so the next purge tries it again.
+        """
         now = now or lifecycle.utcnow()
         plan = select_purgeable(await self.gather(), now)
         if dry_run:
@@ -232,15 +247,16 @@ class Purger:
                 )
             except NotOurs:
                 return "skipped: it left Retained meanwhile (reclaimed?)"
+            except ApiException as e:
+                return f"error: marking {kind.kind}/{item.name} DeletingDisk: {api_error(e)}"
         deleted, result = [], "ok"
         try:
-            for obj in item.goes_with:
+            for obj in [*item.goes_with, item.disk]:
+                current = f"{obj['kind']}/{obj['metadata']['name']}"
                 if await self.kube.delete(_KINDS[obj["kind"]], self.namespace, obj["metadata"]["name"], uid=obj["metadata"]["uid"]):
-                    deleted.append(f"{obj['kind']}/{obj['metadata']['name']}")
-            if await self.kube.delete(kind, self.namespace, item.name, uid=item.disk["metadata"]["uid"]):
-                deleted.append(f"{kind.kind}/{item.name}")
+                    deleted.append(current)
         except ApiException as e:
-            result = f"error: {e.status} {e.reason}"
+            result = f"error: deleting {current}: {api_error(e)}"
         log.info("Purged %s %s/%s of %s: %s (%s)", kind.kind, self.namespace, item.name, item.owner, result, ", ".join(deleted))
         if self.audit is not None:
             await self.audit.arecord(

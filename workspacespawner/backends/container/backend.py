@@ -1,16 +1,24 @@
 """Container workspaces: kubespawner's Pod path, with the home PVC and the storage tiers mounted.
 
-The Pod is kubespawner's own (``KubeSpawner._start``, ``stop``, ``poll``,
-its shared Pod and Event reflectors); this backend adds what a workspace
+The Pod is kubespawner's own (``KubeSpawner._start``, ``poll``, its shared
+Pod and Event reflectors); stop deletes it by uid (:meth:`ContainerBackend.stop`,
+kubespawner's stop with a ``preconditions.uid``); this backend adds what a workspace
 needs to the manifest kubespawner builds (:meth:`ContainerBackend.add_workspace_volumes`)
 and fails a start fast when the Pod cannot run (:meth:`ContainerBackend.check_pod`).
 
 API followed: core/v1 Pod (``spec.volumes``, ``containers[].volumeMounts``,
-``initContainers``), kubespawner 7's Pod manifest (``V1Pod`` models).
+``initContainers``; delete with ``DeleteOptions.preconditions.uid``, 409 when
+the uid no longer matches), kubespawner 7's Pod manifest (``V1Pod`` models).
 """
 
 from __future__ import annotations
 
+import asyncio
+from functools import partial
+
+from jupyterhub.utils import exponential_backoff
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
 
 from workspacespawner.backends.base import Backend, StartContext
@@ -65,7 +73,72 @@ class ContainerBackend(Backend):
             spawner._options_loaded = False
 
     async def stop(self, now: bool = False) -> None:
-        await KubeSpawner.stop(self.spawner, now=now)
+        """Delete the Pod this stop knows, by uid, and wait until that Pod is gone (kubespawner's waiting).
+
+        kubespawner's ``stop`` deletes by name and, after a client timeout,
+        sends the DELETE again; a first DELETE the API server serves late
+        would then remove the next start's Pod of the same name. Here every
+        DELETE carries the uid (``preconditions.uid``) of the Pod in
+        kubespawner's Pod reflector (read from the API when the cache has
+        none), so a late one is refused (409) once the Pod was replaced. As
+        in kubespawner, a Pod that does not go within ``start_timeout``
+        restarts the reflector and raises TimeoutError.
+        """
+        spawner = self.spawner
+        await spawner._start_watching_pods()
+        key = f"{spawner.namespace}/{spawner.pod_name}"
+        uid = _uid(spawner.pod_reflector.pods.get(key)) or await self._read_pod_uid()
+        if uid is None:
+            spawner.log.info("No pod %s to delete", key)
+            return
+        grace = 0 if now else spawner.delete_grace_period
+        options = client.V1DeleteOptions(grace_period_seconds=grace, preconditions=client.V1Preconditions(uid=uid))
+        await exponential_backoff(
+            partial(self._delete_pod, options, grace, uid), f"Could not delete pod {key}", timeout=spawner.k8s_api_request_retry_timeout
+        )
+        try:
+            await exponential_backoff(
+                lambda: _uid(spawner.pod_reflector.pods.get(key)) != uid,
+                f"pod {key} did not disappear in {spawner.start_timeout} seconds!",
+                timeout=spawner.start_timeout,
+            )
+        except TimeoutError:
+            spawner.log.error("Pod %s did not disappear, restarting pod reflector", key)
+            await spawner._start_watching_pods(replace=True)
+            raise
+
+    async def _read_pod_uid(self) -> str | None:
+        """The uid of the Pod named ``pod_name``, read from the API (None: there is none)."""
+        s = self.spawner
+        try:
+            pod = await asyncio.wait_for(s.api.read_namespaced_pod(s.pod_name, s.namespace), s.k8s_api_request_timeout)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return pod.metadata.uid
+
+    async def _delete_pod(self, options, grace: int, uid: str) -> bool:
+        """One DELETE of the Pod with uid ``uid`` (for exponential_backoff): True when done or gone, False after a timeout."""
+        s = self.spawner
+        key = f"{s.namespace}/{s.pod_name}"
+        s.log.info("Deleting pod %s (uid %s)", key, uid)
+        try:
+            await asyncio.wait_for(
+                s.api.delete_namespaced_pod(name=s.pod_name, namespace=s.namespace, body=options, grace_period_seconds=grace),
+                s.k8s_api_request_timeout,
+            )
+        except TimeoutError:
+            return False
+        except ApiException as e:
+            if e.status == 404:
+                s.log.warning("No pod %s to delete. Assuming already deleted.", key)
+                return True
+            if e.status == 409:  # the uid precondition: the Pod of that name is another one now
+                s.log.warning("Pod %s is no longer the one with uid %s; not deleting it", key, uid)
+                return True
+            raise
+        return True
 
     async def poll(self) -> int | None:
         return await KubeSpawner.poll(self.spawner)
@@ -123,3 +196,8 @@ class ContainerBackend(Backend):
 
 def _name(obj) -> str | None:
     return obj.get("name") if isinstance(obj, dict) else getattr(obj, "name", None)
+
+
+def _uid(pod: dict | None) -> str | None:
+    """The uid of a Pod as kubespawner's reflector keeps it (the API's JSON), or None."""
+    return ((pod or {}).get("metadata") or {}).get("uid")

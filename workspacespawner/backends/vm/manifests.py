@@ -54,6 +54,8 @@ HOME_SERIAL = "home"
 HOME_DEVICE = f"/dev/disk/by-id/virtio-{HOME_SERIAL}"
 #: Key of the user data in the cloud-init Secret (KubeVirt reads ``userdata`` or ``userData``).
 USERDATA_KEY = "userdata"
+#: The variables of the guest's environment that hold the server's JupyterHub API token (see Spawner.get_env).
+TOKEN_VARIABLES = ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN")
 #: The only annotations a DataVolume gets besides the owner's name: constants CDI reads.
 #: ``allowClaimAdoption`` lets a recreated DataVolume take over its surviving PVC instead of failing.
 DATAVOLUME_ANNOTATIONS = {"cdi.kubevirt.io/allowClaimAdoption": "true"}
@@ -548,6 +550,42 @@ def cloud_config(
     return add_tiers_to_cloud_config(config, storage) if storage else config
 
 
+def userdata_text(config: dict) -> str:
+    """The ``#cloud-config`` user data of a :func:`cloud_config` document."""
+    return "#cloud-config\n" + yaml.dump(config, Dumper=_CloudConfigDumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1_000_000)
+
+
+def without_api_token(secret: dict) -> dict | None:
+    """The ``data`` of a cloud-init Secret (as the API returns it) with the API token's values blanked; None if none is left.
+
+    Only the lines of :data:`TOKEN_VARIABLES` in the :data:`ENV_FILE` the
+    user data writes change (to ``KEY=''``); every other setting stays, so
+    the Secret still describes the stopped VM, and the next start writes a
+    fresh token. None also for user data this module did not write.
+    """
+    data = dict(secret.get("data") or {})
+    try:
+        config = yaml.safe_load(base64.b64decode(data.get(USERDATA_KEY) or "").decode("utf-8"))
+    except (ValueError, yaml.YAMLError):
+        return None
+    files = config.get("write_files") if isinstance(config, dict) else None
+    changed = False
+    for entry in files if isinstance(files, list) else []:
+        if not (isinstance(entry, dict) and entry.get("path") == ENV_FILE and isinstance(entry.get("content"), str)):
+            continue
+        lines = []
+        for line in entry["content"].splitlines():
+            key = line.split("=", 1)[0]
+            if key in TOKEN_VARIABLES and line != env_file_line(key, ""):
+                line, changed = env_file_line(key, ""), True
+            lines.append(line)
+        entry["content"] = "".join(f"{line}\n" for line in lines)
+    if not changed:
+        return None
+    data[USERDATA_KEY] = base64.b64encode(userdata_text(config).encode("utf-8")).decode("ascii")
+    return data
+
+
 class _CloudConfigDumper(yaml.SafeDumper):
     """``yaml.SafeDumper`` writing multi-line strings (file contents) as literal blocks, for a readable document."""
 
@@ -601,7 +639,7 @@ def make_cloudinit_secret(
         unix_uid=unix_uid,
         storage=storage,
     )
-    text = "#cloud-config\n" + yaml.dump(config, Dumper=_CloudConfigDumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1_000_000)
+    text = userdata_text(config)
     return {
         "apiVersion": "v1",
         "kind": "Secret",

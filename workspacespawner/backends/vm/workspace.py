@@ -41,7 +41,13 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from workspacespawner.backends.vm import manifests as vmmanifests
 from workspacespawner.backends.vm import status as vmstatus
-from workspacespawner.backends.vm.effects import ensure_root_disk, ensure_service, ensure_vm, write_cloudinit_secret
+from workspacespawner.backends.vm.effects import (
+    blank_cloudinit_token,
+    ensure_root_disk,
+    ensure_service,
+    ensure_vm,
+    write_cloudinit_secret,
+)
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.core.tasks import BackgroundTasks
@@ -372,21 +378,32 @@ class VMWorkspace:
 
         Waits ``stop_timeout`` seconds for the guest to shut down, then asks
         for an immediate stop (``gracePeriod: 0``) and waits 30 s more. The
-        VM, DataVolume, PVCs, Secret and Service are kept. A VMI that does
+        VM, DataVolume, PVCs, Secret and Service are kept; the Secret's API
+        token (revoked by JupyterHub at stop) is blanked. A VMI that does
         not go (its node unreachable) is logged and False returned.
         """
         await self.watch()
         ident = self.ident
         api_client = self.custom_api.api_client
         await stop_vm(api_client, ident.namespace, ident.vm)
-        if await self._vmi_gone(self.stop_timeout):
-            return True
-        log.warning("VMI %s/%s still there after %.0f s; stopping it at once", ident.namespace, ident.vm, self.stop_timeout)
-        await stop_vm(api_client, ident.namespace, ident.vm, grace_period=0)
-        if await self._vmi_gone(30.0):
-            return True
-        log.error("VMI %s/%s did not go away (is its node unreachable?)", ident.namespace, ident.vm)
-        return False
+        gone = await self._vmi_gone(self.stop_timeout)
+        if not gone:
+            log.warning("VMI %s/%s still there after %.0f s; stopping it at once", ident.namespace, ident.vm, self.stop_timeout)
+            await stop_vm(api_client, ident.namespace, ident.vm, grace_period=0)
+            gone = await self._vmi_gone(30.0)
+        if not gone:
+            log.error("VMI %s/%s did not go away (is its node unreachable?)", ident.namespace, ident.vm)
+        await self._blank_token()
+        return gone
+
+    async def _blank_token(self) -> None:
+        """Blank the API token in the cloud-init Secret; a failure is logged, not raised (the token is revoked anyway)."""
+        ident = self.ident
+        try:
+            await blank_cloudinit_token(self.core_api, ident.namespace, ident.cloudinit_secret, ident.user_name)
+        except (ApiException, aiohttp.ClientError, TimeoutError) as e:
+            log.warning("Could not blank the API token in %s/%s: %s", ident.namespace, ident.cloudinit_secret,
+                        getattr(e, "reason", type(e).__name__))
 
     async def poll(self) -> int | None:
         """``Spawner.poll()``: None while the guest runs (or KubeVirt is starting it), else an exit code (cache only)."""
