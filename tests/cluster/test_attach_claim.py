@@ -7,7 +7,7 @@ taken again by its own server; a fresh claim with no compute yet refuses
 (a start under way), an old one is stale and taken over (a hub that
 crashed); a release removes only a claim that is still ours; the tracker
 keeps the claim while its Pod runs and releases it once the Pod is gone;
-the invariants hold throughout.
+the admin's disk listing shows the holder; the invariants hold throughout.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s.kinds import POD, PVC
 from workspacespawner.workspace import attach
+from workspacespawner.workspace.disks import DiskOps
 from workspacespawner.workspace.lifecycle import WorkspaceRef, rfc3339, utcnow
 from workspacespawner.workspace.tracker import LifecycleSettings, WorkspaceLifecycle
 
@@ -67,6 +68,9 @@ async def test_a_running_holder_refuses_others_and_its_own_server_claims_again(k
     assert "Cleo.Claim@school.example/gpu (Pod jupyter-cleo--gpu) is using it" in refused.value.message
     assert await attach.claim(kube_objects, GPU, grace=60) == [HOME]  # a new start of the same server
     assert (await holder(kube_objects)).server == old.server
+    (row,) = await DiskOps(kube_objects, NS).listing(USER)  # what `workspacespawner disk list` shows the admin
+    assert row["used_by"] == GPU.pod
+    assert row["claimed_by"].startswith(f"{GPU.label()} (Pod {GPU.pod}) since ")
     assert_invariants(cluster)
 
 
