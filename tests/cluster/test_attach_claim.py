@@ -18,7 +18,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.support.invariants import assert_invariants
+from tests.support.invariants import assert_invariants, violations
 from tests.support.lifecycleenv import NS, make_home, start_pod, wait_async
 from workspacespawner.backends.container.status import ContainerStatus
 from workspacespawner.core import names
@@ -111,3 +111,11 @@ async def test_tracker_keeps_the_claim_while_its_pod_runs_and_releases_it_once_g
 
 async def _gone(kube, name: str) -> bool:
     return await kube.get(POD, NS, name) is None
+
+
+async def test_invariants_see_a_disk_deleted_outside_a_purge(kube_objects, cluster):
+    await make_home(kube_objects, USER, HOME)
+    assert violations(cluster) == []
+    await kube_objects.delete(PVC, NS, HOME)
+    assert violations(cluster) == [f"persistentvolumeclaims {NS}/{HOME} was deleted outside a purge"]
+    assert_invariants(cluster, purged={HOME})

@@ -23,6 +23,7 @@ from tests.cluster.test_localcluster_nodeagent import (  # noqa: F401 (no_orphan
     phase_of,
 )
 from tests.support.helpers import wait_for
+from tests.support.invariants import violations
 from workspacespawner.localcluster import LocalCluster
 from workspacespawner.localcluster.attacher import Attacher, Consumer, MultiAttachError, conflicts
 
@@ -91,6 +92,9 @@ async def test_rwo_claim_on_the_same_node_is_shared_and_the_history_shows_it(tmp
         assert cluster.attacher.max_consumers() == {(NS, "home-u"): 2}
         pairs = cluster.attacher.overlaps((NS, "home-u"))
         assert [(a.name, b.name) for a, b in pairs] in ([("first", "second")], [("second", "first")])
+        (found,) = violations(cluster)  # allowed by Kubernetes, not by the workspace's invariant
+        assert "claim default/home-u (ReadWriteOnce) was used by Pod" in found and "at once" in found
+        assert violations(cluster, shared={"home-u"}) == []
         for name in ("first", "second"):
             store.delete(kind(store, "pods"), NS, name)
         await wait_for(lambda: get(store, "pods", "first") is None and get(store, "pods", "second") is None, timeout=15)
