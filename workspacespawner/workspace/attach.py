@@ -133,11 +133,19 @@ def me_of(ref: WorkspaceRef, now: datetime | None = None) -> Holder:
     return Holder(ref.label(), POD.kind, ref.pod or "", now)
 
 
-async def compute_alive(kube, namespace: str, holder: Holder) -> bool:
-    """Whether the holder's Pod or VMI exists and has not finished (terminating counts as alive: it may still hold the disk)."""
+async def compute_alive(kube, namespace: str, user_name: str, holder: Holder) -> bool:
+    """Whether the holder's Pod or VMI exists and has not finished (terminating counts as alive: it may still hold the disk).
+
+    Found by ``user_name``'s owner labels and then by name (a ``list``, as
+    the fence reads: the hub's Role has no ``get`` on Pods).
+    """
+    if not holder.name:
+        return False
     kind = VMI if holder.kind == VMI.kind else POD
-    obj = await kube.get(kind, namespace, holder.name) if holder.name else None
-    return obj is not None and (obj.get("status") or {}).get("phase") not in FINISHED_PHASES
+    for obj in await kube.list(kind, namespace, labels=names.owner_selector(user_name)):
+        if obj["metadata"]["name"] == holder.name and (obj.get("status") or {}).get("phase") not in FINISHED_PHASES:
+            return True
+    return False
 
 
 async def claim(kube, ref: WorkspaceRef, *, grace: float, now=utcnow) -> list[str]:
@@ -166,7 +174,7 @@ async def _claim_one(kube, kind, ref: WorkspaceRef, name: str, *, grace: float, 
             return False  # not made yet (a VM's first root disk): nothing can mount it before it exists
         current = holder_of(disk)
         me = me_of(ref, now())
-        alive = current is not None and current.server != me.server and await compute_alive(kube, ref.namespace, current)
+        alive = current is not None and current.server != me.server and await compute_alive(kube, ref.namespace, ref.user_name, current)
         verdict = decide(current, me, holder_alive=alive, now=me.since, grace=grace)
         if not verdict.take:
             raise refusal(name, current, verdict.why)

@@ -176,7 +176,7 @@ class WorkspaceLifecycle:
 
     async def _release_if_gone(self, ref: WorkspaceRef) -> None:
         """Release the attach claim once this workspace's compute is observed gone (else it stays, and goes stale later)."""
-        if await attach.compute_alive(self.kube, ref.namespace, attach.me_of(ref)):
+        if await attach.compute_alive(self.kube, ref.namespace, ref.user_name, attach.me_of(ref)):
             log.info("Keeping the attach claim of %s: its compute is still there", self.label)
             return
         released = await attach.release(self.kube, ref)
