@@ -82,7 +82,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         self.steps = StartSteps()
         self._container, self._vm = ContainerBackend(self), self._vm_backend()
         self.backend: Backend = self._container
-        settings = LifecycleSettings(self.retention_days, self.reclaim_policy, self.fence_wait_seconds)
+        settings = LifecycleSettings(self.retention_days, self.reclaim_policy, self.fence_wait_seconds, float(self.start_timeout))
         self.lifecycle = WorkspaceLifecycle(
             kube=self.services.kube, audit=self.services.audit, kind=self.backend, settings=settings, label=self._log_name
         )
@@ -228,6 +228,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         groups = useroptions.group_names(self)
         limit = disks.disk_limit(self.services.quota.settings, self.user.name, groups, self.disk_limit)
         await self.lifecycle.disks_ready(ref, pvc, home_size=self.home_size, limit=limit, server=self.name or "", say=self.steps.say)
+        await self.lifecycle.claim_disks(ref)
         self._tiers = await prepare_tiers(self.api, namespace=self.namespace, settings=self.storage_settings(),
                                           groups=groups, say=self.steps.say)
         ctx = StartContext(

@@ -1,7 +1,8 @@
 """``workspacespawner disk``: expand, snapshot, restore and list users' disks, each audited.
 
 ``disk list [USER] [--json]``
-    every disk we manage (of USER): owner, kind, role, size, phase, what uses it.
+    every disk we manage (of USER): owner, kind, role, size, phase, what uses it,
+    which server holds its attach claim.
 ``disk expand USER --size 100Gi [--pvc NAME]``
     grow USER's home (or PVC NAME); never shrinks, never past the user's
     disk limit (``c.WorkspaceQuota`` max_disk, else ``c.WorkspaceSpawner.disk_limit``).
@@ -23,7 +24,7 @@ from workspacespawner.quota.cli import hub_groups
 from workspacespawner.workspace.disks import DiskOps, disk_limit
 
 #: The columns of ``disk list`` (and ``retention list``): the keys of :meth:`~workspacespawner.workspace.disks.DiskOps.listing` rows.
-LIST_COLUMNS = ["owner", "name", "kind", "role", "size", "phase", "retain_until", "used_by"]
+LIST_COLUMNS = ["owner", "name", "kind", "role", "size", "phase", "retain_until", "used_by", "claimed_by"]
 
 
 async def _wait_ready(kube, namespace: str, name: str, seconds: float) -> bool:

@@ -44,6 +44,9 @@ STORAGE_COMPONENT = "singleuser-storage"
 PHASE_LABEL = f"{LABEL_PREFIX}/phase"
 #: JSON: phase, reason, message, since, retainUntil, server (see :mod:`workspacespawner.workspace.lifecycle`).
 LIFECYCLE_ANNOTATION = f"{LABEL_PREFIX}/lifecycle"
+#: JSON on a ReadWriteOnce disk (home PVC, root DataVolume): the attach claim of the server whose compute
+#: uses it: server, kind, name, since (see :mod:`workspacespawner.workspace.attach`).
+ATTACH_ANNOTATION = f"{LABEL_PREFIX}/attached-to"
 #: On a home PVC: the name the workspace's home template gives (its "slot"); a restored home keeps
 #: its slot under a new name, so the workspace finds it by owner label and slot, not by name.
 HOME_SLOT_ANNOTATION = f"{LABEL_PREFIX}/home-slot"

@@ -16,6 +16,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from .attacher import Attacher
 from .faults import FaultInjector, RequestLog
 from .kinds import KINDS
 from .kubeconfig import write_kubeconfig
@@ -33,7 +34,8 @@ class LocalCluster:
     process logs (a temporary folder when None). ``port`` 0 picks a free
     port. ``controllers`` names the controllers to run (default: all of
     :data:`CONTROLLERS`); each stays reachable as ``cluster.controllers[name]``
-    so tests can switch it off or slow it down. ``nodes`` is a list of
+    so tests can switch it off or slow it down; ``cluster.attacher`` (see
+    :mod:`.attacher`) records which Pods and VMIs use each claim. ``nodes`` is a list of
     ``{"name", "cpu", "memory", "gpus", "gpu_product", "taints"}`` dicts (see
     :mod:`.controllers.scheduler`); None gives the default demo nodes (a
     CPU node and an 8-GPU node tainted ``nvidia.com/gpu=present:NoSchedule``).
@@ -72,6 +74,7 @@ class LocalCluster:
         self.bookmark_interval = bookmark_interval
         self.faults = FaultInjector()
         self.requests = RequestLog()
+        self.attacher = Attacher(lambda: self.store.clock())
         self.controller_names = controllers
         self.controllers: dict = {}
         self.kubeconfig: Path = self.state_dir / "kubeconfig"

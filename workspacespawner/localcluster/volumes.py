@@ -17,6 +17,7 @@ import posixpath
 import shutil
 from pathlib import Path
 
+from .attacher import Consumer
 from .errors import ApiError
 
 
@@ -46,6 +47,22 @@ def claim_path(cluster, namespace: str, name: str) -> Path | None:
     if not pv_name or (pvc.get("status") or {}).get("phase") != "Bound":
         return None
     return volume_path(cluster, pv_name)
+
+
+def attach_claim(cluster, namespace: str, name: str, consumer: Consumer) -> Path | None:
+    """:func:`claim_path`, once the cluster's attacher has attached the claim's volume for ``consumer``.
+
+    None while the claim is missing or unbound (nothing attached then);
+    :class:`~.attacher.MultiAttachError` when its access modes keep it
+    where it is (see :mod:`.attacher`).
+    """
+    path = claim_path(cluster, namespace, name)
+    if path is None:
+        return None
+    pvc = cluster.store.get(cluster.store.kind("", "v1", "persistentvolumeclaims"), namespace, name)
+    modes = (pvc.get("status") or {}).get("accessModes") or pvc["spec"].get("accessModes") or []
+    cluster.attacher.attach((namespace, name), pvc["spec"]["volumeName"], modes, consumer)
+    return path
 
 
 def _replace_tree(src: Path, dst: Path) -> None:

@@ -40,6 +40,7 @@ from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VMI, VOLUME_SNAPSHOT
 from workspacespawner.k8s.objects import holders, pointer
 from workspacespawner.workspace import lifecycle
+from workspacespawner.workspace.attach import holder_of
 from workspacespawner.workspace.lifecycle import SYSTEM, Phase, Status, WorkspaceRef
 
 log = logging.getLogger("workspacespawner")
@@ -408,7 +409,8 @@ class DiskOps:
         """One row per disk we manage (PVCs and DataVolumes; of ``user`` only if given), sorted by owner and name.
 
         Row keys: ``owner``, ``name``, ``kind``, ``role``, ``size``,
-        ``phase``, ``retain_until``, ``slot``, ``used_by``.
+        ``phase``, ``retain_until``, ``slot``, ``used_by``, ``claimed_by``
+        (the server holding its attach claim, see :mod:`.attach`).
         """
         labels = names.owner_selector(user) if user else f"{names.MANAGED_BY_LABEL}={names.MANAGED_BY}"
         pvcs = await self.kube.list(PVC, self.namespace, labels=labels)
@@ -432,5 +434,14 @@ class DiskOps:
                 "retain_until": lifecycle.rfc3339(status.retain_until) if status and status.retain_until else "",
                 "slot": slot_of(obj) if obj["kind"] == "PersistentVolumeClaim" else "",
                 "used_by": " ".join(_meta(o)["name"] for o in holders(compute, meta["name"])),
+                "claimed_by": _claimed_by(obj),
             })
         return sorted(rows, key=lambda r: (r["owner"], r["name"]))
+
+
+def _claimed_by(obj: dict) -> str:
+    """``server (Pod name) since time`` of the disk's attach claim, or ""."""
+    held = holder_of(obj)
+    if held is None:
+        return ""
+    return f"{held.server} ({held.kind} {held.name}) since {lifecycle.rfc3339(held.since) or '?'}"

@@ -7,10 +7,12 @@ start (the workspace's objects named by a
     await lifecycle.before_start(ref, fence_own=backend.fence, say=step)   # reconcile, reclaim, fence
     ... ensure the home PVC ...
     await lifecycle.disks_ready(ref, pvc, ...)                           # grow home, -> Starting
+    await lifecycle.claim_disks(ref)                                     # the attach claim, before any compute
     ... compute ...                                                      # running(ref) / start_failed(ref, e)
 
 ``stopping(ref)`` as a stop begins, ``stopped(ref)`` after every stop (also
-one where the hub found the server gone), ``delete_forever(ref)`` when the
+one where the hub found the server gone; it releases the attach claim once
+the compute is gone, as a failed start does), ``delete_forever(ref)`` when the
 user or server is deleted. Every move goes through
 :func:`~workspacespawner.workspace.lifecycle.move`; disk moves are audited.
 What a kind's objects show comes from ``kind`` (the backend's
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s.api import NotOurs
-from workspacespawner.workspace import disks, fence, lifecycle, retention
+from workspacespawner.workspace import attach, disks, fence, lifecycle, retention
 from workspacespawner.workspace.lifecycle import KindStatus, Phase, Status, WorkspaceRef
 
 log = logging.getLogger("workspacespawner")
@@ -40,12 +42,15 @@ class LifecycleSettings:
 
     ``retention_days``: days a deleted workspace's disks are kept;
     ``reclaim_policy``: ``automatic`` or ``admin-only``;
-    ``fence_wait_seconds``: how long a start waits for old compute to go.
+    ``fence_wait_seconds``: how long a start waits for old compute to go;
+    ``attach_grace_seconds``: how long an attach claim without compute
+    counts as a start under way (then it is stale, see :mod:`.attach`).
     """
 
     retention_days: float = 30.0
     reclaim_policy: str = "automatic"
     fence_wait_seconds: float = 120.0
+    attach_grace_seconds: float = 600.0
 
 
 class WorkspaceLifecycle:
@@ -160,6 +165,24 @@ class WorkspaceLifecycle:
             await self._move(ref, Phase.STOPPED)
         await self._move(ref, Phase.STARTING)
 
+    async def claim_disks(self, ref: WorkspaceRef) -> None:
+        """Take the attach claim on the workspace's disks (see :mod:`.attach`); call it right before compute is created.
+
+        Raises :class:`~workspacespawner.core.errors.WorkspaceError` (409,
+        ``disk-attached``) naming the server that holds a disk.
+        """
+        taken = await attach.claim(self.kube, ref, grace=self.settings.attach_grace_seconds)
+        log.info("Attach claim of %s on %s", self.label, ", ".join(taken) or "no disk yet")
+
+    async def _release_if_gone(self, ref: WorkspaceRef) -> None:
+        """Release the attach claim once this workspace's compute is observed gone (else it stays, and goes stale later)."""
+        if await attach.compute_alive(self.kube, ref.namespace, ref.user_name, attach.me_of(ref)):
+            log.info("Keeping the attach claim of %s: its compute is still there", self.label)
+            return
+        released = await attach.release(self.kube, ref)
+        if released:
+            log.info("Released the attach claim of %s on %s", self.label, ", ".join(released))
+
     async def running(self, ref: WorkspaceRef) -> None:
         """The server is up: ``Starting -> Running``."""
         self.starting = False
@@ -175,6 +198,10 @@ class WorkspaceLifecycle:
                 await self.reconcile(ref)
         except Exception:
             log.exception("Could not record the failed start of %s", self.label)
+        try:
+            await self._release_if_gone(ref)
+        except Exception:
+            log.exception("Could not release the attach claim of %s", self.label)
 
     async def stopping(self, ref: WorkspaceRef) -> None:
         """A stop begins: -> ``Stopping`` (nothing to do from Stopped, or inside a start). Never raises."""
@@ -193,6 +220,10 @@ class WorkspaceLifecycle:
             await self.reconcile(ref)
         except Exception:
             log.exception("Could not record that %s stopped", self.label)
+        try:
+            await self._release_if_gone(ref)
+        except Exception:
+            log.exception("Could not release the attach claim of %s", self.label)
 
     async def delete_forever(self, ref: WorkspaceRef) -> None:
         """The user or server is deleted: its disks in ``ref`` go ``Retained``; nothing is deleted."""

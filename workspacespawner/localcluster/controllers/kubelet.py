@@ -18,10 +18,11 @@ import re
 import shutil
 from pathlib import Path
 
+from ..attacher import Consumer, MultiAttachError
 from ..conditions import set_condition
 from ..errors import ApiError
 from ..store import rfc3339
-from ..volumes import claim_path, host_path_dir, remove_tree
+from ..volumes import attach_claim, host_path_dir, remove_tree
 from .refs import PODS, PVCS, ephemeral_claim_name, get_or_none, is_owned_by
 from .runtime import (
     BACKOFF,
@@ -155,10 +156,12 @@ class PodRuntime(Workload):
             if result["exitCode"] != 0:
                 self.init_failed = True
                 self.publish()
+                self.agent.cluster.attacher.detach(self.uid)  # a finished Pod's volumes are detached
                 return
         self.initialized = True
         self.publish()
         await asyncio.gather(*(self._pull_and_run(sup) for sup in self.containers))
+        self.agent.cluster.attacher.detach(self.uid)
 
     async def _pull_and_run(self, sup: Supervisor) -> None:
         await self._pull(sup)
@@ -189,6 +192,7 @@ class PodRuntime(Workload):
                     self.event("Killing", f"Stopping container {sup.name}")
         await self.stop(self.agent.grace(grace))
         self.agent.forget(self)
+        self.agent.cluster.attacher.detach(self.uid)
         for path in (self.dir / "root", self.dir / "volumes"):
             await remove_tree(path)
         if confirm and self.agent.node_ready(self.node):
@@ -234,8 +238,9 @@ class PodRuntime(Workload):
                 self.volumes = self._volume_dirs()
                 return
             except LaunchError as e:
+                self.agent.cluster.attacher.detach(self.uid)  # all or nothing: a waiting Pod holds no volume
                 if e.message != reported:
-                    self.event("FailedMount", e.message, warning=True)
+                    self.event(e.reason, e.message, warning=True)
                     reported = e.message
             await asyncio.sleep(self.agent.backoff(1))
 
@@ -280,7 +285,11 @@ class PodRuntime(Workload):
                     "FailedMount",
                     f"PVC {self.namespace}/{claim} was not created for pod {self.namespace}/{self.name} (pod is not owner)",
                 )
-        path = claim_path(self.agent.cluster, self.namespace, claim)
+        consumer = Consumer("Pod", self.namespace, self.name, self.uid, self.node)
+        try:
+            path = attach_claim(self.agent.cluster, self.namespace, claim, consumer)
+        except MultiAttachError as e:
+            raise LaunchError("FailedAttachVolume", e.message) from None
         if path is None:
             raise LaunchError("FailedMount", f'Unable to attach or mount volumes: unmounted volumes=[{volume}]: persistentvolumeclaim "{claim}" is not bound')
         path.mkdir(parents=True, exist_ok=True)

@@ -40,7 +40,10 @@ configuration (``/etc/jupyter``) with ``allow_root`` set: a directory
 PersistentVolume's directory (:func:`~..volumes.claim_path`), and so is a
 generic ``ephemeral`` volume's claim ``<pod>-<volume>`` (created by
 :mod:`.ephemeral`, owned by the Pod and deleted with it; the containers
-wait until it is Bound). A ``hostPath`` is the node's directory
+wait until it is Bound). Before a claim is mounted the cluster's attacher
+(:mod:`..attacher`) attaches its volume: a ReadWriteOnce claim used on
+another node keeps the Pod in ``ContainerCreating`` (VMI: waiting) with the
+Warning ``FailedAttachVolume`` until the holder is gone. A ``hostPath`` is the node's directory
 ``state_dir/nodes/<node>/hostpath/<path>``, which outlives pods, checked
 against its ``type`` as the kubelet does (``DirectoryOrCreate`` and
 ``FileOrCreate`` create it; ``Directory``, ``File``, ... must exist, else

@@ -30,9 +30,10 @@ import functools
 import logging
 from pathlib import Path
 
+from ..attacher import Consumer, MultiAttachError
 from ..conditions import set_condition
 from ..store import rfc3339
-from ..volumes import claim_path, remove_tree
+from ..volumes import attach_claim, remove_tree
 from .guest import GuestBoot, Unit, expand_exec_argv, find_unit, home_of, parse_environment_file, parse_unit
 from .runtime import Launch, LaunchError, LogTail, Readiness, Supervisor, resolve_command, translate
 from .workload import Workload
@@ -115,6 +116,9 @@ class GuestRuntime(Workload):
             try:
                 return (*self._disks(), self._user_data())
             except LaunchError as e:
+                self.agent.cluster.attacher.detach(self.uid)  # all or nothing: a waiting guest holds no volume
+                if e.reason == "FailedAttachVolume" and e.message != reported:
+                    self.event(e.reason, e.message, warning=True)
                 if e.message != reported:
                     self.console.write(f"localcluster: waiting: {e.message}")
                     reported = e.message
@@ -129,7 +133,11 @@ class GuestRuntime(Workload):
         claim = (volume.get("dataVolume") or {}).get("name") or (volume.get("persistentVolumeClaim") or {}).get("claimName")
         if not claim:
             return None
-        path = claim_path(self.agent.cluster, self.namespace, claim)
+        consumer = Consumer("VirtualMachineInstance", self.namespace, self.name, self.uid, self.node)
+        try:
+            path = attach_claim(self.agent.cluster, self.namespace, claim, consumer)
+        except MultiAttachError as e:
+            raise LaunchError("FailedAttachVolume", e.message) from None
         if path is None:
             raise LaunchError("Pending", f'persistentvolumeclaim "{claim}" is not bound')
         path.mkdir(parents=True, exist_ok=True)
@@ -244,6 +252,7 @@ class GuestRuntime(Workload):
             self.event("ShuttingDown", "Signaled Graceful Shutdown")
         await self.stop(self.agent.grace(self.obj["spec"].get("terminationGracePeriodSeconds", 30)))
         self.agent.forget(self)
+        self.agent.cluster.attacher.detach(self.uid)
         await remove_tree(self.dir / "disks")  # emptyDisks live as long as the VMI
         if not confirm or not self.agent.node_ready(self.node):
             return
