@@ -12,6 +12,7 @@ from workspacespawner.core import names
 from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.quota.policy import Request
+from workspacespawner.workspace.disks import requested_bytes
 
 
 async def quota_request(
@@ -37,6 +38,6 @@ async def quota_request(
         workspace_kind=profile.workspace_kind,
         server_name=server_name,
         profile=profile.slug,
-        disk_existing=sum(int(parse_quantity(c["spec"]["resources"]["requests"]["storage"])) for c in mine),
+        disk_existing=sum(requested_bytes(c) for c in mine),
         disk_new=disk_new,
     )

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from traitlets import TraitError
 
+from workspacespawner.config.check import merged_settings
 from workspacespawner.storage import tiers
 from workspacespawner.storage.tiers import Scratch, StorageSettings, TierConfigError
 
@@ -109,10 +110,7 @@ def check_storage_config(config) -> StorageSettings:
     apply in that order, as a spawner reads them. Every ``kubespawner_override`` in ``profile_list`` that sets one of
     these settings is checked with it applied. Returns the resolved settings.
     """
-    merged: dict = {}
-    for section in ("Spawner", "KubeSpawner", "WorkspaceSpawner"):
-        if section in config:
-            merged.update(config[section])
+    merged = merged_settings(config)
     from workspacespawner.storage.traits import StorageTraits
 
     traits = StorageTraits.class_traits()
