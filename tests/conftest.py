@@ -153,9 +153,42 @@ async def kube_objects(api):
     return Kube(client.CoreV1Api(api), client.CustomObjectsApi(api))
 
 
+@pytest.fixture(scope="session")
+def postgres_server():
+    """The URL of a PostgreSQL server for this run (tests/support/pgserver.py).
+
+    Skips without the server programs or the psycopg driver; with ``$CI``
+    set that is an error instead, so CI never skips a PostgreSQL test.
+    """
+    import os
+
+    from tests.support.pgserver import Unavailable, postgres_url
+
+    try:
+        with postgres_url() as url:
+            yield url
+    except Unavailable as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is required in CI ($CI is set): {e}", pytrace=False)
+        pytest.skip(str(e))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path):
+    """A fresh, empty database for the ledger and audit log: a SQLite file, or a new database on ``postgres_server``."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    from tests.support.pgserver import fresh_database
+
+    return fresh_database(request.getfixturevalue("postgres_server"), f"ledger_{abs(hash(request.node.nodeid)) % 10**8}")
+
+
 @pytest.fixture
 def audit_log(tmp_path):
-    """An empty :class:`workspacespawner.workspace.audit.AuditLog` in a SQLite file of the test's own."""
+    """An empty :class:`workspacespawner.workspace.audit.AuditLog` in a SQLite file of the test's own.
+
+    tests/unit/test_audit.py runs the log itself on PostgreSQL as well.
+    """
     from workspacespawner.workspace.audit import AuditLog
 
     log = AuditLog.from_url(f"sqlite:///{tmp_path / 'ledger.sqlite'}")

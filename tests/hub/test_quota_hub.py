@@ -10,7 +10,7 @@ spawn form showing a GPU
 profile's cost and the user's card-hours; the enforcer stopping a GPU
 server through the hub's REST API once its card-hours ran out, with the
 reason in the ledger and the message on the user's home page; the refusal
-counter on ``/hub/metrics``.
+counter on ``/hub/metrics``. All of it with the ledger on SQLite and on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -21,29 +21,40 @@ from datetime import UTC, datetime, timedelta
 import kubernetes
 import pytest
 import requests
+import sqlalchemy as sa
 
 from tests.support.helpers import get_object
 from tests.support.hubharness import CONFIG_D, Hub
 from tests.support.paths import REPO
+from tests.support.pgserver import fresh_database
 from workspacespawner.localcluster import ClusterThread
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.quota.policy import CLOSED, OPEN
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def ledger_url(request, tmp_path_factory):
+    """The hub's ledger: a SQLite file, or a database on the PostgreSQL server (the z2jh hub's own, in production)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path_factory.mktemp('ledger') / 'ledger.sqlite'}"
+    return fresh_database(request.getfixturevalue("postgres_server"), "quota_hub")
+
+
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster(tmp_path_factory, ledger_url):
+    # a cluster per ledger: the second hub starts from no users and no workspaces, as the first did
     thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
     yield thread.start()
     thread.stop()
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
+def workdir(tmp_path_factory, ledger_url):
     return tmp_path_factory.mktemp("hub")
 
 
 @pytest.fixture(scope="module")
-def hub(cluster, workdir):
+def hub(cluster, workdir, ledger_url):
     config = f"import sys\nsys.path.insert(0, {str(REPO)!r})\n"
     config += "\n".join(
         f"load_subconfig({str(CONFIG_D / piece)!r})" for piece in ("10-workspace-spawner.py", "20-profiles.py")
@@ -52,7 +63,7 @@ def hub(cluster, workdir):
 c.JupyterHub.spawner_class = "workspace"
 c.Spawner.consecutive_failure_limit = 2
 c.Spawner.poll_interval = 1
-c.WorkspaceQuota.ledger_url = "sqlite:///{workdir / "ledger.sqlite"}"
+c.WorkspaceQuota.ledger_url = {ledger_url!r}
 c.WorkspaceQuota.card_hours_per_month = 0
 c.WorkspaceQuota.max_gpus = 8
 c.WorkspaceQuota.group_limits = {{"research": {{"card_hours_per_month": 100}}}}
@@ -82,8 +93,8 @@ c.JupyterHub.template_vars = with_quota_announcements(c.JupyterHub.template_vars
 
 
 @pytest.fixture
-def ledger(workdir):
-    ledger = Ledger(f"sqlite:///{workdir / 'ledger.sqlite'}")
+def ledger(ledger_url):
+    ledger = Ledger(ledger_url)
     yield ledger
     ledger.dispose()
 
@@ -91,7 +102,7 @@ def ledger(workdir):
 def runs_of(ledger: Ledger, user: str):
     with ledger.engine.connect() as conn:
         rows = (
-            conn.exec_driver_sql("SELECT id FROM workspacespawner_runs WHERE user_name = ? ORDER BY id", (user,))
+            conn.execute(sa.text("SELECT id FROM workspacespawner_runs WHERE user_name = :user ORDER BY id"), {"user": user})
             .scalars()
             .all()
         )

@@ -3,7 +3,8 @@
 Covers: records written and read back (JSON before/after, aware UTC times),
 filters by user, time and action; an unknown action refused; the audit
 table added by migration 0003 to a ledger database of revision 0002 (rows
-kept) and living in the same database as the ledger; the command reading
+kept) and living in the same database as the ledger, each on SQLite and
+PostgreSQL; the command reading
 the hub's config (``-f``) for the database, as a table and as JSON, and its
 ``--since`` check.
 """
@@ -23,6 +24,14 @@ from workspacespawner.quota.ledger import Ledger
 from workspacespawner.workspace.audit import AuditLog
 
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def audit_log(database_url):
+    """An empty audit log on SQLite and on PostgreSQL (``database_url``, tests/conftest.py)."""
+    log = AuditLog.from_url(database_url)
+    yield log
+    log.dispose()
 
 
 def fill(log: AuditLog) -> None:
@@ -47,12 +56,11 @@ def test_records_and_filters(audit_log):
         audit_log.record(actor="root", user="ann", disk="x", action="format", before=None, after=None, result="ok")
 
 
-def test_audit_table_joins_an_older_ledger(tmp_path):
+def test_audit_table_joins_an_older_ledger(database_url):
     from alembic import command
     from alembic.config import Config
 
-    url = f"sqlite:///{tmp_path / 'old.sqlite'}"
-    ledger = Ledger(url)
+    ledger = Ledger(database_url)
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     with ledger._transaction() as conn:
@@ -70,9 +78,11 @@ def test_audit_table_joins_an_older_ledger(tmp_path):
     ledger.dispose()
 
 
-def test_audit_command(tmp_path, capsys):
-    url = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
-    fill(AuditLog.from_url(url))
+def test_audit_command(tmp_path, database_url, capsys):
+    url = database_url
+    filled = AuditLog.from_url(url)
+    fill(filled)
+    filled.dispose()
     hub_config = tmp_path / "jupyterhub_config.py"
     hub_config.write_text(f"c.WorkspaceQuota.ledger_url = {url!r}\n")
 

@@ -21,7 +21,6 @@ import pytest
 import sqlalchemy as sa
 from traitlets.config import Config
 
-from tests.support.pgserver import Unavailable, postgres_url
 from workspacespawner.db.migrate import head_revision
 from workspacespawner.db.migrations import RUNS_TABLE, VERSION_TABLE
 from workspacespawner.quota import policy
@@ -35,28 +34,10 @@ NOW = datetime(2025, 6, 10, 12, tzinfo=UTC)
 JUNE = policy.month_bounds(NOW, "UTC")
 
 
-@pytest.fixture(scope="module")
-def pg_url():
-    try:
-        with postgres_url() as url:
-            yield url
-    except Unavailable as e:
-        pytest.skip(str(e))
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    """A fresh ledger database: a SQLite file, or a new database on the PostgreSQL server."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'ledger.sqlite'}"
-    base = request.getfixturevalue("pg_url")
-    name = f"ledger_{abs(hash(request.node.nodeid)) % 10**8}"
-    engine = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with engine.connect() as conn:
-        conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
-        conn.exec_driver_sql(f"CREATE DATABASE {name}")
-    engine.dispose()
-    return base.rsplit("/", 1)[0] + f"/{name}"
+@pytest.fixture
+def url(database_url):
+    """A fresh ledger database: a SQLite file, or a new database on the PostgreSQL server (tests/conftest.py)."""
+    return database_url
 
 
 @pytest.fixture
