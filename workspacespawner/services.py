@@ -59,7 +59,7 @@ def upgrade_database(config) -> str | None:
     settings = WorkspaceQuota(config=config)
     if not settings.enabled:
         return None
-    ledger = Ledger(settings.ledger_url, timeout=settings.ledger_timeout)
+    ledger = Ledger(settings.database_url(), timeout=settings.ledger_timeout)
     try:
         return ledger.upgrade()
     except DatabaseUnavailable as e:

@@ -48,6 +48,16 @@ SECRETS = {("school-oauth", "client-secret"): "s3cret-from-kubernetes"}
 CHART_VERSION = "4.4.0"
 
 
+@pytest.fixture(autouse=True)
+def empty_working_directory(tmp_path, monkeypatch):
+    """Each test runs in an empty folder and must leave it empty (the chart's ledger lives on the hub's volume)."""
+    here = tmp_path / "working-directory"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    yield
+    assert list(here.iterdir()) == []
+
+
 def without_config_files(values: dict) -> dict:
     """``values`` without hub.extraFiles (the start-up check), to look at the Config before the check runs."""
     values = copy.deepcopy(values)
@@ -193,8 +203,12 @@ def test_quota_equals_the_config_piece(monkeypatch):
     exec(compile(piece.read_text(), piece.name, "exec"), {"c": expected})
     loaded = z2jh_config(without_config_files(values), secrets=SECRETS)
     for key, value in expected.WorkspaceQuota.items():
-        if key != "hub_api_token":
+        if key not in ("hub_api_token", "ledger_url"):
             assert loaded.WorkspaceQuota[key] == value, f"c.WorkspaceQuota.{key}"
+    # the same file next to the hub's database: the piece's relative path is the config file's folder,
+    # the chart's config folder is a read-only mount, so the values name the hub's database volume
+    assert expected.WorkspaceQuota.ledger_url == "sqlite:///workspacespawner-ledger.sqlite"
+    assert WorkspaceQuota(config=loaded).database_url() == "sqlite:////srv/jupyterhub/workspacespawner-ledger.sqlite"
     service_names = {service["name"] for service in loaded.JupyterHub.services}
     for service in expected.JupyterHub.services:
         assert service["name"] in service_names

@@ -42,6 +42,8 @@ from tests.support.paths import DATA, REPO
 ROOT = REPO
 HELM_VALUES = ROOT / "helm-values"
 Z2JH_DATA = DATA / "z2jh"
+#: The chart's hub config file (the hub's ``--config``); the hub runs in /srv/jupyterhub, its database volume.
+HUB_CONFIG_FILE = "/usr/local/etc/jupyterhub/jupyterhub_config.py"
 #: Where the chart's hub loads extra ``*.py`` config files from.
 CONFIG_D_MOUNT = "/usr/local/etc/jupyterhub/jupyterhub_config.d/"
 
@@ -316,6 +318,7 @@ def z2jh_config(values: Mapping, *, secrets: Mapping[tuple[str, str], str] | Non
     """
     values = coalesce(chart_defaults(), values) if merge_defaults else copy.deepcopy(dict(values))
     c = Config()
+    c.JupyterHub.config_file = HUB_CONFIG_FILE  # the chart starts `jupyterhub --config HUB_CONFIG_FILE`
     c.JupyterHub.spawner_class = "kubespawner.KubeSpawner"
     _hub_settings(c, values)
     _spawner_settings(c, values)

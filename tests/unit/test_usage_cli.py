@@ -5,7 +5,8 @@ JupyterHub's loader allows), a JupyterHub database with users and groups,
 and a ledger; then checks the table and the CSV, ``--month`` (a run
 across the 1st split by the configured timezone), ``--user``, ``--group``
 (members without use listed too, group limits applied), a missing config
-file, a bad month and an unreachable ledger; the sample ``40-quota.py`` piece
+file, a bad month, a ledger file that is not there (never made); a relative ledger path resolved against the config
+file's folder, for ``usage``, ``audit`` and the hub; the sample ``40-quota.py`` piece
 loaded as the hub loads it.
 """
 
@@ -23,6 +24,7 @@ from workspacespawner.quota import policy
 from workspacespawner.quota.cli import COLUMNS
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.quota.policy import Limits, Request
+from workspacespawner.workspace.audit import AuditLog
 
 NOW = datetime(2025, 6, 10, 12, tzinfo=UTC)
 
@@ -119,7 +121,61 @@ def test_errors(hub_dir, capsys, tmp_path):
         f'c.WorkspaceQuota.ledger_url = "sqlite:///{hub_dir / "missing" / "ledger.sqlite"}"\n'
     )
     assert workspacespawner(["usage", "-f", str(hub_dir / "broken.py")]) == 1
-    assert "cannot be used" in capsys.readouterr().err
+    assert capsys.readouterr().err.strip() == (
+        f"workspacespawner usage: no ledger at {hub_dir / 'missing' / 'ledger.sqlite'}; is WorkspaceQuota.ledger_url right?"
+    )
+
+
+def relative_hub(folder):
+    """A hub folder whose config names its ledger with a relative path, as the sample config and the demo do."""
+    folder.mkdir()
+    (folder / "jupyterhub_config.py").write_text('c.WorkspaceQuota.ledger_url = "sqlite:///workspacespawner-ledger.sqlite"\n')
+    ledger = Ledger(f"sqlite:///{folder / 'workspacespawner-ledger.sqlite'}")
+    decision = ledger.check_and_reserve("ann", Request(gpus=1), Limits(max_concurrent=5, card_hours_per_month=100), NOW)
+    ledger.open_run(decision.reservation, NOW - timedelta(hours=2))
+    ledger.dispose()
+    AuditLog.from_url(f"sqlite:///{folder / 'workspacespawner-ledger.sqlite'}").record(
+        actor="root", user="ann", disk="home-ann", action="expand", before=None, after=None, result="ok", time=NOW
+    )
+    return folder / "jupyterhub_config.py"
+
+
+@pytest.mark.parametrize("command", ["usage", "audit"])
+def test_a_relative_ledger_path_is_relative_to_the_config_file(tmp_path, monkeypatch, capsys, command):
+    monkeypatch.setattr(policy, "utcnow", lambda: NOW)
+    config = relative_hub(tmp_path / "hub")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert workspacespawner([command, "-f", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "ann" in out and "(no users)" not in out and "(no records)" not in out
+    assert list(elsewhere.iterdir()) == []  # nothing made here
+
+
+@pytest.mark.parametrize("command", ["usage", "audit"])
+def test_a_read_only_command_never_makes_an_empty_ledger(tmp_path, monkeypatch, capsys, command):
+    (tmp_path / "jupyterhub_config.py").write_text("c.WorkspaceQuota.card_hours_per_month = 5\n")  # the default ledger_url
+    monkeypatch.chdir(tmp_path)
+    assert workspacespawner([command, "-f", "jupyterhub_config.py"]) == 1
+    expected = f"no ledger at {tmp_path / 'workspacespawner-ledger.sqlite'}; is WorkspaceQuota.ledger_url right?"
+    assert expected in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["jupyterhub_config.py"]
+
+
+def test_the_hub_resolves_a_relative_ledger_against_its_config_file(tmp_path, monkeypatch):
+    from traitlets.config import Config
+
+    from workspacespawner.quota.config import WorkspaceQuota
+
+    monkeypatch.chdir(tmp_path)
+    config = Config({"JupyterHub": {"config_file": "/srv/hub/jupyterhub_config.py"}})  # as `jupyterhub -f` sets it
+    assert WorkspaceQuota(config=config).database_url() == "sqlite:////srv/hub/workspacespawner-ledger.sqlite"
+    config.WorkspaceQuota.ledger_url = "sqlite:///data/ledger.sqlite"
+    assert WorkspaceQuota(config=config).database_url() == "sqlite:////srv/hub/data/ledger.sqlite"
+    assert WorkspaceQuota().database_url() == f"sqlite:///{tmp_path / 'workspacespawner-ledger.sqlite'}"  # no config file: here
+    config.WorkspaceQuota.ledger_url = "postgresql+psycopg://hub@db/jupyterhub"
+    assert WorkspaceQuota(config=config).database_url() == "postgresql+psycopg://hub@db/jupyterhub"
 
 
 def test_the_sample_config_piece_loads_as_the_hub_loads_it(tmp_path, monkeypatch):

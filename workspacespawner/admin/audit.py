@@ -30,7 +30,7 @@ def main(argv=None) -> int:
     except ValueError:
         return common.fail(f"--since {args.since!r} is not a date such as 2025-06-01", 2)
     try:
-        log = common.audit_log(common.load_config(args))
+        log = common.audit_log(common.load_config(args), read_only=True)
         records = log.query(user=args.user, since=since, action=args.action)
     except common.errors() as e:
         return common.fail(common.describe(e))

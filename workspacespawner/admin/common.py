@@ -81,10 +81,16 @@ def quota_settings(config: Config) -> WorkspaceQuota:
     return WorkspaceQuota(config=config)
 
 
-def audit_log(config: Config) -> AuditLog:
-    """The audit log in the ledger's database (``c.WorkspaceQuota.ledger_url``), schema brought up to date."""
+def audit_log(config: Config, *, read_only: bool = False) -> AuditLog:
+    """The audit log in the ledger's database (``c.WorkspaceQuota.ledger_url``), schema brought up to date.
+
+    ``read_only``: for a command that only reads, a SQLite ledger file that
+    does not exist raises ``LedgerUnavailable`` instead of being created
+    (:meth:`WorkspaceQuota.existing_ledger_url`).
+    """
     settings = quota_settings(config)
-    log = AuditLog.from_url(settings.ledger_url, timeout=settings.ledger_timeout)
+    url = settings.existing_ledger_url() if read_only else settings.database_url()
+    log = AuditLog.from_url(url, timeout=settings.ledger_timeout)
     log.ensure_ready()
     return log
 

@@ -4,8 +4,9 @@ Reads the hub's own ``jupyterhub_config.py`` (``-f``), loaded the way
 JupyterHub loads it (traitlets' ``PyFileConfigLoader``, so
 ``load_subconfig`` works), for the ``c.WorkspaceQuota.*`` settings and the
 ledger, and the hub's database (``c.JupyterHub.db_url``) for group
-membership, read-only. Run it where the hub runs (relative SQLite paths are
-relative to the working directory, as for the hub)::
+membership, read-only. A relative SQLite path of the ledger is relative to
+the config file's folder, as for the hub (:func:`~workspacespawner.quota.config.config_folder`);
+a ledger file that does not exist is an error, never a new empty ledger::
 
     workspacespawner usage -f /srv/jupyterhub/jupyterhub_config.py --month 2025-06 --group students --csv
 """
@@ -37,7 +38,12 @@ COLUMNS = (
 
 
 def load_hub_config(path: str | None) -> Config:
-    """The traitlets Config of a ``jupyterhub_config.py``; empty if ``path`` is None and no such file is here."""
+    """The traitlets Config of a ``jupyterhub_config.py``; empty if ``path`` is None and no such file is here.
+
+    ``JupyterHub.config_file`` is set to the file's absolute path, as
+    ``jupyterhub -f`` sets it, so relative paths in it resolve the hub's way.
+    Raises FileNotFoundError for a ``path`` that does not exist.
+    """
     if path is None:
         if not Path("jupyterhub_config.py").exists():
             return Config()
@@ -45,7 +51,9 @@ def load_hub_config(path: str | None) -> Config:
     file = Path(path).resolve()
     if not file.exists():
         raise FileNotFoundError(f"no config file {path}")
-    return PyFileConfigLoader(file.name, path=str(file.parent)).load_config()
+    config = PyFileConfigLoader(file.name, path=str(file.parent)).load_config()
+    config.JupyterHub.config_file = str(file)
+    return config
 
 
 def hub_groups(config: Config) -> dict[str, set[str]] | None:
@@ -162,7 +170,11 @@ def main(argv=None) -> int:
         print(
             "workspacespawner usage: the hub's database cannot be read: group limits are not applied", file=sys.stderr
         )
-    ledger = Ledger(settings.ledger_url, timeout=settings.ledger_timeout)
+    try:
+        ledger = Ledger(settings.existing_ledger_url(), timeout=settings.ledger_timeout)
+    except LedgerUnavailable as e:
+        print(f"workspacespawner usage: {e}", file=sys.stderr)
+        return 1
     try:
         rows = usage_rows(settings, ledger, groups, period, now, user=args.user, group=args.group)
     except LedgerUnavailable as e:

@@ -11,12 +11,34 @@ and the value, at hub start-up when ``90-check-config.py`` builds it.
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 from traitlets import Bool, Dict, Float, Integer, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
+from workspacespawner.db.engine import DatabaseUnavailable
+from workspacespawner.db.location import resolved_url, sqlite_file
 from workspacespawner.quota import policy
 from workspacespawner.quota.policy import LIMIT_NAMES, Limits
+
+
+def config_folder(config) -> Path:
+    """The folder of the hub's config file, which relative SQLite paths of the ledger are resolved against.
+
+    ``config.JupyterHub.config_file`` when set (``jupyterhub -f FILE`` puts
+    it there, and so do the admin commands' ``-f``), else that of the
+    JupyterHub application running in this process (a config file's own
+    ``c`` lacks the command line), else JupyterHub's default
+    ``jupyterhub_config.py``: the working directory. A relative config file
+    is relative to the working directory, as for JupyterHub.
+    """
+    section = config.get("JupyterHub", {}) if config is not None else {}
+    config_file = section.get("config_file") if hasattr(section, "get") else None
+    app = sys.modules.get("jupyterhub.app")  # looked up, never imported: the admin commands run without JupyterHub
+    if not config_file and app is not None and app.JupyterHub.initialized():
+        config_file = app.JupyterHub.instance().config_file
+    return Path(config_file or "jupyterhub_config.py").absolute().parent
 
 
 class WorkspaceQuota(Configurable):
@@ -170,8 +192,14 @@ class WorkspaceQuota(Configurable):
     ledger_url = Unicode(
         "sqlite:///workspacespawner-ledger.sqlite",
         config=True,
-        help="""SQLAlchemy URL of the usage ledger. The default is a SQLite file in the hub's working directory.
+        help="""SQLAlchemy URL of the usage ledger (and the audit trail). The default is a SQLite file next to the hub's config file.
 
+        A relative SQLite path is relative to the folder of the hub's config
+        file (``JupyterHub.config_file``), not the working directory, for the
+        hub and the admin commands (``-f``) alike.
+        z2jh mounts its config read-only: give an absolute path on
+        the hub's database volume there (``sqlite:////srv/jupyterhub/...``).
+        :meth:`database_url` is the URL resolved.
         Any SQLAlchemy URL works, e.g. the hub's own PostgreSQL database
         (``postgresql+psycopg://...``): the ledger's tables and version
         table are prefixed ``workspacespawner_``.
@@ -225,6 +253,29 @@ class WorkspaceQuota(Configurable):
     @default("hub_api_token")
     def _default_hub_api_token(self):
         return os.environ.get("WORKSPACESPAWNER_QUOTA_TOKEN", "")
+
+    def database_url(self) -> str:
+        """:attr:`ledger_url` with a relative SQLite path made absolute against :func:`config_folder`.
+
+        ``sqlite:///workspacespawner-ledger.sqlite`` of a hub started with
+        ``-f /srv/hub/jupyterhub_config.py`` is
+        ``sqlite:////srv/hub/workspacespawner-ledger.sqlite``; other URLs are unchanged.
+        """
+        return resolved_url(self.ledger_url, config_folder(self.config))
+
+    def existing_ledger_url(self) -> str:
+        """:meth:`database_url`, for a command that only reads: raises if it names a SQLite file that does not exist.
+
+        Opening a SQLite URL creates an empty database, which would answer
+        "no users" instead of saying the path is wrong. Raises
+        :class:`~workspacespawner.db.engine.DatabaseUnavailable` (the
+        ledger's ``LedgerUnavailable``) naming the path and the setting.
+        """
+        url = self.database_url()
+        path = sqlite_file(url)
+        if path is not None and not path.exists():
+            raise DatabaseUnavailable(f"no ledger at {path}; is WorkspaceQuota.ledger_url right?")
+        return url
 
     # -- checks ----------------------------------------------------------
 

@@ -54,7 +54,7 @@ class TrackedWorkspace:
 class QuotaService:
     """Settings, ledger and enforcer of one hub process (see the module docstring).
 
-    ``ledger``: default, one on ``settings.ledger_url``. ``executor``: the
+    ``ledger``: default, one on ``settings.database_url()``. ``executor``: the
     database thread for the ledger's calls (default: the ledger's own,
     which is the process's unless it was given another).
     """
@@ -63,7 +63,7 @@ class QuotaService:
         self, settings: WorkspaceQuota, *, ledger: Ledger | None = None, executor: DatabaseExecutor | None = None
     ):
         self.settings = settings
-        self.ledger = ledger or Ledger(settings.ledger_url, timeout=settings.ledger_timeout)
+        self.ledger = ledger or Ledger(settings.database_url(), timeout=settings.ledger_timeout)
         if executor is not None:
             self.ledger.executor = executor  # so the audit log on this ledger writes on it too
         #: The database thread of the ledger calls and of the audit log on :attr:`ledger`: ``executor``,
