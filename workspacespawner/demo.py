@@ -18,18 +18,31 @@ directory under ``cluster/volumes``), VM root disks and VirtualMachines come
 back as they were, and the golden image is reused. Running servers do not:
 their Pods and VMIs are gone, as after a node restart, and users start them
 again. Delete the state directory to start from scratch.
+
+One demo per state directory: a second one refuses at once, naming the
+process that holds the folder (``demo.lock``, with its PID), and changes
+nothing. The three ports on 127.0.0.1 (public ``--port``, the proxy's API
+``--proxy-api-port``, the hub's own ``--hub-port``; 0 picks a free one) are
+checked before anything starts, and a busy one is named. The URL is printed
+once the hub answers through the proxy; on any failure, and on Ctrl-C, the
+hub and every process it started (the proxy) and the cluster are stopped.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
+import fcntl
 import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import sysconfig
+from contextlib import suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 from workspacespawner.localcluster import LocalCluster
@@ -88,10 +101,102 @@ async def npm_proxy(state_dir: Path) -> list[str] | None:
     return [str(command)]
 
 
-def demo_config(state_dir: Path, pieces_dir: Path, port: int, proxy_command: list[str] | None = None) -> str:
+class DemoError(Exception):
+    """The demo cannot start; the message says why (printed without a traceback, exit code 1)."""
+
+
+class StateLock:
+    """One demo per state directory: an exclusive ``flock`` on ``state_dir/demo.lock``, which holds the holder's PID.
+
+    The kernel drops the lock when the holding process ends, however it
+    ends, so a crashed demo never leaves a stale lock.
+    """
+
+    def __init__(self, state_dir: Path):
+        self.path = state_dir / "demo.lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock and write our PID; raises :class:`DemoError` naming the holder's PID if another process has it."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise DemoError(
+                f"{self.path.parent} is in use by another demo (process {holder}, see {self.path}); "
+                "stop it first, or give this one another --state-dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        """Drop the lock (the file stays; an unlocked file means no demo runs)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+@dataclass(frozen=True)
+class DemoPorts:
+    """The demo's ports on 127.0.0.1: ``public`` (the proxy, the URL users open), ``proxy_api``, ``hub`` (the hub's own)."""
+
+    public: int = 8000
+    proxy_api: int = 8001
+    hub: int = 8081
+
+    #: The command-line option of each port, for messages.
+    OPTIONS = {"public": "--port", "proxy_api": "--proxy-api-port", "hub": "--hub-port"}
+
+    def checked(self) -> DemoPorts:
+        """These ports with each 0 replaced by a free one; raises :class:`DemoError` naming a busy or repeated port."""
+        chosen: dict[str, int] = {}
+        for name, option in self.OPTIONS.items():
+            port = getattr(self, name)
+            if port == 0:
+                port = free_port()
+            elif port in chosen.values():
+                raise DemoError(f"port {port} is given twice ({option} and another port option); give each its own")
+            elif not port_is_free(port):
+                raise DemoError(
+                    f"port {port} on 127.0.0.1 ({option}) is in use by another program; "
+                    f"choose another with {option} PORT, or {option} 0 for a free one"
+                )
+            chosen[name] = port
+        return DemoPorts(**chosen)
+
+
+def port_is_free(port: int) -> bool:
+    """Whether a server could listen on 127.0.0.1:``port`` now (the way the hub and the proxy will)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            if e.errno in (errno.EADDRINUSE, errno.EACCES):
+                return False
+            raise
+    return True
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def demo_config(
+    state_dir: Path, pieces_dir: Path, port: int, proxy_command: list[str] | None = None, *, proxy_api_port: int = 8001,
+    hub_port: int = 8081,
+) -> str:
     """The text of the demo's ``jupyterhub_config.py`` (loads the sample pieces, then demo settings).
 
-    ``proxy_command`` replaces JupyterHub's ``configurable-http-proxy`` command when given.
+    ``port``: the public port; ``proxy_api_port`` and ``hub_port``: the
+    proxy's API and the hub's own (all on 127.0.0.1). ``proxy_command``
+    replaces JupyterHub's ``configurable-http-proxy`` command when given.
     """
     loads = "\n".join(f"load_subconfig({str(pieces_dir / piece)!r})" for piece in DEMO_PIECES)
     proxy = f"c.ConfigurableHTTPProxy.command = {proxy_command!r}\n" if proxy_command else ""
@@ -101,6 +206,8 @@ def demo_config(state_dir: Path, pieces_dir: Path, port: int, proxy_command: lis
 c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = {port}
 c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = {hub_port}
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
 c.JupyterHub.db_url = "sqlite:///{state_dir / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = {str(state_dir / 'jupyterhub_cookie_secret')!r}
 c.ConfigurableHTTPProxy.pid_file = {str(state_dir / 'proxy.pid')!r}
@@ -114,43 +221,134 @@ c.KubeSpawner.http_timeout = 60
 {proxy}"""
 
 
-async def run_demo(state_dir: Path, port: int, proxy: str = "auto") -> int:
-    """Run cluster and hub until the hub exits or the process gets SIGINT/SIGTERM; returns the hub's exit code."""
+#: Seconds the hub has to answer on the public URL after it starts.
+HUB_ANSWER_TIMEOUT = 120.0
+
+
+async def run_demo(state_dir: Path, ports: DemoPorts | int = DemoPorts(), proxy: str = "auto") -> int:
+    """Run cluster and hub until the hub exits or the process gets SIGINT/SIGTERM; returns the exit code.
+
+    Refuses with :class:`DemoError` (before anything changes) when another
+    demo holds ``state_dir`` or a port is busy. ``ports``: a
+    :class:`DemoPorts`, or the public port alone.
+    """
+    if isinstance(ports, int):
+        ports = DemoPorts(public=ports)
     state_dir.mkdir(parents=True, exist_ok=True)
-    cluster = LocalCluster(state_dir / "cluster", port=0, persist=True)
-    await cluster.start()
-    await make_golden_image(cluster, GOLDEN_IMAGE[0], GOLDEN_IMAGE[1], GOLDEN_FILES)
-    config_file = state_dir / "jupyterhub_config.py"
-    proxy_command = await npm_proxy(state_dir) if proxy == "auto" else None
-    config_file.write_text(demo_config(state_dir, config_dir(), port, proxy_command))
-    env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig))
-    hub = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "jupyterhub", "-f", str(config_file), cwd=str(state_dir), env=env
-    )
-    print(f"\nworkspacespawner demo: JupyterHub at http://127.0.0.1:{port} (any user name logs in)")
-    print(f"local cluster: export KUBECONFIG={cluster.kubeconfig}\n", flush=True)
+    lock = StateLock(state_dir)
+    lock.acquire()
+    try:
+        return await _run_locked(state_dir, ports.checked(), proxy)
+    finally:
+        lock.release()
+
+
+async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    waiter = asyncio.create_task(hub.wait())
-    await asyncio.wait([waiter, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
-    if hub.returncode is None:
-        hub.send_signal(signal.SIGTERM)
+    cluster = LocalCluster(state_dir / "cluster", port=0, persist=True)
+    hub: asyncio.subprocess.Process | None = None
+    try:
+        await cluster.start()
+        await make_golden_image(cluster, GOLDEN_IMAGE[0], GOLDEN_IMAGE[1], GOLDEN_FILES)
+        config_file = state_dir / "jupyterhub_config.py"
+        proxy_command = await npm_proxy(state_dir) if proxy == "auto" else None
+        config_file.write_text(
+            demo_config(state_dir, config_dir(), ports.public, proxy_command, proxy_api_port=ports.proxy_api, hub_port=ports.hub)
+        )
+        env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig))
+        # its own process group: the proxy it starts goes with it, whatever happens to the hub
+        hub = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "jupyterhub", "-f", str(config_file), cwd=str(state_dir), env=env, start_new_session=True
+        )
+        waiter = asyncio.create_task(hub.wait())
+        url = f"http://127.0.0.1:{ports.public}"
+        if not await _hub_answers(url, waiter, stop):
+            if stop.is_set():
+                return 130
+            if hub.returncode is not None:
+                raise DemoError(f"the hub exited with code {hub.returncode} before answering at {url}; its log is above")
+            raise DemoError(f"the hub did not answer at {url} within {HUB_ANSWER_TIMEOUT:.0f} s; its log is above")
+        print(f"\nworkspacespawner demo: JupyterHub at {url} (any user name logs in)")
+        print(f"local cluster: export KUBECONFIG={cluster.kubeconfig}\n", flush=True)
+        await asyncio.wait([waiter, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
+        if hub.returncode is not None and not stop.is_set():
+            raise DemoError(f"the hub exited with code {hub.returncode}; its log is above")
+        return 0
+    finally:
+        if hub is not None:
+            await _stop_process_group(hub)
+            await _stop_leftover_proxy(state_dir / "proxy.pid", ports.public)
+        await cluster.stop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+async def _hub_answers(url: str, hub_exited: asyncio.Task, stop: asyncio.Event) -> bool:
+    """Wait until ``url``/hub/api answers 200 (True), or the hub exits, ``stop`` is set or the timeout passes (False)."""
+    from tornado.httpclient import AsyncHTTPClient
+
+    http = AsyncHTTPClient(force_instance=True)
+    deadline = asyncio.get_running_loop().time() + HUB_ANSWER_TIMEOUT
+    try:
+        while not hub_exited.done() and not stop.is_set() and asyncio.get_running_loop().time() < deadline:
+            try:
+                response = await http.fetch(f"{url}/hub/api/", raise_error=False, request_timeout=5)
+                if response.code == 200:
+                    return True
+            except OSError:
+                pass  # nobody listens yet
+            await asyncio.wait([hub_exited, asyncio.create_task(stop.wait())], timeout=0.5)
+        return False
+    finally:
+        http.close()
+
+
+async def _stop_process_group(process: asyncio.subprocess.Process, timeout: float = 30) -> None:
+    """SIGTERM ``process`` (the hub stops its servers and proxy); then SIGKILL what is left of its process group."""
+    if process.returncode is None:
+        with suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
         try:
-            await asyncio.wait_for(waiter, 30)
+            await asyncio.wait_for(process.wait(), timeout)
         except TimeoutError:
-            hub.kill()
-            await waiter
-    await cluster.stop()
-    return hub.returncode or 0
+            pass
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # the group keeps the leader's PID as its id
+    await process.wait()
+
+
+async def _stop_leftover_proxy(pid_file: Path, port: int, timeout: float = 10) -> None:
+    """Stop the proxy a hub that died left running (JupyterHub starts it in a session of its own, with a PID file).
+
+    Only a live process whose command line is ``configurable-http-proxy``
+    on ``port`` is signalled (the PID may have been reused); SIGTERM, then SIGKILL.
+    """
+    try:
+        pid = int(pid_file.read_text().strip())
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return
+    if b"configurable-http-proxy" not in command or f"\0--port\0{port}\0".encode() not in command:
+        return
+    log.warning("stopping the proxy (PID %d) the hub left running", pid)
+    with suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+        deadline = asyncio.get_running_loop().time() + timeout
+        while Path(f"/proc/{pid}").exists() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)
+        os.kill(pid, signal.SIGKILL)
 
 
 def main(argv=None) -> int:
-    """Entry point of ``workspacespawner demo [--state-dir DIR] [--port N]``."""
+    """Entry point of ``workspacespawner demo [--state-dir DIR] [--port N] [--proxy-api-port N] [--hub-port N]``."""
     parser = argparse.ArgumentParser(prog="workspacespawner demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--state-dir", default=".workspacespawner-demo", help="hub database, cluster state and home volumes (default: %(default)s)")
-    parser.add_argument("--port", type=int, default=8000, help="JupyterHub's port on 127.0.0.1 (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=8000, help="the public port on 127.0.0.1, 0 for a free one (default: %(default)s)")
+    parser.add_argument("--proxy-api-port", type=int, default=8001, help="the proxy's API port, 0 for a free one (default: %(default)s)")
+    parser.add_argument("--hub-port", type=int, default=8081, help="the hub's own port, 0 for a free one (default: %(default)s)")
     parser.add_argument(
         "--proxy",
         choices=("auto", "python"),
@@ -160,4 +358,9 @@ def main(argv=None) -> int:
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    return asyncio.run(run_demo(Path(args.state_dir).resolve(), args.port, args.proxy))
+    ports = DemoPorts(public=args.port, proxy_api=args.proxy_api_port, hub=args.hub_port)
+    try:
+        return asyncio.run(run_demo(Path(args.state_dir).resolve(), ports, args.proxy))
+    except DemoError as e:
+        print(f"workspacespawner demo: {e}", file=sys.stderr)
+        return 1

@@ -1,0 +1,108 @@
+"""``workspacespawner demo`` as a person runs it: ports, a second instance, the URL, cleaning up.
+
+Covers: a busy port (public, proxy API or hub) named with its option before
+anything starts, and the same port given twice; the whole demo in a process
+of its own with every port picked free: the URL printed only once the hub
+answers there; a second demo in the same folder refusing at once, naming the
+first's PID, and changing nothing (the first keeps its kubeconfig, proxy and
+hub); the hub killed under the demo: the demo exits non-zero and leaves no
+proxy, no hub and no port behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.support.paths import REPO
+from workspacespawner.demo import main as demo_main
+from workspacespawner.demo import port_is_free
+
+
+def listening() -> socket.socket:
+    """A socket listening on a free loopback port: a program holding that port."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    return s
+
+
+@pytest.mark.parametrize("option", ["--port", "--proxy-api-port", "--hub-port"])
+def test_a_busy_port_is_named_before_anything_starts(tmp_path, capsys, option):
+    state = tmp_path / "demo"
+    with listening() as busy:
+        port = busy.getsockname()[1]
+        assert demo_main(["--state-dir", str(state), option, str(port), "--proxy", "python"]) == 1
+    err = capsys.readouterr().err
+    assert f"port {port} on 127.0.0.1 ({option}) is in use by another program" in err, err
+    assert f"{option} 0 for a free one" in err
+    assert [p.name for p in state.iterdir()] == ["demo.lock"]  # no cluster, no config, no hub database
+
+
+def test_the_same_port_twice_is_refused(tmp_path, capsys):
+    assert demo_main(["--state-dir", str(tmp_path), "--port", "18765", "--hub-port", "18765"]) == 1
+    assert "port 18765 is given twice" in capsys.readouterr().err
+
+
+def children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is gone, only not yet reaped
+
+
+def read_url(demo: subprocess.Popen, timeout: float = 240) -> str:
+    """The URL the demo prints, checking the hub answers there the moment it is printed."""
+    deadline = time.monotonic() + timeout
+    for line in demo.stdout:
+        if "JupyterHub at " in line:
+            url = line.split("JupyterHub at ", 1)[1].split()[0]
+            assert requests.get(f"{url}/hub/api/", timeout=5).status_code == 200
+            return url
+        assert time.monotonic() < deadline, "no URL printed"
+    raise AssertionError(f"the demo exited ({demo.wait()}) without printing a URL")
+
+
+def test_one_demo_per_folder_url_when_answering_and_no_child_left(tmp_path):
+    state = tmp_path / "demo"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    command = [sys.executable, "-m", "workspacespawner.cli", "demo", "--state-dir", str(state), "--proxy", "python"]
+    free = ["--port", "0", "--proxy-api-port", "0", "--hub-port", "0"]
+    demo = subprocess.Popen([*command, *free], stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    try:
+        url = read_url(demo)
+        proxy_pid = int((state / "proxy.pid").read_text())
+        kubeconfig = (state / "cluster" / "kubeconfig").read_text()
+        before = {p: p.stat().st_mtime_ns for p in state.iterdir() if p.is_file()}
+
+        second = subprocess.run([*command, *free], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+        assert second.returncode == 1
+        assert f"in use by another demo (process {demo.pid}," in second.stderr, second.stderr
+        assert "Traceback" not in second.stderr
+        assert (state / "cluster" / "kubeconfig").read_text() == kubeconfig
+        assert {p: p.stat().st_mtime_ns for p in state.iterdir() if p.is_file()} == before
+        assert alive(proxy_pid) and requests.get(f"{url}/hub/api/", timeout=5).status_code == 200
+
+        [hub_pid] = [pid for pid in children(demo.pid) if "jupyterhub" in Path(f"/proc/{pid}/cmdline").read_text()]
+        os.kill(hub_pid, signal.SIGKILL)  # the hub dies; its proxy would be an orphan
+        assert demo.wait(90) == 1
+        assert not alive(proxy_pid) and not alive(hub_pid)
+        assert port_is_free(int(url.rsplit(":", 1)[1]))
+    finally:
+        if demo.poll() is None:
+            demo.send_signal(signal.SIGINT)
+            demo.wait(60)
