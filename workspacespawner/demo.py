@@ -45,6 +45,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from workspacespawner.core.rsttext import summary
 from workspacespawner.localcluster import LocalCluster
 from workspacespawner.localcluster.goldenimage import make_golden_image
 
@@ -344,7 +345,7 @@ async def _stop_leftover_proxy(pid_file: Path, port: int, timeout: float = 10) -
 
 def main(argv=None) -> int:
     """Entry point of ``workspacespawner demo [--state-dir DIR] [--port N] [--proxy-api-port N] [--hub-port N]``."""
-    parser = argparse.ArgumentParser(prog="workspacespawner demo", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="workspacespawner demo", description=summary(__doc__))
     parser.add_argument("--state-dir", default=".workspacespawner-demo", help="hub database, cluster state and home volumes (default: %(default)s)")
     parser.add_argument("--port", type=int, default=8000, help="the public port on 127.0.0.1, 0 for a free one (default: %(default)s)")
     parser.add_argument("--proxy-api-port", type=int, default=8001, help="the proxy's API port, 0 for a free one (default: %(default)s)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from workspacespawner.admin import common
+from workspacespawner.core.rsttext import summary
 from workspacespawner.workspace.audit import ACTIONS
 from workspacespawner.workspace.lifecycle import parse_time
 
@@ -18,7 +19,7 @@ COLUMNS = ["time", "actor", "user", "server", "disk", "action", "before", "after
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="workspacespawner audit", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="workspacespawner audit", description=summary(__doc__))
     common.add_common_arguments(parser, cluster=False, actor=False)
     parser.add_argument("--user", help="only this user's records")
     parser.add_argument("--since", help="only records at or after this date or time (2025-06-01, 2025-06-01T12:00:00Z; UTC)")

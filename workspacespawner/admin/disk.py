@@ -19,6 +19,7 @@ import argparse
 import asyncio
 
 from workspacespawner.admin import common
+from workspacespawner.core.rsttext import summary
 from workspacespawner.k8s.kinds import VOLUME_SNAPSHOT
 from workspacespawner.quota.cli import hub_groups
 from workspacespawner.workspace.disks import DiskOps, disk_limit
@@ -68,7 +69,7 @@ async def _run(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="workspacespawner disk", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="workspacespawner disk", description=summary(__doc__))
     sub = parser.add_subparsers(dest="action", required=True)
     listing = sub.add_parser("list", help="disks: owner, size, phase, what uses them")
     listing.add_argument("user", nargs="?", help="only this user's disks")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 
 from workspacespawner.admin import common
+from workspacespawner.core.rsttext import summary
 from workspacespawner.k8s.objects import node_of
 from workspacespawner.workspace.fence import Fencer
 
@@ -39,7 +40,7 @@ async def _run(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="workspacespawner fence", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="workspacespawner fence", description=summary(__doc__))
     parser.add_argument("user", help="the JupyterHub user name")
     parser.add_argument("--confirm-node-down", action="store_true", help="you made sure the node is down: force-delete")
     common.add_common_arguments(parser)

@@ -31,6 +31,7 @@ import sys
 from workspacespawner.admin import common
 from workspacespawner.admin.disk import LIST_COLUMNS
 from workspacespawner.core import names
+from workspacespawner.core.rsttext import summary
 from workspacespawner.workspace.disks import PARKED, DiskOps
 from workspacespawner.workspace.retention import Purger, reclaim_user
 
@@ -99,7 +100,7 @@ async def _run(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="workspacespawner retention", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="workspacespawner retention", description=summary(__doc__))
     sub = parser.add_subparsers(dest="action", required=True)
     listing = sub.add_parser("list", help="retained disks: owner, size, retain-until")
     listing.add_argument("--user", help="only this user's disks")
