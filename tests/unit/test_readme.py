@@ -18,3 +18,19 @@ def test_readme_starts_with_demo_and_test_commands():
     commands = [line for line in block.splitlines() if line and not line.startswith("#")]
     assert commands[0].endswith("workspacespawner demo")
     assert "pytest" in commands[1]
+
+
+async def test_the_safe_name_example_is_what_the_spawner_names(kube_env):
+    """The README's ``<user>`` example: the name as JupyterHub stores it (normalized: lowercased), slugged by the spawner."""
+    import re
+
+    from jupyterhub.auth import Authenticator
+
+    from workspacespawner.spawner import WorkspaceSpawner
+
+    found = re.search(r"`<user>` is kubespawner's safe form of the name: `([^`]+)` gives\s+`([^`]+)`", README.read_text())
+    assert found, "the README's safe-name example is gone"
+    typed, safe = found.groups()
+    spawner = WorkspaceSpawner(_mock=True)
+    spawner.user.name = Authenticator().normalize_username(typed)  # what the hub does with the name typed at login
+    assert spawner._expand_user_properties("home-{user_server}") == f"home-{safe}"
