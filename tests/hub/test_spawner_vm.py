@@ -120,3 +120,16 @@ def test_vm_without_free_gpus_fails_fast_and_keeps_disks(hub, kube):
     )["items"]
     assert len(dvs) == 1
     core.read_namespaced_persistent_volume_claim("home-vince", "default")
+
+
+def test_disk_list_shows_a_stopped_vms_disks_as_stopped(hub, kube, cluster, capsys):
+    import json
+
+    from workspacespawner.admin import disk
+
+    hub.create_user("wes")
+    hub.start_server("wes", {"profile": "ubuntu-vm"})
+    hub.stop_server("wes")
+    assert disk.main(["list", "wes", "--json", "--kubeconfig", str(cluster.kubeconfig), "--namespace", "default"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert sorted((row["role"], row["phase"]) for row in rows) == [("home", "Stopped"), ("root", "Stopped")], rows
