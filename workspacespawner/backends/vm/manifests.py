@@ -52,6 +52,10 @@ UNIT_FILE = f"/etc/systemd/system/{UNIT_NAME}"
 #: virtio serial of the home disk; the guest finds it as ``/dev/disk/by-id/virtio-home``.
 HOME_SERIAL = "home"
 HOME_DEVICE = f"/dev/disk/by-id/virtio-{HOME_SERIAL}"
+#: The virtiofs tag (the filesystem's name) of the home PVC when it is shared, not attached as a disk.
+HOME_VIRTIOFS_TAG = "home"
+#: How a VM gets the user's home PVC (``VMSettings.home_via``, the ``vm_home_via`` trait).
+HOME_VIA = ("disk", "virtiofs")
 #: Key of the user data in the cloud-init Secret (KubeVirt reads ``userdata`` or ``userData``).
 USERDATA_KEY = "userdata"
 #: The variables of the guest's environment that hold the server's JupyterHub API token (see Spawner.get_env).
@@ -162,7 +166,9 @@ class VMSettings:
     ``gpu_device_name`` (the KubeVirt ``permittedHostDevices`` resource
     name, e.g. ``nvidia.com/GA100_A100_SXM4_80GB``). ``node_selector``:
     ``(label, value)`` pairs the VM's node must carry. ``attach_home``:
-    attach the home PVC as a second disk. ``termination_grace_seconds``:
+    give the VM the home PVC, ``home_via`` one of :data:`HOME_VIA`: as a
+    second disk, or shared through virtiofs (the container's files, see
+    the ``vm_home_via`` trait). ``termination_grace_seconds``:
     how long a stop waits for the guest to shut down before it is killed.
     """
 
@@ -178,6 +184,7 @@ class VMSettings:
     gpu_device_name: str = "nvidia.com/gpu"
     node_selector: tuple[tuple[str, str], ...] = ()
     attach_home: bool = True
+    home_via: str = "disk"
     termination_grace_seconds: int = 180
     storage: VMTiers | None = None
 
@@ -269,17 +276,21 @@ def make_root_datavolume(*, ident: VMIdentity, settings: VMSettings) -> dict:
     }
 
 
-def _disks_and_volumes(ident: VMIdentity, settings: VMSettings) -> tuple[list[dict], list[dict]]:
-    """The domain's disks (root first: the guest boots from it) and the volumes behind them."""
+def _disks_and_volumes(ident: VMIdentity, settings: VMSettings) -> tuple[list[dict], list[dict], list[dict]]:
+    """The domain's disks (root first: the guest boots from it), its virtiofs filesystems, and the volumes behind them."""
     virtio = {"bus": "virtio"}
     disks = [{"name": "rootdisk", "disk": dict(virtio), "bootOrder": 1}]
+    filesystems: list[dict] = []
     volumes = [{"name": "rootdisk", "dataVolume": {"name": ident.root_disk}}]
-    if settings.attach_home:
+    if settings.attach_home and settings.home_via == "virtiofs":
+        filesystems.append({"name": HOME_VIRTIOFS_TAG, "virtiofs": {}})
+        volumes.append({"name": HOME_VIRTIOFS_TAG, "persistentVolumeClaim": {"claimName": ident.home_pvc}})
+    elif settings.attach_home:
         disks.append({"name": "homedisk", "disk": dict(virtio), "serial": HOME_SERIAL})
         volumes.append({"name": "homedisk", "persistentVolumeClaim": {"claimName": ident.home_pvc}})
     disks.append({"name": "cloudinitdisk", "disk": dict(virtio)})
     volumes.append({"name": "cloudinitdisk", "cloudInitNoCloud": {"secretRef": {"name": ident.cloudinit_secret}}})
-    return disks, volumes
+    return disks, filesystems, volumes
 
 
 def make_virtual_machine(*, ident: VMIdentity, settings: VMSettings, extra_labels: Mapping[str, str] | None = None) -> dict:
@@ -293,9 +304,10 @@ def make_virtual_machine(*, ident: VMIdentity, settings: VMSettings, extra_label
     with GPUs get ``evictionStrategy: None``: a GPU guest cannot be live
     migrated, so a node drain stops it instead of waiting forever.
     """
-    disks, volumes = _disks_and_volumes(ident, settings)
+    disks, filesystems, volumes = _disks_and_volumes(ident, settings)
     devices: dict = {
         "disks": disks,
+        **({"filesystems": filesystems} if filesystems else {}),
         "interfaces": [
             {
                 "name": "default",
@@ -516,6 +528,7 @@ def cloud_config(
     unix_user: str = "jovyan",
     unix_uid: int = 1000,
     storage: VMTiers | None = None,
+    home_via: str = "disk",
 ) -> dict:
     """The ``#cloud-config`` document (as a dict) that runs the IDE in the guest; see :func:`make_cloudinit_secret`."""
     env_text = "".join(env_file_line(key, str(value)) + "\n" for key, value in sorted(env.items()))
@@ -543,7 +556,10 @@ def cloud_config(
         ],
         "runcmd": ["systemctl daemon-reload", f"systemctl enable --now {UNIT_NAME}"],
     }
-    if attach_home:
+    if attach_home and home_via == "virtiofs":
+        # The home PVC's own files, shared by virtiofs: nothing to format.
+        config["mounts"] = [[HOME_VIRTIOFS_TAG, home_mount_path, "virtiofs", "defaults,nofail"]]
+    elif attach_home:
         # A blank home disk gets a filesystem once; an existing one is never overwritten.
         config["fs_setup"] = [{"label": "home", "filesystem": "ext4", "device": HOME_DEVICE, "overwrite": False}]
         config["mounts"] = [[HOME_DEVICE, home_mount_path, "auto", "defaults,nofail"]]
@@ -608,6 +624,7 @@ def make_cloudinit_secret(
     unix_user: str = "jovyan",
     unix_uid: int = 1000,
     storage: VMTiers | None = None,
+    home_via: str = "disk",
 ) -> dict:
     """The per-start cloud-init Secret (type Opaque, key ``userdata``): the guest's JupyterHub settings.
 
@@ -625,6 +642,8 @@ def make_cloudinit_secret(
       a fresh token;
     * with ``attach_home``, formats a blank home disk once and mounts the
       disk with virtio serial ``home`` at ``home_mount_path`` (``nofail``);
+      with ``home_via="virtiofs"`` instead, mounts the virtiofs tag
+      :data:`HOME_VIRTIOFS_TAG` there;
     * on the first boot, enables and starts the unit (``runcmd``); later
       boots start it as an enabled unit.
 
@@ -638,6 +657,7 @@ def make_cloudinit_secret(
         unix_user=unix_user,
         unix_uid=unix_uid,
         storage=storage,
+        home_via=home_via,
     )
     text = userdata_text(config)
     return {

@@ -9,9 +9,9 @@ the resolved profile and the storage tiers, into the
 
 from __future__ import annotations
 
-from traitlets import Bool, HasTraits, Int, Unicode
+from traitlets import Bool, Enum, HasTraits, Int, Unicode
 
-from workspacespawner.backends.vm.manifests import VMSettings
+from workspacespawner.backends.vm.manifests import HOME_VIA, VMSettings
 from workspacespawner.backends.vm.tiers import VMTiers
 from workspacespawner.config.profiles import ResolvedProfile
 
@@ -89,6 +89,23 @@ class VMTraits(HasTraits):
         help="""Attach the user's home PVC to the VM as a second disk, mounted at ``home_mount_path``.""",
     )
 
+    vm_home_via = Enum(
+        list(HOME_VIA),
+        default_value="disk",
+        config=True,
+        help="""How a VM gets the home PVC (with ``vm_attach_home``): ``"disk"`` or ``"virtiofs"``.
+
+        ``"virtiofs"`` shares the PVC's own files with the guest
+        (``domain.devices.filesystems``), so the user's container and VM
+        workspaces see one home. It needs KubeVirt's
+        ``EnableVirtioFsStorageVolumes`` feature gate and rules out live
+        migration (GPU VMs do not migrate anyway). ``"disk"`` attaches the PVC
+        as a block device formatted once inside the guest: on a
+        Filesystem-mode PVC that is a ``disk.img`` file in it, whose files the
+        container workspaces do not see.
+        """,
+    )
+
     vm_termination_grace_seconds = Int(
         180,
         min=0,
@@ -115,6 +132,7 @@ class VMTraits(HasTraits):
             memory=self.vm_memory,
             gpu_device_name=self.vm_gpu_device_name,
             attach_home=self.vm_attach_home,
+            home_via=self.vm_home_via,
             termination_grace_seconds=self.vm_termination_grace_seconds,
             storage=storage,
         )

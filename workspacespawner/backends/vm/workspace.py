@@ -290,6 +290,7 @@ class VMWorkspace:
             command=command,
             home_mount_path=home_mount_path,
             attach_home=settings.attach_home,
+            home_via=settings.home_via,
             unix_user=unix_user,
             storage=settings.storage,
         )
