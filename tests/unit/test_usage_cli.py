@@ -198,3 +198,33 @@ def test_the_sample_config_piece_loads_as_the_hub_loads_it(tmp_path, monkeypatch
         "services": ["workspacespawner-quota"],
     }
     assert callable(config.JupyterHub.template_vars["announcement_home"])
+
+
+def test_a_hub_started_elsewhere_with_f_makes_its_ledger_next_to_its_config(tmp_path):
+    """`jupyterhub -f DIR/jupyterhub_config.py` run from another folder: the start-up upgrade and the spawner's settings agree."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.support.paths import REPO
+
+    hub_dir, elsewhere = tmp_path / "hub", tmp_path / "elsewhere"
+    hub_dir.mkdir()
+    elsewhere.mkdir()
+    (hub_dir / "jupyterhub_config.py").write_text(
+        'c.WorkspaceQuota.ledger_url = "sqlite:///ledger.sqlite"\n'
+        "from workspacespawner.services import upgrade_database\n"
+        "upgrade_database(c)  # as 90-check-config.py does, with the file's own c\n"
+    )
+    code = (
+        "from jupyterhub.app import JupyterHub\n"
+        "from workspacespawner.quota.config import WorkspaceQuota\n"
+        "app = JupyterHub.instance()\n"
+        f"app.parse_command_line(['-f', {str(hub_dir / 'jupyterhub_config.py')!r}])\n"
+        "app.load_config_file(app.config_file)\n"
+        "print(WorkspaceQuota(config=app.config).database_url())\n"  # what the spawner's services open
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=elsewhere, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
+    assert out.strip() == f"sqlite:///{hub_dir / 'ledger.sqlite'}"
+    assert (hub_dir / "ledger.sqlite").exists() and list(elsewhere.iterdir()) == []
