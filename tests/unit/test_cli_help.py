@@ -47,3 +47,13 @@ def test_terminal_text():
     assert terminal_text(rst) == "workspacespawner demo: see run_demo and Ledger, KubeVirt or *this*:"
     assert terminal_text("Example::\n\n    code") == "Example:\n\n    code"
     assert terminal_text("no markup: a `b` c") == "no markup: a `b` c"
+
+
+def test_python_dash_m_runs_the_command():
+    """``python3 -m workspacespawner --help`` is the ``workspacespawner`` command (exit 0, its usage line)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "workspacespawner", "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: workspacespawner")

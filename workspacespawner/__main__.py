@@ -1,0 +1,7 @@
+"""``python3 -m workspacespawner``: the ``workspacespawner`` command (see :mod:`workspacespawner.cli`)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
