@@ -164,6 +164,16 @@ def audit_log(tmp_path):
 
 
 @pytest.fixture(scope="module")
+def module_cluster(tmp_path_factory):
+    """A local cluster on its own thread for one test module (no golden image)."""
+    from workspacespawner.localcluster import ClusterThread
+
+    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
+    yield thread.start()
+    thread.stop()
+
+
+@pytest.fixture(scope="module")
 def golden_cluster(tmp_path_factory):
     """A local cluster on its own thread for one test module, holding the demo's golden image (for VM profiles)."""
     from workspacespawner.demo import GOLDEN_FILES, GOLDEN_IMAGE

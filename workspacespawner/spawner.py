@@ -32,8 +32,9 @@ from workspacespawner.backends.vm.traits import VMTraits
 from workspacespawner.config.check import check_spawner_config
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.config.workspace import KubeSpawnerGuards, WorkspaceTraits
+from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
-from workspacespawner.hubcompat import as_spawn_failure
+from workspacespawner.hubcompat import as_spawn_failure, options_sent
 from workspacespawner.k8s import events, watches
 from workspacespawner.quota.enforcer import alive_from_objects
 from workspacespawner.quota.request import quota_request
@@ -63,7 +64,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
 
     @default("apply_user_options")
     def _apply_user_options_default(self):
-        return useroptions.refuse_bad_options
+        return lambda spawner, options: useroptions.refuse_bad_options(spawner, options, sent=options_sent(spawner))
 
     @default("options_form")
     def _options_form_default(self):
@@ -186,7 +187,8 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         quota = self.services.quota
         self.home_pvc_name = await home.find_home(
             self.services.kube, namespace=self.namespace, user_name=self.user.name,
-            slot=self._expand_user_properties(self.home_pvc_name_template),
+            slot=self._expand_user_properties(self.home_pvc_name_template), template=self.home_pvc_name_template,
+            server=self.name or "",
         )
         self.backend.ref(home_pvc=self.home_pvc_name, fresh=True)  # names of a new start, from the current templates
         groups = useroptions.group_names(self)
@@ -255,6 +257,14 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             pod, home_pvc=self.home_pvc_name, home_mount_path=self.home_mount_path, user_name=self.user.name,
             tiers_now=self._current_tiers(),
         )
+
+    def _expand_env(self, env):
+        """kubespawner's expansion of ``environment`` values, with literal braces allowed (a JSON value, ``${HOME}``)."""
+        expanded = super()._expand_env({k: v for k, v in env.items() if not isinstance(v, str)})
+        for key, value in env.items():
+            if isinstance(value, str):
+                expanded[key] = names.expand_with_literal_braces(value, self._expand_user_properties)
+        return expanded
 
     def get_env(self):
         """kubespawner's environment plus the storage tiers' (cache locations, ``WORKSPACE_*``); ``environment`` wins."""

@@ -1,0 +1,141 @@
+"""What peers' users hit (issue #20), through a real JupyterHub on the local cluster.
+
+Covers: saved options naming a profile an admin removed start the default
+profile, a removed profile asked for is a 400 naming it, and the form
+selects the default (z2jh#3297, kubespawner#758); environment values with
+line breaks and braces reach the server as written (harvester#760); a home
+made under an older ``home_pvc_name_template`` or by hand with the user's
+owner labels is found by owner, and two candidates are a refusal naming
+both (z2jh#3536).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.support.hubharness import Hub, config_pieces, core_v1, login
+from workspacespawner.core import names
+
+ENVIRONMENT = {
+    "MOTD": "Welcome\nto the lab\n",
+    "JSON_SETTINGS": '{"theme": "dark", "user": "{username}"}',
+    "WHO": "{username}",
+    "LITERAL": "${HOME}/data and {{doubled}}",
+}
+
+
+def hub_config(*, retired_profile: bool = True, template: str = "home-{username}") -> str:
+    """The sample hub with profile ``odd-env`` (the test's environment) and ``retired`` (while ``retired_profile``)."""
+    profiles = [{"display_name": "Odd environment", "slug": "odd-env", "kubespawner_override": {"environment": ENVIRONMENT}}]
+    if retired_profile:
+        profiles.append({"display_name": "Retired", "slug": "retired", "kubespawner_override": {"cpu_limit": 1.5}})
+    return (
+        config_pieces("10-workspace-spawner.py", "20-profiles.py")
+        + f"c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + {profiles!r}\n"
+        + f"c.WorkspaceSpawner.home_pvc_name_template = {template!r}\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster(module_cluster):
+    return module_cluster
+
+
+@pytest.fixture(scope="module")
+def hub(cluster, tmp_path_factory):
+    hub = Hub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, hub_config()).start()
+    yield hub
+    hub.stop()
+
+
+@pytest.fixture(scope="module")
+def core(cluster):
+    with core_v1(cluster) as api:
+        yield api
+
+
+def restart(hub: Hub, **config) -> None:
+    """Stop the hub, change its configuration (see :func:`hub_config`), start it on the same database."""
+    hub.stop()
+    hub.config_file.write_text(hub_config(**config) + hub._base_config())
+    hub.start()
+
+
+def user_pods(core, user):
+    return core.list_namespaced_pod("default", label_selector=names.owner_selector(user)).items
+
+
+def home_claims(core, user):
+    return sorted(p.metadata.name for p in core.list_namespaced_persistent_volume_claim(
+        "default", label_selector=names.owner_selector(user)).items)
+
+
+def test_environment_with_line_breaks_and_braces_reaches_the_pod(hub, core):
+    hub.create_user("envy")
+    hub.start_server("envy", {"profile": "odd-env"})
+    [pod] = user_pods(core, "envy")
+    env = {e.name: e.value for e in pod.spec.containers[0].env}
+    assert env["MOTD"] == ENVIRONMENT["MOTD"]
+    assert env["JSON_SETTINGS"] == '{"theme": "dark", "user": "envy"}'
+    assert env["WHO"] == "envy"
+    assert env["LITERAL"] == "${HOME}/data and {{doubled}}"
+    hub.stop_server("envy")
+
+
+def test_removed_profile_and_changed_home_template(hub, core):
+    """One hub restart for both cases: the admin removes profile ``retired`` and renames homes ``claim-{username}``."""
+    for user in ("alice", "hana"):
+        hub.create_user(user)
+    hub.start_server("alice", {"profile": "retired"})
+    hub.stop_server("alice")
+    hub.start_server("hana", {"profile": "jupyterlab-cpu"})
+    hub.stop_server("hana")
+    hana_home = core.read_namespaced_persistent_volume_claim("home-hana", "default").metadata.uid
+    # an admin's own PVC carrying bob's owner labels, under a name no template gives
+    hub.create_user("bob")
+    core.create_namespaced_persistent_volume_claim("default", {
+        "metadata": {"name": "bobs-files", "labels": names.owner_labels("bob"), "annotations": names.owner_annotations("bob")},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": "ceph-rbd"},
+    })
+
+    restart(hub, retired_profile=False, template="claim-{username}")
+
+    r = hub.spawn("alice")  # POST {}: JupyterHub reuses the saved {"profile": "retired"}
+    assert r.status_code in (201, 202), r.text
+    hub.wait_ready("alice")
+    [pod] = user_pods(core, "alice")
+    assert pod.spec.containers[0].resources.limits.get("cpu") != "1500m"  # the default profile, not the retired one
+    hub.stop_server("alice")
+    r = hub.spawn("alice", {"profile": "retired"})
+    assert r.status_code == 400, r.text
+    assert "'retired'" in r.json()["message"]
+    form = login(hub, "alice").get(f"{hub.url}/hub/spawn", timeout=30)
+    assert form.status_code == 200, form.text
+    checked = re.findall(r'value="([^"]+)"\s+checked', form.text)
+    assert checked == ["jupyterlab-cpu"], checked
+
+    hub.start_server("hana", {"profile": "jupyterlab-cpu"})  # the template now says claim-hana: her home-hana is kept
+    [pod] = user_pods(core, "hana")
+    claims = [v.persistent_volume_claim.claim_name for v in pod.spec.volumes if v.persistent_volume_claim]
+    assert "home-hana" in claims
+    assert home_claims(core, "hana") == ["home-hana"]
+    assert core.read_namespaced_persistent_volume_claim("home-hana", "default").metadata.uid == hana_home
+    hub.stop_server("hana")
+
+    hub.start_server("bob", {"profile": "jupyterlab-cpu"})
+    assert home_claims(core, "bob") == ["bobs-files"]
+    hub.stop_server("bob")
+
+    # a second home of hana's, under the new template's name: two candidates are a refusal naming both
+    core.create_namespaced_persistent_volume_claim("default", {
+        "metadata": {"name": "hana-extra", "labels": names.owner_labels("hana"), "annotations": names.owner_annotations("hana")},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": "ceph-rbd"},
+    })
+    r = hub.spawn("hana", {"profile": "jupyterlab-cpu"})
+    assert r.status_code == 409, r.text
+    message = r.json()["message"]
+    assert "home-hana" in message and "hana-extra" in message
+    assert user_pods(core, "hana") == []
+    assert home_claims(core, "hana") == ["hana-extra", "home-hana"]
