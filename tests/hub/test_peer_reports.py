@@ -139,3 +139,25 @@ def test_removed_profile_and_changed_home_template(hub, core):
     assert "home-hana" in message and "hana-extra" in message
     assert user_pods(core, "hana") == []
     assert home_claims(core, "hana") == ["hana-extra", "home-hana"]
+
+
+def test_full_storage_quota_is_named_and_never_blocks_an_existing_home(hub, core):
+    hub.create_user("quinn")
+    hub.start_server("quinn", {"profile": "jupyterlab-cpu"})
+    hub.stop_server("quinn")
+    core.create_namespaced_resource_quota("default", {"metadata": {"name": "storage"}, "spec": {"hard": {"requests.storage": "1Gi"}}})
+    try:
+        hub.create_user("nora")
+        r = hub.spawn("nora", {"profile": "jupyterlab-cpu"})
+        assert r.status_code == 403, r.text
+        message = r.json()["message"]
+        assert "storage quota of namespace 'default'" in message and "'storage'" in message
+        assert "of 1Gi storage is in use and your new home volume needs 10Gi more" in message
+        assert home_claims(core, "nora") == []
+        hub.start_server("quinn", {"profile": "jupyterlab-cpu"})  # the home exists: read, never re-created
+        assert home_claims(core, "quinn") == ["home-quinn"]
+        hub.stop_server("quinn")
+    finally:
+        core.delete_namespaced_resource_quota("storage", "default")
+    hub.start_server("nora", {"profile": "jupyterlab-cpu"})
+    hub.stop_server("nora")

@@ -14,8 +14,11 @@ from __future__ import annotations
 import logging
 import string
 
+from kubernetes_asyncio.client.rest import ApiException
+
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.k8s.admission import exceeded_quota
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.k8s.owned import core_accessors, ensure_owned
 from workspacespawner.workspace.disks import home_candidates
@@ -74,10 +77,23 @@ async def ensure_home_pvc(core_api, manifest: dict, user_name: str) -> dict:
     call when the PVC exists, the common case), creates on 404, and re-reads
     on a 409 from a concurrent create; transient API errors are retried.
     Raises :class:`WorkspaceError` (``reason="home-volume"``) when the PVC
-    exists but is not ours or is another user's; other API errors propagate.
+    exists but is not ours or is another user's, and (403,
+    ``reason="storage-quota"``) when the namespace's ResourceQuota refuses
+    the create, naming the quota and its numbers (an existing home is only
+    read, never re-created, so a full quota never blocks its owner); other
+    API errors propagate.
     """
     read, create = core_accessors(core_api, "persistent_volume_claim", manifest)
-    pvc, created = await ensure_owned(read=read, create=create, user_name=user_name, what="home volume", reason="home-volume")
+    try:
+        pvc, created = await ensure_owned(read=read, create=create, user_name=user_name, what="home volume", reason="home-volume")
+    except ApiException as e:
+        refused = exceeded_quota(e)
+        if refused is None:
+            raise
+        namespace = manifest["metadata"]["namespace"]
+        log.warning("Home PVC %s/%s for %s refused by ResourceQuota %s", namespace, manifest["metadata"]["name"], user_name,
+                    refused.quota)
+        raise WorkspaceError(refused.sentence(namespace, "your new home volume"), reason="storage-quota", status_code=403) from None
     if created:
         log.info("Created home PVC %s/%s for %s", manifest["metadata"]["namespace"], manifest["metadata"]["name"], user_name)
     return pvc
