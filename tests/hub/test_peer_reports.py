@@ -6,13 +6,18 @@ selects the default (z2jh#3297, kubespawner#758); environment values with
 line breaks and braces reach the server as written (harvester#760); a home
 made under an older ``home_pvc_name_template`` or by hand with the user's
 owner labels is found by owner, and two candidates are a refusal naming
-both (z2jh#3536).
+both (z2jh#3536); a full storage ResourceQuota is named with its numbers
+and never blocks an existing home (kubespawner#188); a claim that never
+binds fails within ``claim_binding_timeout`` naming the claim, its class and
+its last Event, and a missing claim fails at once (kubeflow#336).
 """
 
 from __future__ import annotations
 
 import re
+import time
 
+import kubernetes
 import pytest
 
 from tests.support.hubharness import Hub, config_pieces, core_v1, login
@@ -28,7 +33,14 @@ ENVIRONMENT = {
 
 def hub_config(*, retired_profile: bool = True, template: str = "home-{username}") -> str:
     """The sample hub with profile ``odd-env`` (the test's environment) and ``retired`` (while ``retired_profile``)."""
-    profiles = [{"display_name": "Odd environment", "slug": "odd-env", "kubespawner_override": {"environment": ENVIRONMENT}}]
+    profiles = [
+        {"display_name": "Odd environment", "slug": "odd-env", "kubespawner_override": {"environment": ENVIRONMENT}},
+        {"display_name": "Home that never binds", "slug": "stuck-home",
+         "kubespawner_override": {"home_storage_class": "nowhere", "claim_binding_timeout": 3}},
+        {"display_name": "A claim that does not exist", "slug": "extra-claim", "kubespawner_override": {
+            "volumes": [{"name": "extra", "persistentVolumeClaim": {"claimName": "no-such-claim"}}],
+            "volume_mounts": [{"name": "extra", "mountPath": "/srv/extra"}]}},
+    ]
     if retired_profile:
         profiles.append({"display_name": "Retired", "slug": "retired", "kubespawner_override": {"cpu_limit": 1.5}})
     return (
@@ -161,3 +173,29 @@ def test_full_storage_quota_is_named_and_never_blocks_an_existing_home(hub, core
         core.delete_namespaced_resource_quota("storage", "default")
     hub.start_server("nora", {"profile": "jupyterlab-cpu"})
     hub.stop_server("nora")
+
+
+def test_claim_that_never_binds_is_named_and_a_missing_one_fails_at_once(hub, core):
+    storage = kubernetes.client.StorageV1Api(core.api_client)
+    storage.create_storage_class({"metadata": {"name": "nowhere"}, "provisioner": "example.com/never"})
+    hub.create_user("kim")
+    r = hub.spawn("kim", {"profile": "stuck-home"})
+    assert r.status_code == 503, r.text
+    message = r.json()["message"]
+    assert "'home-kim'" in message and "'nowhere'" in message and "within 3 seconds" in message
+    assert "ExternalProvisioning" in message and "example.com/never" in message
+    assert home_claims(core, "kim") == ["home-kim"]  # kept
+    assert user_pods(core, "kim") == [] or _gone(core, "kim")
+
+    hub.create_user("lee")
+    r = hub.spawn("lee", {"profile": "extra-claim"})
+    assert r.status_code == 409, r.text + hub.log()
+    assert "'no-such-claim'" in r.json()["message"] and "does not exist" in r.json()["message"]
+    assert home_claims(core, "lee") == ["home-lee"]
+
+
+def _gone(core, user, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    while user_pods(core, user) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return user_pods(core, user) == []
