@@ -36,6 +36,7 @@ from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.hubcompat import as_spawn_failure, options_sent
 from workspacespawner.k8s import events, watches
+from workspacespawner.k8s.owned import outage_error
 from workspacespawner.quota.enforcer import alive_from_objects
 from workspacespawner.quota.request import quota_request
 from workspacespawner.quota.service import TrackedWorkspace
@@ -131,8 +132,27 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         self.lifecycle.load_state(state)
 
     async def poll(self):
-        """None while the workspace runs or starts; an exit status once it is gone (from the shared caches)."""
+        """None while the workspace runs or starts; an exit status once it is gone (from the shared caches).
+
+        A Pod cache whose watch gave up is replaced first, never read; while
+        the API server cannot be reached no answer is known: None, as
+        kubespawner answers before its first load.
+        """
+        if self.backend is self._container:
+            try:
+                await self._start_watching_pods()
+            except Exception as e:
+                self.log.warning("Cannot poll %s while its watch is down: %s", self._log_name, e)
+                return None
         return await self.backend.poll()
+
+    async def _start_reflector(self, kind, reflector_class, replace=False, **kwargs):
+        """kubespawner's shared reflector of ``kind``, replaced when its watch gave up (kubespawner would hand out the dead one)."""
+        previous = self.__class__.reflectors.get(self._get_reflector_key(kind))
+        if previous is not None and not watches.alive(previous):
+            self.log.warning("The %s watch of %s gave up; starting a new one", kind, self.namespace)
+            replace = True
+        return await super()._start_reflector(kind, reflector_class, replace=replace, **kwargs)
 
     async def stop(self, now=False):
         """Stop compute only: the Pod, or the VM (its VMI). Disks, the VM object and its Service stay."""
@@ -181,6 +201,11 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             await self._reserve()
         except WorkspaceError as e:
             raise as_spawn_failure(e, self) from e
+        except Exception as e:
+            outage = outage_error(e)
+            if outage is None:
+                raise
+            raise as_spawn_failure(outage, self) from e
         self._prepared = True
 
     async def _reserve(self) -> None:
@@ -214,6 +239,8 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             await self.lifecycle.start_failed(self._ref(), e)
             if isinstance(e, WorkspaceError):
                 raise as_spawn_failure(e, self) from e
+            if outage_error(e) is not None:
+                raise as_spawn_failure(outage_error(e), self) from e
             raise
         await self.services.quota.running(self.reservation)
         await self.lifecycle.running(self._ref())

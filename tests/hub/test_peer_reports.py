@@ -9,7 +9,10 @@ owner labels is found by owner, and two candidates are a refusal naming
 both (z2jh#3536); a full storage ResourceQuota is named with its numbers
 and never blocks an existing home (kubespawner#188); a claim that never
 binds fails within ``claim_binding_timeout`` naming the claim, its class and
-its last Event, and a missing claim fails at once (kubeflow#336).
+its last Event, and a missing claim fails at once (kubeflow#336); a start
+during an API outage long enough for kubespawner's watches to give up
+fails with a sentence, and the next start once the API is back works
+(kubespawner#209/#938).
 """
 
 from __future__ import annotations
@@ -199,3 +202,25 @@ def _gone(core, user, timeout: float = 30) -> bool:
     while user_pods(core, user) and time.monotonic() < deadline:
         time.sleep(0.2)
     return user_pods(core, user) == []
+
+
+def test_api_outage_fails_a_start_in_words_and_the_hub_recovers(hub, core, module_cluster_thread):
+    cluster = module_cluster_thread.cluster
+    hub.create_user("otto")
+    hub.start_server("otto", {"profile": "jupyterlab-cpu"})  # the shared Pod and Event watches are up
+    hub.stop_server("otto")
+    given_up = hub.log().count("never recovered, giving up")
+    cluster.faults.add("*", "", status=503, reason="ServiceUnavailable", message="the API server is restarting", count=10**9)
+    try:
+        module_cluster_thread.call(lambda cl: cl.store.close_watches())
+        r = hub.spawn("otto", {"profile": "jupyterlab-cpu"})
+        assert r.status_code == 503, r.text
+        assert "API server is not answering (503" in r.json()["message"]
+        deadline = time.monotonic() + 120
+        while hub.log().count("never recovered, giving up") < given_up + 2:  # kubespawner's Pod and Event watches
+            assert time.monotonic() < deadline, hub.log()
+            time.sleep(1)
+    finally:
+        cluster.faults.clear()
+    hub.start_server("otto", {"profile": "jupyterlab-cpu"})
+    hub.stop_server("otto")
