@@ -197,6 +197,23 @@ def audit_log(tmp_path):
 
 
 @pytest.fixture(scope="module")
+def module_cluster_thread(tmp_path_factory):
+    """A started :class:`ClusterThread` for one test module (no golden image); ``.cluster`` is its cluster."""
+    from workspacespawner.localcluster import ClusterThread
+
+    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
+    thread.start()
+    yield thread
+    thread.stop()
+
+
+@pytest.fixture(scope="module")
+def module_cluster(module_cluster_thread):
+    """The local cluster of :func:`module_cluster_thread`."""
+    return module_cluster_thread.cluster
+
+
+@pytest.fixture(scope="module")
 def golden_cluster(tmp_path_factory):
     """A local cluster on its own thread for one test module, holding the demo's golden image (for VM profiles)."""
     from workspacespawner.demo import GOLDEN_FILES, GOLDEN_IMAGE

@@ -18,6 +18,8 @@ log it in one line, without a traceback.
 
 from __future__ import annotations
 
+import json
+
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.quota.refusal import QuotaRefused
 
@@ -57,3 +59,31 @@ def as_spawn_failure(error: WorkspaceError, spawner=None) -> WorkspaceError:
         if isinstance(settings, dict):
             settings["failure_count"] = settings.get("failure_count", 0) - 1
     return error
+
+
+def options_sent(spawner) -> bool:
+    """Whether the request starting this spawn carried user options; False when JupyterHub reuses the saved ones.
+
+    JupyterHub reuses a server's saved ``user_options`` when a start names
+    none: a REST ``POST /users/{name}/server`` with an empty body, or with
+    ``"user_options": null`` (JupyterHub's ``get_server_json_body`` rules,
+    mirrored here on ``spawner.handler.request``). A form POST or a spawn URL
+    with query arguments always carries them. No handler (a start outside a
+    request) counts as saved options.
+    """
+    request = getattr(getattr(spawner, "handler", None), "request", None)
+    if request is None:
+        return False
+    if request.method != "POST":
+        return any(key != "next" for key in (getattr(request, "query_arguments", None) or {}))
+    if "json" not in (request.headers.get("Content-Type") or "json"):
+        return True
+    try:
+        body = json.loads(request.body or b"null")
+    except ValueError:
+        return True
+    if not body or not isinstance(body, dict):
+        return False
+    if "user_options" in body or "display_name" in body:
+        return bool(body.get("user_options"))
+    return True

@@ -32,9 +32,11 @@ from workspacespawner.backends.vm.traits import VMTraits
 from workspacespawner.config.check import check_spawner_config
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.config.workspace import KubeSpawnerGuards, WorkspaceTraits
+from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
-from workspacespawner.hubcompat import as_spawn_failure
+from workspacespawner.hubcompat import as_spawn_failure, options_sent
 from workspacespawner.k8s import events, watches
+from workspacespawner.k8s.owned import outage_error
 from workspacespawner.quota.enforcer import alive_from_objects
 from workspacespawner.quota.request import quota_request
 from workspacespawner.quota.service import TrackedWorkspace
@@ -63,7 +65,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
 
     @default("apply_user_options")
     def _apply_user_options_default(self):
-        return useroptions.refuse_bad_options
+        return lambda spawner, options: useroptions.refuse_bad_options(spawner, options, sent=options_sent(spawner))
 
     @default("options_form")
     def _options_form_default(self):
@@ -130,8 +132,27 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         self.lifecycle.load_state(state)
 
     async def poll(self):
-        """None while the workspace runs or starts; an exit status once it is gone (from the shared caches)."""
+        """None while the workspace runs or starts; an exit status once it is gone (from the shared caches).
+
+        A Pod cache whose watch gave up is replaced first, never read; while
+        the API server cannot be reached no answer is known: None, as
+        kubespawner answers before its first load.
+        """
+        if self.backend is self._container:
+            try:
+                await self._start_watching_pods()
+            except Exception as e:
+                self.log.warning("Cannot poll %s while its watch is down: %s", self._log_name, e)
+                return None
         return await self.backend.poll()
+
+    async def _start_reflector(self, kind, reflector_class, replace=False, **kwargs):
+        """kubespawner's shared reflector of ``kind``, replaced when its watch gave up (kubespawner would hand out the dead one)."""
+        previous = self.__class__.reflectors.get(self._get_reflector_key(kind))
+        if previous is not None and not watches.alive(previous):
+            self.log.warning("The %s watch of %s gave up; starting a new one", kind, self.namespace)
+            replace = True
+        return await super()._start_reflector(kind, reflector_class, replace=replace, **kwargs)
 
     async def stop(self, now=False):
         """Stop compute only: the Pod, or the VM (its VMI). Disks, the VM object and its Service stay."""
@@ -180,13 +201,19 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             await self._reserve()
         except WorkspaceError as e:
             raise as_spawn_failure(e, self) from e
+        except Exception as e:
+            outage = outage_error(e)
+            if outage is None:
+                raise
+            raise as_spawn_failure(outage, self) from e
         self._prepared = True
 
     async def _reserve(self) -> None:
         quota = self.services.quota
         self.home_pvc_name = await home.find_home(
             self.services.kube, namespace=self.namespace, user_name=self.user.name,
-            slot=self._expand_user_properties(self.home_pvc_name_template),
+            slot=self._expand_user_properties(self.home_pvc_name_template), template=self.home_pvc_name_template,
+            server=self.name or "",
         )
         self.backend.ref(home_pvc=self.home_pvc_name, fresh=True)  # names of a new start, from the current templates
         groups = useroptions.group_names(self)
@@ -212,6 +239,8 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             await self.lifecycle.start_failed(self._ref(), e)
             if isinstance(e, WorkspaceError):
                 raise as_spawn_failure(e, self) from e
+            if outage_error(e) is not None:
+                raise as_spawn_failure(outage_error(e), self) from e
             raise
         await self.services.quota.running(self.reservation)
         await self.lifecycle.running(self._ref())
@@ -255,6 +284,14 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             pod, home_pvc=self.home_pvc_name, home_mount_path=self.home_mount_path, user_name=self.user.name,
             tiers_now=self._current_tiers(),
         )
+
+    def _expand_env(self, env):
+        """kubespawner's expansion of ``environment`` values, with literal braces allowed (a JSON value, ``${HOME}``)."""
+        expanded = super()._expand_env({k: v for k, v in env.items() if not isinstance(v, str)})
+        for key, value in env.items():
+            if isinstance(value, str):
+                expanded[key] = names.expand_with_literal_braces(value, self._expand_user_properties)
+        return expanded
 
     def get_env(self):
         """kubespawner's environment plus the storage tiers' (cache locations, ``WORKSPACE_*``); ``environment`` wins."""

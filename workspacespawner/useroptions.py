@@ -179,15 +179,27 @@ def check_form_options(spawner, options: dict) -> None:
             spawner.user_options = saved
 
 
-async def refuse_bad_options(spawner, user_options: dict) -> None:
+async def refuse_bad_options(spawner, user_options: dict, *, sent: bool = True) -> None:
     """JupyterHub's ``apply_user_options`` hook (JupyterHub 5.3+): refuse a forbidden or tampered choice before start().
 
     Raises :class:`WorkspaceError` (400/403), which JupyterHub passes to the
-    client. The chosen profile itself is applied in ``load_user_options``,
-    fresh on every start.
+    client. Saved options JupyterHub reuses for a start that names none
+    (``sent`` False, see :func:`~workspacespawner.hubcompat.options_sent`)
+    that no longer hold, say a profile the admin removed, are dropped
+    instead: the start gets the default profile (kubespawner#758). The
+    chosen profile itself is applied in ``load_user_options``, fresh on
+    every start.
     """
     profiles = await profile_list(spawner)
-    if profiles:
+    if not profiles:
+        return
+    try:
+        check_user_options(spawner, profiles)
+    except WorkspaceError as e:
+        if sent:
+            raise
+        spawner.log.warning("Saved options of %s no longer hold (%s); starting the default profile", spawner._log_name, e)
+        spawner.user_options = {}
         check_user_options(spawner, profiles)
 
 
@@ -253,4 +265,12 @@ async def render_form(spawner, quota) -> str:
         return "<p>No server profile is available to you. Please ask an administrator.</p>"
     if not any(p.get("default") for p in visible):
         visible[0] = dict(visible[0], default=True)
-    return spawner._render_options_form(visible)
+    saved = spawner.user_options
+    try:
+        check_user_options(spawner, profiles)
+    except WorkspaceError:
+        spawner.user_options = {}  # saved choices that no longer hold: the form selects the default
+    try:
+        return spawner._render_options_form(visible)
+    finally:
+        spawner.user_options = saved

@@ -68,6 +68,24 @@ def test_choose_home():
     assert disks.choose_home([pvc("home-ann")], "ann", "home-ann")["metadata"]["name"] == "home-ann"  # made before the lifecycle
 
 
+def test_home_candidates_are_found_by_owner_and_slot():
+    claim = pvc("claim-ann", phase=Status(Phase.STOPPED))  # made under the template of before: claim-{username}
+    assert disks.home_candidates([claim], "ann", "home-ann", server="") == [claim]
+    by_hand = pvc("anns-files")  # an admin's PVC with ann's owner labels, no phase record
+    assert disks.home_candidates([by_hand, pvc("x", user="anna")], "ann", "home-ann", server="") == [by_hand]
+    assert disks.home_candidates([claim, by_hand], "ann", "home-ann", server="") == [by_hand, claim]  # the caller refuses
+    exact = pvc("home-ann", phase=Status(Phase.STOPPED))
+    assert disks.home_candidates([claim, exact], "ann", "home-ann", server="") == [exact]
+    gpu = pvc("claim-ann--gpu", phase=Status(Phase.STOPPED, server="gpu"))
+    assert disks.home_candidates([gpu], "ann", "home-ann", server="") == []  # another server's home
+    assert disks.home_candidates([gpu], "ann", "home-ann--gpu", server="gpu") == [gpu]
+    assert disks.home_candidates([gpu], "ann", "home-ann", server=None) == [gpu]  # a home shared by every server
+    root = pvc("vm-ann-root")
+    root["metadata"]["labels"][names.DISK_LABEL] = names.ROOT_DISK
+    gone = pvc("claim-ann", phase=Status(Phase.DELETING_DISK))
+    assert disks.home_candidates([root, gone], "ann", "home-ann", server="") == []
+
+
 def test_check_expand():
     assert disks.check_expand(10 * GI, 5 * GI, 0, None) == "shrink"
     assert disks.check_expand(10 * GI, 20 * GI, 30 * GI, 50 * GI) is None

@@ -263,3 +263,49 @@ def test_vmi_tolerates_the_taints_of_the_devices_it_asks_for():
         {"key": "nvidia.com/GA100_A100_SXM4_80GB", "operator": "Exists", "effect": "NoSchedule"},
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
     ]
+
+
+PVCS = ("", "v1", "persistentvolumeclaims")
+CLASSES = ("storage.k8s.io", "v1", "storageclasses")
+
+
+def claim(name: str, storage_class: str) -> dict:
+    return {"metadata": {"name": name}, "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": storage_class,
+                                                 "resources": {"requests": {"storage": "1Gi"}}}}
+
+
+def with_claim(name: str, claim_name: str) -> dict:
+    return pod(name, volumes=[{"name": "home", "persistentVolumeClaim": {"claimName": claim_name}}])
+
+
+async def test_pods_wait_for_their_claims(tmp_path):
+    async with LocalCluster(state_dir=tmp_path, controllers=("scheduler", "storage")) as cluster:
+        create(cluster, PODS, with_claim("orphan", "home-nobody"))
+        await wait_for(lambda: events(cluster, "orphan", "FailedScheduling"))
+        condition = scheduled_condition(get(cluster, PODS, "orphan"))
+        assert condition["message"] == '0/2 nodes are available: persistentvolumeclaim "home-nobody" not found.'
+        create(cluster, PVCS, claim("home-nobody", "ceph-rbd"))
+        await wait_for(lambda: node_of(cluster, "orphan"))  # the claim came and bound: the Pod is placed
+
+        create(cluster, CLASSES, {"metadata": {"name": "nowhere"}, "provisioner": "example.com/never"}, None)
+        create(cluster, PVCS, claim("stuck", "nowhere"))
+        create(cluster, PODS, with_claim("waiter", "stuck"))
+        await wait_for(lambda: events(cluster, "waiter", "FailedScheduling"))
+        condition = scheduled_condition(get(cluster, PODS, "waiter"))
+        assert condition["message"] == "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+        [pending] = events(cluster, "stuck", "ExternalProvisioning")
+        assert "external provisioner 'example.com/never'" in pending["message"]
+        assert get(cluster, PVCS, "stuck")["status"]["phase"] == "Pending"
+
+
+async def test_wait_for_first_consumer_claims_are_provisioned_for_the_chosen_node(tmp_path):
+    async with LocalCluster(state_dir=tmp_path, controllers=("scheduler", "storage")) as cluster:
+        create(cluster, CLASSES, {"metadata": {"name": "late"}, "provisioner": "rbd.csi.ceph.com",
+                                  "volumeBindingMode": "WaitForFirstConsumer"}, None)
+        create(cluster, PVCS, claim("home-late", "late"))
+        create(cluster, PODS, with_claim("latecomer", "home-late"))
+        await wait_for(lambda: node_of(cluster, "latecomer"))
+        pvc = get(cluster, PVCS, "home-late")
+        assert pvc["status"]["phase"] == "Bound"
+        assert pvc["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == node_of(cluster, "latecomer")
+        assert events(cluster, "latecomer", "FailedScheduling") == []

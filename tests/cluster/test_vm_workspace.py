@@ -359,21 +359,40 @@ def test_foreign_objects_are_refused_by_name():
 async def test_leftover_unplaced_vmi_is_cleared(kube):
     """A start interrupted while no node could take its VMI leaves one behind: the next start clears it."""
     from workspacespawner.backends.vm.effects import ensure_root_disk, ensure_vm
-    from workspacespawner.k8s.kubevirt import start_vm
 
     _thread, custom_api, _core_api = kube
     big = workspace(kube, gpus=16)
     await ensure_root_disk(custom_api, vmmanifests.make_root_datavolume(ident=big.ident, settings=big.settings), USER)
     await ensure_vm(custom_api, vmmanifests.make_virtual_machine(ident=big.ident, settings=big.settings), USER)
     await big.watch()
-    while not (big.observe()[2] or {}).get("status", {}).get("phase") == "Succeeded":
-        await asyncio.sleep(0.2)
-    await start_vm(custom_api.api_client, NS, big.ident.vm)
-    while (stored(kube, VMIS, big.ident.vm) or {}).get("status", {}).get("phase") != "Scheduling":
-        await asyncio.sleep(0.2)
+    await start_left_behind(kube, big, "Scheduling")
 
     small = workspace(kube)
     url = await small.start(env=hub_env("t"), command=COMMAND)
     assert (await fetch(url))["token"] == "t"
     assert "gpus" not in stored(kube, VMIS, small.ident.vm)["spec"]["domain"]["devices"]
     assert await small.stop() is True
+
+
+async def start_left_behind(kube, ws: VMWorkspace, phase: str) -> None:
+    """Start ``ws``'s VM as an interrupted start would have (its disk cloned first); return once its VMI is in ``phase``."""
+    from workspacespawner.k8s.kubevirt import start_vm
+
+    while not (ws.observe()[2] or {}).get("status", {}).get("phase") == "Succeeded":
+        await asyncio.sleep(0.2)
+    await start_vm(kube[1].api_client, NS, ws.ident.vm)
+    while (stored(kube, VMIS, ws.ident.vm) or {}).get("status", {}).get("phase") != phase:
+        await asyncio.sleep(0.2)
+
+
+async def test_a_start_retried_while_the_vm_boots_is_progress(kube):
+    """A start of this server that the hub lost (restarted mid-start) left its VM booting: the next start restarts it, with its own token."""
+    first = workspace(kube)
+    await first.watch()
+    await first._prepare(env=hub_env("t-first"), command=NEVER_LISTENS, home_mount_path="/home/jovyan", unix_user="jovyan",
+                         extra_labels=None, say=lambda message, percent: None)
+    await start_left_behind(kube, first, "Running")
+    retry = workspace(kube)
+    url = await retry.start(env=hub_env("t-retry"), command=COMMAND)
+    assert (await fetch(url))["token"] == "t-retry"
+    assert await retry.stop() is True

@@ -20,11 +20,10 @@ from datetime import UTC, datetime, timedelta
 
 import kubernetes
 import pytest
-import requests
 import sqlalchemy as sa
 
 from tests.support.helpers import get_object
-from tests.support.hubharness import CONFIG_D, Hub
+from tests.support.hubharness import CONFIG_D, Hub, login
 from tests.support.paths import REPO
 from tests.support.pgserver import fresh_database
 from workspacespawner.localcluster import ClusterThread
@@ -148,19 +147,6 @@ def test_cpu_start_is_metered_from_running_to_stop(hub, ledger, cluster):
     hub.stop_server("cy")
     [run] = runs_of(ledger, "cy")
     assert run.state == CLOSED and run.stopped > run.started
-
-
-def login(hub: Hub, name: str) -> requests.Session:
-    """A browser-like session logged in as ``name`` (the harness's dummy authenticator takes any password)."""
-    session = requests.Session()
-    session.get(f"{hub.url}/hub/login", timeout=30)
-    r = session.post(
-        f"{hub.url}/hub/login",
-        data={"username": name, "password": "x", "_xsrf": session.cookies.get("_xsrf")},
-        timeout=30,
-    )
-    assert r.ok, r.text
-    return session
 
 
 def test_a_server_that_died_on_its_own_is_closed_at_its_last_sighting(hub, ledger, cluster):

@@ -7,7 +7,11 @@ subresource, and the hub reaches JupyterLab in the guest; a file written in
 home survives a stop and start; stop leaves no VMI but keeps the VM,
 DataVolume, PVCs and Service; the second start writes a fresh API token;
 a VM GPU request no node can satisfy fails fast with the reason and leaves
-no VMI and every disk.
+no VMI and every disk; the phase is Stopped once a stop is done; a golden
+image that is not ready fails the start at once, named with CDI's reason,
+keeps the root DataVolume, and the next start after the fix clones and
+boots, with environment values holding line breaks and braces written for
+the guest as they are.
 """
 
 from __future__ import annotations
@@ -17,10 +21,13 @@ import time
 
 import kubernetes
 import pytest
+import yaml
 
 from tests.support.hubharness import CONFIG_D, Hub
+from workspacespawner.backends.vm.manifests import ENV_FILE
 from workspacespawner.core import names
 from workspacespawner.demo import GOLDEN_IMAGE
+from workspacespawner.localcluster.controllers.guest import parse_environment_file
 
 EXTRA_PROFILES = """
 c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
@@ -28,6 +35,12 @@ c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
         "display_name": "VM with too many GPUs",
         "slug": "vm-sixteen-gpus",
         "kubespawner_override": {"workspace_kind": "vm", "extra_resource_limits": {"nvidia.com/gpu": 16}},
+    },
+    {
+        "display_name": "VM from an image that is not ready",
+        "slug": "vm-broken-image",
+        "kubespawner_override": {"workspace_kind": "vm", "vm_golden_image": "broken-golden",
+                                 "environment": {"MOTD": "Welcome\\nto the lab\\n", "JSON": '{"a": 1}'}},
     },
 ]
 """
@@ -133,3 +146,48 @@ def test_disk_list_shows_a_stopped_vms_disks_as_stopped(hub, kube, cluster, caps
     assert disk.main(["list", "wes", "--json", "--kubeconfig", str(cluster.kubeconfig), "--namespace", "default"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert sorted((row["role"], row["phase"]) for row in rows) == [("home", "Stopped"), ("root", "Stopped")], rows
+
+
+def phase_of(obj: dict) -> str | None:
+    return (obj["metadata"].get("labels") or {}).get(names.PHASE_LABEL)
+
+
+def test_phase_is_stopped_after_a_stop(hub, kube):
+    core, custom = kube
+    hub.create_user("stella")
+    hub.start_server("stella", {"profile": "ubuntu-vm"})
+    [vmi] = vmis(custom, "stella")
+    vm_name = vmi["metadata"]["name"]
+    hub.stop_server("stella")
+    vm = custom.get_namespaced_custom_object("kubevirt.io", "v1", "default", "virtualmachines", vm_name)
+    assert phase_of(vm) == "Stopped", vm["metadata"].get("annotations")
+    dv = custom.get_namespaced_custom_object("cdi.kubevirt.io", "v1beta1", "default", "datavolumes", f"{vm_name}-root")
+    home = core.api_client.sanitize_for_serialization(core.read_namespaced_persistent_volume_claim("home-stella", "default"))
+    assert [phase_of(dv), phase_of(home)] == ["Stopped", "Stopped"]
+
+
+def test_golden_image_not_ready_is_named_and_the_next_start_clones(hub, kube):
+    core, custom = kube
+    namespace = GOLDEN_IMAGE[0]
+    custom.create_namespaced_custom_object("cdi.kubevirt.io", "v1beta1", namespace, "datasources", {
+        "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataSource", "metadata": {"name": "broken-golden"},
+        "spec": {"source": {"pvc": {"name": "no-such-image", "namespace": namespace}}},
+    })
+    hub.create_user("gwen")
+    r = hub.spawn("gwen", {"profile": "vm-broken-image"})
+    assert r.status_code == 503, r.text
+    message = r.json()["message"]
+    assert f"{namespace}/broken-golden is not ready (CloneWithoutSource: " in message and "no-such-image" in message
+    [dv] = custom.list_namespaced_custom_object(
+        "cdi.kubevirt.io", "v1beta1", "default", "datavolumes", label_selector=names.owner_selector("gwen"))["items"]
+    custom.patch_namespaced_custom_object("cdi.kubevirt.io", "v1beta1", namespace, "datasources", "broken-golden",
+                                          {"spec": {"source": {"pvc": {"name": GOLDEN_IMAGE[1], "namespace": namespace}}}})
+    hub.start_server("gwen", {"profile": "vm-broken-image"})
+    again = custom.get_namespaced_custom_object("cdi.kubevirt.io", "v1beta1", "default", "datavolumes", dv["metadata"]["name"])
+    assert again["metadata"]["uid"] == dv["metadata"]["uid"] and again["status"]["phase"] == "Succeeded"
+    [vmi] = vmis(custom, "gwen")
+    text = base64.b64decode(core.read_namespaced_secret(f"{vmi['metadata']['name']}-cloudinit", "default").data["userdata"]).decode()
+    env_file = next(f for f in yaml.safe_load(text)["write_files"] if f["path"] == ENV_FILE)["content"]
+    guest_env = parse_environment_file(env_file)
+    assert guest_env["MOTD"] == "Welcome\nto the lab\n" and guest_env["JSON"] == '{"a": 1}'
+    hub.stop_server("gwen")

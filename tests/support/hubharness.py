@@ -6,6 +6,7 @@ messages that reach the user, servers reached through the proxy.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import socket
@@ -158,6 +159,31 @@ class Hub:
         headers = {"Authorization": f"token {self.token}"}
         url = f"{self.url}/user/{requests.utils.quote(name, safe='')}/{path.lstrip('/')}"
         return requests.request(method, url, headers=headers, timeout=60, **kwargs)
+
+
+@contextlib.contextmanager
+def core_v1(cluster):
+    """A synchronous ``kubernetes`` CoreV1Api on ``cluster`` (anything with a ``kubeconfig`` path), closed after use."""
+    import kubernetes
+
+    client = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
+    try:
+        yield kubernetes.client.CoreV1Api(client)
+    finally:
+        client.close()
+
+
+def login(hub: Hub, name: str) -> requests.Session:
+    """A browser-like session logged in as ``name`` (the harness's dummy authenticator takes any password)."""
+    session = requests.Session()
+    session.get(f"{hub.url}/hub/login", timeout=30)
+    r = session.post(
+        f"{hub.url}/hub/login",
+        data={"username": name, "password": "x", "_xsrf": session.cookies.get("_xsrf")},
+        timeout=30,
+    )
+    assert r.ok, r.text
+    return session
 
 
 def progress_messages(hub: Hub, name: str) -> list[str]:

@@ -29,7 +29,7 @@ def test_config_sections_are_jupyterhubs_and_ours_only():
 
 
 def test_settings_of_the_trait_classes_are_workspacespawners():
-    assert {"vm_golden_image", "team_folders", "home_size", "retention_days", "workspace_kind", "ide"} <= set(OURS)
+    assert {"vm_golden_image", "team_folders", "home_size", "retention_days", "workspace_kind", "ide", "claim_binding_timeout"} <= set(OURS)
 
 
 @pytest.mark.parametrize("name", OURS)

@@ -288,6 +288,21 @@ def test_odd_values_survive_yaml_and_systemd_quoting(user):
     assert [systemd_unescape(word) for word in unit.exec_start] == argv
 
 
+MULTILINE = {
+    "MOTD": "Welcome\n\nto the lab\n",
+    "QUOTED": "it's\r\n  \"two\" $lines\\\n",
+    "LOOKS_LIKE_A_KEY": "x\nJUPYTERHUB_API_TOKEN=not-a-token\n",
+}
+
+
+def test_line_breaks_reach_the_guest_byte_for_byte():
+    env = dict(ENV, **MULTILINE)
+    secret = make_cloudinit_secret(ident=ident_for(), env=env, command=singleuser_command(["jupyterhub-singleuser"]))
+    assert parse_environment_file(guest_files(secret)[ENV_FILE]["content"]) == env
+    blanked = dict(secret, data=without_api_token(secret))
+    assert parse_environment_file(guest_files(blanked)[ENV_FILE]["content"]) == dict(env, JUPYTERHUB_API_TOKEN="")
+
+
 def systemd_env_line(line: str) -> tuple[str, str]:
     """One ``KEY=value`` line as systemd's EnvironmentFile parser (src/basic/env-file.c) reads our quoting.
 
@@ -312,7 +327,7 @@ def test_systemd_quoting():
     assert env_file_line("A", "it's $x") == 'A="it\'s \\$x"'
     assert exec_start(["a", "b c", "100%", "$HOME"]) == 'a "b c" "100%%" "$$HOME"'
     assert shlex.split(exec_start(["x", 'q"uote'])) == ["x", 'q"uote']
-    for bad in (lambda: env_file_line("A", "two\nlines"), lambda: env_file_line("1A", "x"), lambda: exec_start([]),
+    for bad in (lambda: env_file_line("A", "nul\0"), lambda: env_file_line("1A", "x"), lambda: exec_start([]),
                 lambda: exec_start(["a\nb"])):
         with pytest.raises(ValueError):
             bad()

@@ -181,3 +181,30 @@ def team_selector() -> str:
 def scratch_labels() -> dict[str, str]:
     """Labels of a scratch volume's claim (a generic ephemeral volume, deleted with its Pod): no owner label."""
     return {MANAGED_BY_LABEL: MANAGED_BY, DISK_LABEL: SCRATCH_DISK}
+
+
+#: A ``{field}`` placeholder of kubespawner's templates (str.format fields with no format spec).
+_PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+def expand_with_literal_braces(template: str, expand) -> str:
+    """``template`` expanded by ``expand`` (kubespawner's ``_expand_user_properties``), literal braces kept.
+
+    ``expand`` is ``str.format`` over kubespawner's fields, which raises
+    KeyError/ValueError/IndexError on a brace that is not a field (a JSON
+    value, ``${HOME}``). Such a template is expanded piece by piece instead:
+    each ``{field}`` that ``expand`` knows is replaced, everything else
+    (unknown fields, lone and doubled braces) stays as written. Returns str.
+    """
+    try:
+        return expand(template)
+    except (KeyError, ValueError, IndexError, AttributeError):
+        pass
+
+    def one(match: re.Match) -> str:
+        try:
+            return expand(match.group(0))
+        except (KeyError, ValueError, IndexError, AttributeError):
+            return match.group(0)
+
+    return _PLACEHOLDER.sub(one, template)

@@ -16,8 +16,8 @@ EVENT_STEPS = {
     "Started": "Server starting",
     "BackOff": "The server keeps failing to start: {message}",
     "Failed": "Start failed: {message}",
-    "FailedMount": "Waiting for the home volume to attach: {message}",
-    "FailedAttachVolume": "Waiting for the home volume to attach: {message}",
+    "FailedMount": "Waiting for a volume to be mounted: {message}",
+    "FailedAttachVolume": "Waiting for a volume to attach: {message}",
 }
 
 

@@ -45,6 +45,28 @@ async def call(fn, *args, **kwargs):
         await asyncio.sleep(delay)
 
 
+def outage_error(error: BaseException) -> WorkspaceError | None:
+    """A start's failure in words when ``error`` says the API server is unwell or unreachable (after :func:`call`'s retries), else None.
+
+    A transient status (:data:`TRANSIENT_STATUSES`: 429, 5xx) or a
+    connection error: 503, ``reason="kubernetes-api"``. Anything else
+    (a refusal, a bug) is not an outage: None.
+    """
+    if isinstance(error, ApiException) and error.status in TRANSIENT_STATUSES:
+        detail = f"{error.status} {error.reason}"
+    elif isinstance(error, aiohttp.ClientError):
+        detail = type(error).__name__
+    else:
+        return None
+    return WorkspaceError(
+        f"The cluster's API server is not answering ({detail}), so nothing was started and no disk was changed. "
+        "Please try again in a few minutes.",
+        reason="kubernetes-api",
+        status_code=503,
+        log_message=f"Kubernetes API outage during a start: {detail}",
+    )
+
+
 def core_accessors(core_api, kind: str, manifest: dict) -> tuple[Callable[[], Awaitable[dict]], Callable[[], Awaitable[dict]]]:
     """``(read, create)`` for :func:`ensure_owned`: the core/v1 object of ``manifest`` as a plain dict.
 

@@ -17,7 +17,10 @@ it a small adapter with those three bound; the watch protocol and the cache
 kubespawner's, unchanged.
 
 Unlike kubespawner's ``_start_reflector``, a reflector that gives up never
-exits the process: the next :func:`shared_reflector` call starts a new one.
+exits the process: the next :func:`shared_reflector` call starts a new one
+(:func:`alive`); ``WorkspaceSpawner`` does the same for kubespawner's own
+Pod and Event reflectors. A 410 Gone on a watch resume (history compacted)
+makes the reflector list again, as kubespawner's does.
 """
 
 from __future__ import annotations
@@ -133,9 +136,19 @@ def _key(reflector_class, namespace: str) -> tuple[str, str]:
     return (getattr(reflector_class, "registry_name", None) or reflector_class.kind, namespace)
 
 
-def _usable(reflector, loop) -> bool:
+def alive(reflector) -> bool:
+    """Whether a reflector's watch still runs: not one whose watch gave up (kubespawner's ends after ~50 s of errors) or ended.
+
+    A reflector not started yet counts as alive (its start is under way).
+    The cache of a reflector that is not alive is frozen: it must be
+    replaced, never read.
+    """
     task = reflector.watch_task
-    return getattr(reflector, "_loop", None) is loop and not (task is not None and task.done())
+    return not (task is not None and task.done())
+
+
+def _usable(reflector, loop) -> bool:
+    return getattr(reflector, "_loop", None) is loop and alive(reflector)
 
 
 async def shared_reflector(reflector_class: type[NamespacedResourceReflector], namespace: str, **kwargs):
@@ -184,9 +197,9 @@ async def stop_all() -> None:
 
 
 def compute_caches() -> list | None:
-    """The watch caches of every Pod (kubespawner's) and VMI (ours) reflector; None until each has loaded."""
+    """The watch caches of every Pod (kubespawner's) and VMI (ours) reflector; None until each has loaded, or when one gave up."""
     caches = [r for (name, _ns), r in list(_reflectors.items()) if name == "pods"]
     caches += shared_reflectors(VirtualMachineInstanceReflector)
-    if not caches or not all(r.first_load_future.done() for r in caches):
-        return None
+    if not caches or not all(r.first_load_future.done() and alive(r) for r in caches):
+        return None  # a frozen cache is no answer
     return caches

@@ -38,6 +38,7 @@ import random
 from decimal import Decimal
 
 from .kinds import Kind
+from .resourcequota import admit_claim
 from .validation import parse_quantity
 
 #: Service cluster IPs are loopback addresses, so the local cluster's service proxy can listen on them.
@@ -294,7 +295,8 @@ def apply_defaults(kind: Kind, obj: dict, store, *, creating: bool) -> None:
 
     ``creating`` is True on create, when admission plugins that act only on
     create (DefaultStorageClass, StorageObjectInUseProtection) run too and a
-    Pod gets its ``status.qosClass``.
+    Pod gets its ``status.qosClass``. A claim then passes ResourceQuota
+    (:mod:`.resourcequota`; 403 when it would exceed a quota).
     """
     if kind.group != "":
         return
@@ -312,6 +314,8 @@ def apply_defaults(kind: Kind, obj: dict, store, *, creating: bool) -> None:
     if creating and kind.kind == "PersistentVolumeClaim":
         _admit_pvc(obj, store)
         _add_finalizer(obj, PVC_PROTECTION)
+    if kind.kind == "PersistentVolumeClaim":
+        admit_claim(obj, store)  # ResourceQuota: a validating plugin, after the mutating ones
     if creating and kind.kind == "PersistentVolume":
         _add_finalizer(obj, PV_PROTECTION)
 

@@ -54,6 +54,7 @@ RETURNS_DELETED_OBJECT = frozenset(
         ("", "persistentvolumes"),
         ("", "services"),
         ("", "namespaces"),
+        ("", "resourcequotas"),
         ("storage.k8s.io", "storageclasses"),
     }
 )

@@ -540,6 +540,15 @@ class Store:
         self._watches.add(watch)
         return watch
 
+    def compact(self) -> None:
+        """Forget the change history, as etcd's compaction does: a watch resuming from any older resourceVersion gets 410 Gone."""
+        self._history.clear()
+
+    def close_watches(self) -> None:
+        """End every open watch stream (an API server restart drops them; clients resume from their last resourceVersion)."""
+        for watch in list(self._watches):
+            watch.close()
+
     @property
     def open_watches(self) -> int:
         """How many watches are open (tests check that closed connections close theirs)."""

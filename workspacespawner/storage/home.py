@@ -14,10 +14,14 @@ from __future__ import annotations
 import logging
 import string
 
+from kubernetes_asyncio.client.rest import ApiException
+
 from workspacespawner.core import names
+from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.k8s.admission import exceeded_quota
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.k8s.owned import core_accessors, ensure_owned
-from workspacespawner.workspace.disks import choose_home
+from workspacespawner.workspace.disks import home_candidates
 
 log = logging.getLogger("workspacespawner")
 
@@ -73,10 +77,23 @@ async def ensure_home_pvc(core_api, manifest: dict, user_name: str) -> dict:
     call when the PVC exists, the common case), creates on 404, and re-reads
     on a 409 from a concurrent create; transient API errors are retried.
     Raises :class:`WorkspaceError` (``reason="home-volume"``) when the PVC
-    exists but is not ours or is another user's; other API errors propagate.
+    exists but is not ours or is another user's, and (403,
+    ``reason="storage-quota"``) when the namespace's ResourceQuota refuses
+    the create, naming the quota and its numbers (an existing home is only
+    read, never re-created, so a full quota never blocks its owner); other
+    API errors propagate.
     """
     read, create = core_accessors(core_api, "persistent_volume_claim", manifest)
-    pvc, created = await ensure_owned(read=read, create=create, user_name=user_name, what="home volume", reason="home-volume")
+    try:
+        pvc, created = await ensure_owned(read=read, create=create, user_name=user_name, what="home volume", reason="home-volume")
+    except ApiException as e:
+        refused = exceeded_quota(e)
+        if refused is None:
+            raise
+        namespace = manifest["metadata"]["namespace"]
+        log.warning("Home PVC %s/%s for %s refused by ResourceQuota %s", namespace, manifest["metadata"]["name"], user_name,
+                    refused.quota)
+        raise WorkspaceError(refused.sentence(namespace, "your new home volume"), reason="storage-quota", status_code=403) from None
     if created:
         log.info("Created home PVC %s/%s for %s", manifest["metadata"]["namespace"], manifest["metadata"]["name"], user_name)
     return pvc
@@ -93,16 +110,38 @@ def home_is_shared(template: str, server_name: str) -> bool:
     """Whether named server ``server_name``'s home is the default server's too: ``template`` names no server field."""
     if not server_name:
         return False
-    fields = {name for _text, name, _spec, _conv in string.Formatter().parse(template) if name}
-    return not fields & SERVER_FIELDS
+    return not template_fields(template) & SERVER_FIELDS
 
 
-async def find_home(kube, *, namespace: str, user_name: str, slot: str) -> str:
-    """The name of the home PVC serving ``slot`` (the template's name) for ``user_name``: a restored one keeps the slot.
+def template_fields(template: str) -> set[str]:
+    """The field names of a kubespawner name template (``"home-{username}"``: ``{"username"}``)."""
+    return {name for _text, name, _spec, _conv in string.Formatter().parse(template) if name}
 
-    ``kube``: a :class:`~workspacespawner.k8s.api.Kube`. Lists the user's
-    home PVCs by owner label; ``slot`` itself when none serves it yet.
+
+async def find_home(kube, *, namespace: str, user_name: str, slot: str, template: str, server: str) -> str:
+    """The name of ``user_name``'s home PVC for ``slot`` (the template's name for it), found by owner and slot.
+
+    ``kube``: a :class:`~workspacespawner.k8s.api.Kube`; ``template``: the
+    ``home_pvc_name_template`` that gave ``slot``; ``server``: the JupyterHub
+    server name (``""`` default). Lists the user's PVCs by owner label and
+    picks with :func:`~workspacespawner.workspace.disks.home_candidates`: a
+    home made under an older template, or under another name with the
+    user's owner labels, is kept (z2jh#3536); ``slot`` itself when the user
+    has none, so a template change names only new disks. Raises
+    :class:`WorkspaceError` (409, ``reason="home-volume"``) naming both
+    PVCs when two could serve the slot: that is for an admin to settle.
     """
-    selector = f"{names.owner_selector(user_name)},{names.DISK_LABEL}={names.HOME_DISK}"
-    found = choose_home(await kube.list(PVC, namespace, labels=selector), user_name, slot)
-    return found["metadata"]["name"] if found else slot
+    shared = not template_fields(template) & SERVER_FIELDS
+    pvcs = await kube.list(PVC, namespace, labels=names.owner_selector(user_name))
+    found = home_candidates(pvcs, user_name, slot, server=None if shared else server)
+    if len(found) > 1:
+        both = " and ".join(p["metadata"]["name"] for p in found)
+        raise WorkspaceError(
+            f"More than one home volume could be yours: {both}. Nothing was started and no disk was changed; "
+            "please ask an administrator to retire the one you do not use.",
+            reason="home-volume",
+            status_code=409,
+        )
+    if found and found[0]["metadata"]["name"] != slot:
+        log.info("Home of %s for %s is %s (made under another name)", user_name, slot, found[0]["metadata"]["name"])
+    return found[0]["metadata"]["name"] if found else slot

@@ -7,7 +7,7 @@ nothing else, and the start-up check sees every one of them.
 
 from __future__ import annotations
 
-from traitlets import Dict, HasTraits, List, TraitError, Unicode, validate
+from traitlets import Dict, Float, HasTraits, List, TraitError, Unicode, validate
 
 from workspacespawner.config.traittypes import Quantity
 from workspacespawner.storage import tiers
@@ -49,6 +49,22 @@ class HomeTraits(HasTraits):
         ["ReadWriteOnce"],
         config=True,
         help="""accessModes of the home PVC; Ceph RBD filesystems are ``["ReadWriteOnce"]``.""",
+    )
+
+    claim_binding_timeout = Float(
+        30.0,
+        min=1,
+        max=3600,
+        config=True,
+        help="""Seconds a start waits for each volume claim its workspace mounts to be Bound, before failing with the claim named.
+
+        The failure names the claim, its StorageClass and the claim's last
+        Event (say, a provisioner that never acts), instead of waiting out
+        ``start_timeout``. A claim of a ``WaitForFirstConsumer`` class is
+        timed from when the scheduler chose a node for the workspace (it
+        binds only then); a claim that does not exist fails the start at
+        once.
+        """,
     )
 
     home_mount_path = Unicode(

@@ -110,6 +110,38 @@ def choose_home(pvcs: list[dict], user_name: str, slot: str) -> dict | None:
     return max(retained, key=_since) if retained else None
 
 
+def is_home_disk(pvc: dict) -> bool:
+    """Whether a PVC is a home disk: its disk label says ``home``, or it has no disk label (made by hand with owner labels)."""
+    return (_meta(pvc).get("labels") or {}).get(names.DISK_LABEL, names.HOME_DISK) == names.HOME_DISK
+
+
+def serves_server(pvc: dict, server: str) -> bool:
+    """Whether a home PVC last served JupyterHub server ``server`` (``""``: the default; a PVC with no phase record serves it)."""
+    status = Status.from_object(pvc)
+    return (status.server if status else "") == server
+
+
+def home_candidates(pvcs: list[dict], user_name: str, slot: str, *, server: str | None) -> list[dict]:
+    """``user_name``'s homes that could serve ``slot`` (pure): the one of that slot, else one per other slot.
+
+    Homes are found by owner (:func:`~.names.owned_by`) and slot, never by
+    name alone: a home of ``slot`` itself is the only candidate
+    (:func:`choose_home`). Without one, the user's homes of other slots (a
+    template changed since they were made, or a PVC an admin made with the
+    user's owner labels under another name) are candidates, one per slot,
+    when they last served ``server`` (None: any server, for a template
+    shared by all of a user's servers). A caller refuses two or more;
+    ``[]``: a new home is made for ``slot``.
+    """
+    own = [p for p in pvcs if names.owned_by(_meta(p), user_name) and is_home_disk(p)]
+    found = choose_home(own, user_name, slot)
+    if found is not None:
+        return [found]
+    others = {slot_of(p) for p in own if server is None or serves_server(p, server)}
+    chosen = (choose_home(own, user_name, other) for other in sorted(others))
+    return [p for p in chosen if p is not None]
+
+
 def _size(nbytes: int, given: str) -> str:
     """Bytes in the unit of the size the admin or profile gave, with GiB after it unless that unit is Gi."""
     text = in_unit_of(nbytes, given)

@@ -28,7 +28,7 @@ from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s import events
 from workspacespawner.k8s.models import to_model
-from workspacespawner.storage import home, tiers
+from workspacespawner.storage import binding, home, tiers
 from workspacespawner.storage.prepare import PreparedTiers
 from workspacespawner.workspace.lifecycle import Observed, Status, WorkspaceRef
 
@@ -42,6 +42,7 @@ class ContainerBackend(Backend):
         self.spawner = spawner
         self.tiers: PreparedTiers | None = None
         self._status = ContainerStatus()
+        self._claims: asyncio.Future | None = None  # the Pod's claim names, once its manifest is built
 
     def ref(self, *, home_pvc: str | None, fresh: bool = False) -> WorkspaceRef:
         s = self.spawner
@@ -62,15 +63,34 @@ class ContainerBackend(Backend):
         """Nothing of its own: a container's Pods are covered by the generic fence."""
 
     async def start(self, ctx: StartContext) -> str:
-        """kubespawner's Pod start (its manifest passes through :meth:`add_workspace_volumes`)."""
+        """kubespawner's Pod start (its manifest passes through :meth:`add_workspace_volumes`), its claims bound in time.
+
+        Next to kubespawner's wait for the Pod, the Pod's volume claims are
+        watched (:func:`~workspacespawner.storage.binding.wait_bound`, within
+        ``claim_binding_timeout``): a claim missing or not bound in time
+        fails the start with the claim named.
+        """
         self.tiers = ctx.tiers
+        self._claims = asyncio.get_running_loop().create_future()
         ctx.say("Starting your server")
         spawner = self.spawner
         spawner._options_loaded = True  # kubespawner's _start loads them again: keep this resolution
+        pod_start = asyncio.ensure_future(KubeSpawner._start(spawner))
+        claims_bound = asyncio.ensure_future(self._claims_bound())
         try:
-            return await KubeSpawner._start(spawner)
+            await asyncio.wait({pod_start, claims_bound}, return_when=asyncio.FIRST_COMPLETED)
+            if claims_bound.done() and claims_bound.exception() is not None:
+                raise claims_bound.exception()
+            return await pod_start
         finally:
             spawner._options_loaded = False
+            for task in (pod_start, claims_bound):
+                task.cancel()
+
+    async def _claims_bound(self) -> None:
+        s = self.spawner
+        claims = await self._claims
+        await binding.wait_bound(s.api, namespace=s.namespace, claims=claims, deadline=s.claim_binding_timeout)
 
     async def stop(self, now: bool = False) -> None:
         """Delete the Pod this stop knows, by uid, and wait until that Pod is gone (kubespawner's waiting).
@@ -177,6 +197,9 @@ class ContainerBackend(Backend):
         added = {c["name"] for c in additions.init_containers}
         init = [c for c in pod.spec.init_containers or [] if _name(c) not in added]
         pod.spec.init_containers = init + [to_model("V1Container", c) for c in additions.init_containers] or None
+        claims = [claim for claim in map(_claim_name, pod.spec.volumes) if claim]
+        if self._claims is not None and not self._claims.done():
+            self._claims.set_result(claims)
         pod.metadata.labels = {**(pod.metadata.labels or {}), **names.owner_labels(user_name)}
         pod.metadata.annotations = {**(pod.metadata.annotations or {}), **names.owner_annotations(user_name)}
         return pod
@@ -186,6 +209,8 @@ class ContainerBackend(Backend):
         if pod is None or "deletionTimestamp" in pod["metadata"]:
             return
         unschedulable = progress.unschedulable_reason(pod)
+        if unschedulable and progress.waits_for_claims(unschedulable):
+            unschedulable = None  # the claims' own wait names them (see start)
         if unschedulable and fail_fast_unschedulable and not events.scale_up_triggered(pod_events):
             raise WorkspaceError(events.no_node_message(unschedulable), reason="unschedulable", status_code=503)
         failure = progress.container_failure(pod)
@@ -196,6 +221,14 @@ class ContainerBackend(Backend):
 
 def _name(obj) -> str | None:
     return obj.get("name") if isinstance(obj, dict) else getattr(obj, "name", None)
+
+
+def _claim_name(volume) -> str | None:
+    """The claim a Pod volume mounts, or None: a ``V1Volume`` (whose source kubespawner may leave a dict) or its dict."""
+    source = volume.get("persistentVolumeClaim") if isinstance(volume, dict) else getattr(volume, "persistent_volume_claim", None)
+    if isinstance(source, dict):
+        return source.get("claimName") or source.get("claim_name")
+    return getattr(source, "claim_name", None)
 
 
 def _uid(pod: dict | None) -> str | None:

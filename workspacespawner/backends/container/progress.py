@@ -21,6 +21,16 @@ def unschedulable_reason(pod: dict | None) -> str | None:
     return None
 
 
+def waits_for_claims(message: str) -> bool:
+    """Whether a scheduler refusal is about the Pod's volume claims (missing or unbound), not about nodes.
+
+    kube-scheduler's VolumeBinding reasons all name a
+    ``persistentvolumeclaim``; such a Pod is placed once its claims are
+    there and bound (:mod:`workspacespawner.storage.binding` times that).
+    """
+    return "persistentvolumeclaim" in message.lower()
+
+
 #: Container waiting reasons that will not fix themselves within a start.
 FATAL_WAITING = {
     "ErrImagePull": "image-pull",

@@ -454,14 +454,16 @@ def env_file_line(key: str, value: str) -> str:
     """One ``KEY=value`` line of a systemd ``EnvironmentFile=``, quoted so systemd reads ``value`` back exactly.
 
     Single quotes take everything literally; a value holding ``'`` is
-    double-quoted with ``\\``, ``"``, ``$`` and backquote escaped. Keys
-    must be environment variable names; values may not hold a newline or
-    NUL (systemd would split them). Raises ValueError otherwise.
+    double-quoted with ``\\``, ``"``, ``$`` and backquote escaped. Inside
+    either quotes systemd keeps line breaks (src/basic/env-file.c), so a
+    multi-line value is one quoted assignment over several lines. Keys must
+    be environment variable names and values may not hold NUL (a C string
+    cannot carry it); ValueError otherwise.
     """
     if not _ENV_KEY.fullmatch(key):
         raise ValueError(f"{key!r} is not an environment variable name")
-    if "\n" in value or "\r" in value or "\0" in value:
-        raise ValueError(f"the value of {key} holds a line break or NUL")
+    if "\0" in value:
+        raise ValueError(f"the value of {key} holds a NUL character")
     if "'" not in value:
         return f"{key}='{value}'"
     escaped = re.sub(r'([\\"$`])', r"\\\1", value)
@@ -589,17 +591,22 @@ def without_api_token(secret: dict) -> dict | None:
     for entry in files if isinstance(files, list) else []:
         if not (isinstance(entry, dict) and entry.get("path") == ENV_FILE and isinstance(entry.get("content"), str)):
             continue
-        lines = []
-        for line in entry["content"].splitlines():
-            key = line.split("=", 1)[0]
-            if key in TOKEN_VARIABLES and line != env_file_line(key, ""):
-                line, changed = env_file_line(key, ""), True
-            lines.append(line)
-        entry["content"] = "".join(f"{line}\n" for line in lines)
+        blanked = _ENV_ASSIGNMENT.sub(_blank_token_assignment, entry["content"])
+        changed = changed or blanked != entry["content"]
+        entry["content"] = blanked
     if not changed:
         return None
     data[USERDATA_KEY] = base64.b64encode(userdata_text(config).encode("utf-8")).decode("ascii")
     return data
+
+
+#: One assignment as :func:`env_file_line` writes it, at the start of a line (a quoted value may span lines).
+_ENV_ASSIGNMENT = re.compile(r"""^([A-Za-z_][A-Za-z0-9_]*)=('[^']*'|"(?:[^"\\]|\\.)*")$""", re.MULTILINE | re.DOTALL)
+
+
+def _blank_token_assignment(match: re.Match) -> str:
+    key = match.group(1)
+    return env_file_line(key, "") if key in TOKEN_VARIABLES else match.group(0)
 
 
 class _CloudConfigDumper(yaml.SafeDumper):

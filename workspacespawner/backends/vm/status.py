@@ -108,9 +108,42 @@ def datavolume_failure(dv: dict | None) -> Failure | None:
     )
 
 
+#: CDI's reason (condition ``Bound``, a Warning Event) for a clone whose source, the DataSource's PVC or snapshot, is not there.
+CLONE_WITHOUT_SOURCE = "CloneWithoutSource"
+
+
+def golden_image_not_ready(dv: dict | None) -> Failure | None:
+    """A :class:`Failure` (``golden-image``) when CDI waits on the golden image a DataVolume clones from (CDI#2571).
+
+    CDI leaves such a DataVolume ``Pending`` with condition ``Bound``
+    reason ``CloneWithoutSource``, and clones as soon as the image is there;
+    the start fails at once with the image (the ``spec.sourceRef``
+    DataSource) and CDI's reason named, and keeps the DataVolume.
+    """
+    if dv is None or _status(dv).get("phase") not in (None, "", "Pending"):
+        return None
+    bound = condition(dv, "Bound") or {}
+    if bound.get("reason") != CLONE_WITHOUT_SOURCE:
+        return None
+    ref = (dv.get("spec") or {}).get("sourceRef") or {}
+    namespace = ref.get("namespace") or (dv.get("metadata") or {}).get("namespace", "")
+    image = f"{namespace}/{ref['name']}" if ref.get("name") else "of this profile"
+    return Failure(
+        "golden-image",
+        f"The system image {image} is not ready ({CLONE_WITHOUT_SOURCE}: {_sentence(bound.get('message') or 'no source')}), "
+        "so your root disk cannot be made yet. Your disks are kept; please ask an administrator to fix the image, "
+        "then start again.",
+    )
+
+
 def vmi_terminating(vmi: dict | None) -> bool:
     """Whether the VMI is being deleted."""
     return bool(vmi and (vmi.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def vmi_ready(vmi: dict | None) -> bool:
+    """Whether the VMI's guest is up and its server answers (condition ``Ready`` True)."""
+    return vmi is not None and _condition_is(vmi, "Ready", "True") is not None
 
 
 def vmi_active(vmi: dict | None) -> bool:

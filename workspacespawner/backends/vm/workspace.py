@@ -68,7 +68,9 @@ log = logging.getLogger("workspacespawner")
 
 VMIS = VMI.gvp
 #: HTTP status of the start failure for each reason word (default 500).
-FAILURE_STATUS = {"unschedulable": 503, "already-running": 409, "node-unreachable": 409, "still-stopping": 409}
+FAILURE_STATUS = {
+    "unschedulable": 503, "already-running": 409, "node-unreachable": 409, "still-stopping": 409, "golden-image": 503,
+}
 
 Progress = Callable[[str, "float | None"], None]
 
@@ -193,11 +195,13 @@ class VMWorkspace:
 
         No VMI: fine. A VMI on a node that is not Ready (or deleted): refused
         (``node-unreachable``) whatever its phase, since its virt-launcher
-        may still hold the disk. A VMI placed on a node and running there:
-        refused (``already-running``). One that never reached a node (left
-        by an interrupted start), has finished, or is shutting down: the VM
-        is stopped and the start waits up to ``stop_timeout`` for it to go
-        (else ``still-stopping``).
+        may still hold the disk. A VMI whose guest is up (``Ready``): refused
+        (``already-running``). One still booting (an earlier start of this
+        same server, interrupted or retried: the VM is this server's alone),
+        one that never reached a node, has finished, or is shutting down:
+        the VM is stopped and the start waits up to ``stop_timeout`` for it
+        to go (else ``still-stopping``), then boots it afresh with this
+        start's cloud-init (its API token).
         """
         vmi = await self._read_vmi()
         if vmi is None:
@@ -212,7 +216,7 @@ class VMWorkspace:
                 "was started. Please ask an administrator to confirm that the node is down.",
             )
         placed = bool(node) and status.get("phase") not in (None, "", "Pending", "Scheduling")
-        if placed and vmstatus.vmi_active(vmi) and not vmstatus.vmi_terminating(vmi):
+        if placed and vmstatus.vmi_active(vmi) and not vmstatus.vmi_terminating(vmi) and vmstatus.vmi_ready(vmi):
             raise self._failure(
                 "already-running",
                 f"Your workspace's virtual machine is already running ({status.get('phase') or 'Pending'}"
@@ -302,13 +306,13 @@ class VMWorkspace:
         self.url = f"http://{cluster_ip}:{vmmanifests.JUPYTER_PORT}"
 
     async def _wait_for_disk(self, deadline: float, say: Progress) -> None:
-        """Wait until the root DataVolume is usable, showing the clone's progress; fail on a Failed clone."""
+        """Wait until the root DataVolume is usable, showing the clone's progress; fail on a Failed clone or a golden image not ready."""
         last = None
 
         def check():
             nonlocal last
             dv = self.observe()[2]
-            failure = vmstatus.datavolume_failure(dv)
+            failure = vmstatus.datavolume_failure(dv) or vmstatus.golden_image_not_ready(dv)
             if failure is not None or vmstatus.datavolume_usable(dv):
                 return failure or True
             if dv is not None:

@@ -26,8 +26,11 @@ Event ``Scheduled``; a Pod that fits nowhere gets ``PodScheduled=False``
 (``Unschedulable``) and a ``FailedScheduling`` Warning worded as
 kube-scheduler's, e.g. ``0/2 nodes are available: 1 Insufficient
 nvidia.com/gpu, 1 node(s) didn't match Pod's node affinity/selector.``
-(without the preemption postscript). Unschedulable Pods are retried when
-Nodes change or resources are freed.
+(without the preemption postscript). Before that, a Pod's claims must allow
+it (:mod:`.volumebinding`: none missing, none unbound unless it binds
+``WaitForFirstConsumer``, which is then provisioned for the chosen node
+before the Pod is bound). Unschedulable Pods are retried when Nodes change,
+resources are freed or one of their claims changes.
 
 KubeVirt VMIs stand for their virt-launcher Pods: a VMI in phase
 ``Scheduling`` is placed likewise (``status.nodeName``, phase ``Scheduled``,
@@ -63,7 +66,8 @@ from ..store import rfc3339
 from ..validation import parse_quantity
 from ..version import GIT_VERSION
 from .base import Controller
-from .refs import NODES, PODS, VMIS, get_or_none
+from .refs import NODES, PODS, PVCS, VMIS, get_or_none
+from .volumebinding import claims_problem, pod_claims, select_node
 
 log = logging.getLogger("workspacespawner.localcluster.scheduler")
 
@@ -305,7 +309,7 @@ class Scheduler(Controller):
     """Places Pods and VMIs on the cluster's Nodes (see the module docstring)."""
 
     name = "scheduler"
-    watches = (PODS, VMIS, NODES)
+    watches = (PODS, VMIS, NODES, PVCS)
 
     def __init__(self, cluster):
         super().__init__(cluster)
@@ -346,7 +350,9 @@ class Scheduler(Controller):
 
     async def reconcile(self, kind, obj, deleted) -> None:
         phase = (obj.get("status") or {}).get("phase")
-        if kind.key == NODES or deleted or phase in TERMINATED:
+        if kind.key == PVCS:
+            self._retry_claimants(obj)
+        elif kind.key == NODES or deleted or phase in TERMINATED:
             self._retry_all()  # capacity changed or was freed
         elif self._waiting(kind.key, obj):
             self._schedule(kind.key, obj, retry=False)
@@ -370,6 +376,15 @@ class Scheduler(Controller):
                 if self._waiting(key, obj):
                     self._schedule(key, copy.deepcopy(obj), retry=True)
 
+    def _retry_claimants(self, pvc: dict) -> None:
+        """Try again the waiting Pods that use claim ``pvc`` (created, bound or deleted)."""
+        meta = pvc["metadata"]
+        for pod in self.store.objects(self.store.kind(*PODS)):
+            if pod["metadata"]["namespace"] == meta["namespace"] and self._waiting(PODS, pod) and any(
+                name == meta["name"] for name, _ephemeral in pod_claims(pod)
+            ):
+                self._schedule(PODS, copy.deepcopy(pod), retry=True)
+
     def _usage(self) -> dict[str, dict]:
         """Per node: the summed requests of the non-terminated Pods and VMIs placed there."""
         nodes = {n["metadata"]["name"]: _resources(n.get("status", {}).get("allocatable")) for n in self.store.objects(self.store.kind(*NODES))}
@@ -386,6 +401,13 @@ class Scheduler(Controller):
         return usage
 
     def _schedule(self, key, obj: dict, *, retry: bool) -> None:
+        waiting_claims: list[dict] = []
+        if key == PODS:
+            problem, waiting_claims = claims_problem(self.store, obj)
+            if problem:
+                nodes = self.store.objects(self.store.kind(*NODES))
+                self._unschedulable(key, obj, f"0/{len(nodes)} nodes are available: {problem}.", retry)
+                return
         requests = pod_requests(obj) if key == PODS else vmi_requests(obj)
         spec = obj.get("spec") or {}
         tolerations = None if key == PODS else vmi_tolerations(obj)
@@ -400,6 +422,9 @@ class Scheduler(Controller):
                 fits.append(node)
         if fits:
             best = max(fits, key=lambda n: (self._free_share(n, usage), n["metadata"]["name"]))
+            if waiting_claims:  # bound once its claims are (a claim's change retries it)
+                select_node(self.store, waiting_claims, best["metadata"]["name"])
+                return
             self._bind(key, obj, best["metadata"]["name"])
         else:
             self._unschedulable(key, obj, unschedulable_message(len(nodes), reasons), retry)

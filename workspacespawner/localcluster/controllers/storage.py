@@ -14,7 +14,10 @@ storage is ceph-csi (``rbd.csi.ceph.com``, ``cephfs.csi.ceph.com``):
   Pod or VMI using it is placed on a node, or until the
   ``volume.kubernetes.io/selected-node`` annotation names one, as the
   scheduler's volume binder would set it. An unknown class gives the Warning
-  ``ProvisioningFailed``. A PVC created with no class got the default one
+  ``ProvisioningFailed``. A class whose provisioner is not one of
+  :data:`PROVISIONERS` (the ceph-csi drivers this cluster runs) leaves the
+  claim Pending with the Event ``ExternalProvisioning``, as a cluster
+  without that provisioner does. A PVC created with no class got the default one
   from the API server (see :mod:`..defaults`); one created while there was
   no default class provisions from the default class once there is one.
 * A PVC naming a PersistentVolume (``spec.volumeName``) is bound to it
@@ -54,6 +57,8 @@ DEFAULT_CLASS_ANNOTATION = DEFAULT_CLASS_ANNOTATIONS[0]
 SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
 RBD_PROVISIONER = "rbd.csi.ceph.com"
 CEPHFS_PROVISIONER = "cephfs.csi.ceph.com"
+#: The CSI provisioners this cluster runs; a class of any other waits for an external one that never comes.
+PROVISIONERS = (RBD_PROVISIONER, CEPHFS_PROVISIONER)
 
 
 def default_storage_classes(binding_mode: str) -> list[dict]:
@@ -319,6 +324,17 @@ class StorageController(Controller):
                 pvc,
                 "WaitForFirstConsumer",
                 "waiting for first consumer to be created before binding",
+                component=COMPONENT,
+            )
+            return
+        if storage_class["provisioner"] not in PROVISIONERS:
+            record_event(
+                self.store,
+                pvc,
+                "ExternalProvisioning",
+                f"Waiting for a volume to be created either by the external provisioner '{storage_class['provisioner']}' "
+                "or manually by the system administrator. If volume creation is delayed, please verify that the "
+                "provisioner is running and correctly registered.",
                 component=COMPONENT,
             )
             return

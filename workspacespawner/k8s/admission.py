@@ -1,0 +1,77 @@
+"""Refusals of the API server's admission plugins, read back from the API error: the ResourceQuota plugin's.
+
+kube-apiserver's ResourceQuota plugin answers a create (or grow) that would
+exceed a namespace's quota with 403 Forbidden and a fixed message
+(plugin/pkg/admission/resourcequota)::
+
+    persistentvolumeclaims "home-ann" is forbidden: exceeded quota: storage,
+    requested: requests.storage=10Gi, used: requests.storage=15Gi, limited: requests.storage=20Gi
+
+:func:`exceeded_quota` reads that into a :class:`QuotaExceeded`; its
+:meth:`~QuotaExceeded.sentence` says it for a user. Pure functions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from kubernetes_asyncio.client.rest import ApiException
+
+_EXCEEDED = re.compile(r"exceeded quota: (?P<quota>[^,]+), requested: (?P<requested>.*?), used: (?P<used>.*?), limited: (?P<limited>.*)$")
+
+#: How a quota's resource reads in a sentence (others are named as Kubernetes names them).
+RESOURCE_WORDS = {
+    "requests.storage": "storage",
+    "persistentvolumeclaims": "volumes",
+}
+
+
+def _amounts(text: str) -> dict[str, str]:
+    """``a=1,b=2Gi`` (the plugin's prettyPrint of a ResourceList) as ``{"a": "1", "b": "2Gi"}``."""
+    return dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+
+
+@dataclass(frozen=True)
+class QuotaExceeded:
+    """A ResourceQuota refusal: the quota's name, and per exceeded resource what was requested, used and the limit (quantities as text)."""
+
+    quota: str
+    requested: dict[str, str]
+    used: dict[str, str]
+    limited: dict[str, str]
+
+    def sentence(self, namespace: str, what: str) -> str:
+        """For the user: ``what`` (e.g. ``"your new home volume"``) does not fit namespace ``namespace``'s quota, with the numbers."""
+        parts = []
+        for resource in sorted(self.requested):
+            word = RESOURCE_WORDS.get(resource, resource)
+            parts.append(
+                f"{self.used.get(resource, '?')} of {self.limited.get(resource, '?')} {word} is in use "
+                f"and {what} needs {self.requested[resource]} more"
+            )
+        return (
+            f"The storage quota of namespace {namespace!r} (ResourceQuota {self.quota!r}) is full: "
+            + "; ".join(parts)
+            + ". Nothing was started and no disk was changed; please ask an administrator to raise the quota or free space."
+        )
+
+
+def exceeded_quota(error: ApiException) -> QuotaExceeded | None:
+    """The ResourceQuota refusal ``error`` carries (a 403 whose Status message says "exceeded quota"), else None."""
+    if getattr(error, "status", None) != 403:
+        return None
+    try:
+        message = json.loads(error.body or "{}").get("message") or ""
+    except (ValueError, AttributeError, TypeError):
+        message = str(error.body or "")
+    match = _EXCEEDED.search(message)
+    if match is None:
+        return None
+    return QuotaExceeded(
+        quota=match["quota"].strip(),
+        requested=_amounts(match["requested"]),
+        used=_amounts(match["used"]),
+        limited=_amounts(match["limited"]),
+    )

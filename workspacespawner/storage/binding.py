@@ -1,0 +1,153 @@
+"""The volume claims a workspace mounts, bound within a deadline: a claim that never binds is named, not waited out.
+
+A start whose claim never binds (a StorageClass whose provisioner does not
+act, kubeflow#336) would otherwise hang until ``start_timeout`` with a
+message naming neither the claim nor its class. :func:`wait_bound` watches
+each claim of a start and raises a :class:`WorkspaceError` (503,
+``reason="volume-binding"``) naming the claim, its class and the claim's
+last Event:
+
+- a claim that does not exist fails at once (``reason="volume-missing"``,
+  409);
+- a Pending claim of a class that binds ``Immediate`` (or of no class, or
+  a class the hub may not read) must be Bound within ``deadline`` seconds
+  of the start of the wait;
+- a Pending claim of a ``WaitForFirstConsumer`` class binds only after
+  the scheduler chose a node for the workspace: its clock starts when it
+  carries ``volume.kubernetes.io/selected-node`` (a workspace that fits no
+  node is the scheduler's refusal, reported on its own).
+
+API followed: core/v1 PersistentVolumeClaim (watched by name, field
+selector ``metadata.name``), core/v1 Events (``involvedObject``), and
+``storage.k8s.io/v1`` StorageClass ``volumeBindingMode`` (immutable, so
+read once per class and process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kubernetes_asyncio import client, watch
+from kubernetes_asyncio.client.rest import ApiException
+
+from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.k8s.owned import call
+
+log = logging.getLogger("workspacespawner")
+
+SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
+WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+
+#: StorageClass name -> volumeBindingMode ("" when unknown), per process: the field is immutable.
+_binding_modes: dict[str, str] = {}
+
+
+async def binding_mode(core_api, storage_class: str | None) -> str:
+    """The ``volumeBindingMode`` of ``storage_class`` (``""``: no class, none such, or no RBAC to read classes)."""
+    if not storage_class:
+        return ""
+    if storage_class not in _binding_modes:
+        try:
+            found = await call(client.StorageV1Api(core_api.api_client).read_storage_class, storage_class)
+            _binding_modes[storage_class] = found.volume_binding_mode or "Immediate"
+        except ApiException as e:
+            if e.status not in (403, 404):
+                raise
+            return ""
+    return _binding_modes[storage_class]
+
+
+def _on_the_clock(pvc: dict, mode: str) -> bool:
+    """Whether a Pending claim should be binding now: always, except WaitForFirstConsumer before a node was chosen."""
+    annotations = (pvc.get("metadata") or {}).get("annotations") or {}
+    return mode != WAIT_FOR_FIRST_CONSUMER or bool(annotations.get(SELECTED_NODE_ANNOTATION))
+
+
+async def last_event(core_api, namespace: str, claim: str) -> str:
+    """``"Reason: message"`` of the claim's most recent Event, or ``""``."""
+    selector = f"involvedObject.kind=PersistentVolumeClaim,involvedObject.name={claim}"
+    try:
+        found = await call(core_api.list_namespaced_event, namespace, field_selector=selector)
+    except ApiException:
+        return ""
+
+    def when(event):
+        return str(event.last_timestamp or event.event_time or event.metadata.creation_timestamp or "")
+
+    events = sorted(found.items or [], key=when)
+    return f"{events[-1].reason}: {events[-1].message}" if events else ""
+
+
+async def wait_claim_bound(core_api, *, namespace: str, claim: str, deadline: float) -> None:
+    """Return once claim ``claim`` is Bound; WorkspaceError when it is missing, or not Bound ``deadline`` seconds after it should bind."""
+    sanitize = core_api.api_client.sanitize_for_serialization
+    try:
+        pvc = sanitize(await call(core_api.read_namespaced_persistent_volume_claim, claim, namespace))
+    except ApiException as e:
+        if e.status != 404:
+            raise
+        raise WorkspaceError(
+            f"Your server cannot start: the volume claim {claim!r} it mounts does not exist. "
+            "Nothing was started; please ask an administrator.",
+            reason="volume-missing",
+            status_code=409,
+        ) from None
+    storage_class = (pvc.get("spec") or {}).get("storageClassName")
+    mode = await binding_mode(core_api, storage_class)
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(None) as clock:
+            while True:
+                if (pvc.get("status") or {}).get("phase") == "Bound":
+                    return
+                if clock.when() is None and _on_the_clock(pvc, mode):
+                    clock.reschedule(loop.time() + deadline)
+                rv = pvc["metadata"].get("resourceVersion")
+                pvc = await _next_version(core_api, namespace, claim, rv) or pvc
+    except TimeoutError:
+        pass
+    event = await last_event(core_api, namespace, claim)
+    raise WorkspaceError(
+        f"Your server could not start: its volume claim {claim!r} (storage class {storage_class or 'none'!r}) "
+        f"was not bound within {deadline:g} seconds."
+        + (f" Last event: {event}" if event else " There was no event about it.")
+        + " Please ask an administrator; your disks were not changed.",
+        reason="volume-binding",
+        status_code=503,
+    )
+
+
+async def _next_version(core_api, namespace: str, claim: str, resource_version: str | None) -> dict | None:
+    """The claim after its next change (watched from ``resource_version``); None when the watch ended without one."""
+    stream = watch.Watch()
+    try:
+        async for event in stream.stream(
+            core_api.list_namespaced_persistent_volume_claim, namespace, field_selector=f"metadata.name={claim}",
+            resource_version=resource_version, timeout_seconds=60,
+        ):
+            if event["type"] in ("ADDED", "MODIFIED"):
+                return core_api.api_client.sanitize_for_serialization(event["object"])
+    except ApiException as e:
+        if e.status != 410:
+            raise
+        return core_api.api_client.sanitize_for_serialization(
+            await call(core_api.read_namespaced_persistent_volume_claim, claim, namespace)
+        )
+    finally:
+        stream.stop()
+    return None
+
+
+async def wait_bound(core_api, *, namespace: str, claims: list[str], deadline: float) -> None:
+    """:func:`wait_claim_bound` for every claim at once; the first refusal is raised and the other waits cancelled."""
+    tasks = [
+        asyncio.ensure_future(wait_claim_bound(core_api, namespace=namespace, claim=claim, deadline=deadline))
+        for claim in dict.fromkeys(claims)
+    ]
+    try:
+        for finished in asyncio.as_completed(tasks):
+            await finished
+    finally:
+        for task in tasks:
+            task.cancel()
