@@ -99,8 +99,20 @@ def gone(message: str) -> ApiError:
     return ApiError(410, "Expired", message)
 
 
-def unsupported_media_type(content_type: str) -> ApiError:
-    """415 UnsupportedMediaType for a patch content type the kind does not accept."""
+#: The patch types of a server without server-side apply: strategic merge for built-in kinds only.
+PATCH_MEDIA_TYPES = ("application/json-patch+json", "application/merge-patch+json", "application/strategic-merge-patch+json")
+
+
+def unsupported_media_type(content_type: str, strategic_merge: bool = True) -> ApiError:
+    """415 UnsupportedMediaType for a patch content type the kind does not accept.
+
+    Worded as kube-apiserver's patch handler words it, listing what a server
+    without server-side apply accepts (the local cluster answers
+    ``application/apply-patch+yaml`` this way: see its README).
+    """
+    accepted = PATCH_MEDIA_TYPES if strategic_merge else PATCH_MEDIA_TYPES[:2]
     return ApiError(
-        415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml (got {content_type})"
+        415,
+        "UnsupportedMediaType",
+        f"the body of the request was in an unknown format - accepted media types include: {', '.join(accepted)}",
     )

@@ -33,7 +33,7 @@ from . import discovery, errors, openapi, tables
 from .errors import ApiError
 from .faults import Request
 from .kinds import KUBEVIRT_SUBRESOURCE_GROUP, KUBEVIRT_SUBRESOURCE_VERSION, READ_ONLY_SUBRESOURCES, VM_ACTIONS, Kind
-from .patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
+from .patch import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
 from .podlogs import LogOptions, PodLog
 from .watchstream import TRUE_WORDS, WatchStream, watch_options
 
@@ -41,7 +41,8 @@ log = logging.getLogger("workspacespawner.localcluster")
 
 JSON = "application/json"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-PATCH_TYPES = frozenset({JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH})
+#: Patch types served; server-side apply (``application/apply-patch+yaml``) answers 415 (see :mod:`.patch`).
+PATCH_TYPES = frozenset({JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH})
 BODY_TYPES = frozenset({"", JSON, "application/yaml"})
 
 #: Kinds whose registry sets ``ReturnDeletedObject``: DELETE answers with the
@@ -179,7 +180,11 @@ class BaseHandler(tornado.web.RequestHandler):
             if fault.status is not None:
                 raise ApiError(fault.status, fault.reason, fault.message)
         if self.request.method in WRITE_METHODS and self.request.body:
-            self.body = self._parse_body()
+            # a body of a type not served is not decoded: the handler answers 415 for it
+            if self.content_type in BODY_TYPES or self.content_type in PATCH_TYPES:
+                self.body = self._parse_body()
+            else:
+                self.body = self.request.body.decode(errors="replace")
 
     def _parse_body(self):
         try:
@@ -384,8 +389,10 @@ class ResourceHandler(BaseHandler):
 
     def patch(self, group=None, version=None, rest="") -> None:
         target = single_object(self.target(group, version, rest))
-        if self.content_type not in PATCH_TYPES:
-            raise errors.unsupported_media_type(self.content_type)
+        if self.content_type not in PATCH_TYPES or (
+            self.content_type == STRATEGIC_MERGE_PATCH and not target.kind.strategic_merge
+        ):
+            raise errors.unsupported_media_type(self.content_type, target.kind.strategic_merge)
         patched = self.store.patch(
             target.kind,
             target.namespace,
