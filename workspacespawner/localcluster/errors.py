@@ -15,22 +15,24 @@ class ApiError(Exception):
     ``code`` is the HTTP status, ``reason`` the Status reason word
     (``NotFound``, ``AlreadyExists``, ``Conflict``, ``Invalid``, ``BadRequest``,
     ``MethodNotAllowed``, ``Gone``, ``UnsupportedMediaType``, ...), ``details``
-    the Status ``details`` dict (name, group, kind, causes).
+    the Status ``details`` dict (name, group, kind, causes), ``metadata`` its
+    list metadata (``continue`` of an expired list's 410).
     """
 
-    def __init__(self, code: int, reason: str, message: str, details: dict | None = None):
+    def __init__(self, code: int, reason: str, message: str, details: dict | None = None, metadata: dict | None = None):
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.message = message
         self.details = details or {}
+        self.metadata = metadata or {}
 
     def status(self) -> dict:
         """The ``Status`` object for the response body."""
         body = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.metadata),
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,

@@ -330,15 +330,23 @@ class ResourceHandler(BaseHandler):
             self.send_object(target, self.store.get(target.kind, target.namespace, target.name))
 
     def list(self, target: Target) -> None:
+        """A list, one page of it with ``limit`` (``continue`` for the next one; see :meth:`.Store.list_chunk`)."""
         kind = target.kind
-        items, rv = self.store.list(kind, target.namespace, self.query("labelSelector"), self.query("fieldSelector"))
+        items, meta = self.store.list_chunk(
+            kind,
+            target.namespace,
+            self.query("labelSelector"),
+            self.query("fieldSelector"),
+            limit=self.query("limit"),
+            continue_token=self.query("continue"),
+        )
         api_version = table_version(self.request.headers.get("Accept"))
         if api_version:
-            self.send_json(self.table(items, target, api_version, rv))
+            table = self.table(items, target, api_version, meta["resourceVersion"])
+            table["metadata"].update(meta)
+            self.send_json(table)
             return
-        self.send_json(
-            {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": {"resourceVersion": rv}, "items": items}
-        )
+        self.send_json({"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta, "items": items})
 
     async def watch(self, target: Target) -> None:
         options = watch_options(self.query, target.namespace, target.name)

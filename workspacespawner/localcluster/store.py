@@ -10,8 +10,8 @@ Kubernetes API server: generateName, uid, creationTimestamp, generation
 (for the kinds that keep one, see ``Kind.generation``), defaulting and
 admission (:mod:`.defaults`), status subresources, optimistic concurrency
 on resourceVersion, finalizers and deletionTimestamp, graceful Pod deletion
-(due after its grace period), and garbage collection through
-ownerReferences.
+(due after its grace period), list paging (:meth:`Store.list_chunk`), and
+garbage collection through ownerReferences.
 
 All methods run on the cluster's event loop; none of them awaits, so each
 write is atomic with respect to every other request and watcher.
@@ -26,7 +26,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 
-from . import errors
+from . import errors, paging
 from .defaults import apply_defaults, carry_over, carry_over_status, reset_status
 from .kinds import KINDS, Kind, by_key, by_kind
 from .patch import apply_patch
@@ -202,15 +202,82 @@ class Store:
         field_selector: str | None = None,
     ) -> tuple[list[dict], str]:
         """Matching objects (deep copies, sorted by namespace and name) and the list resourceVersion."""
+        items, meta = self.list_chunk(kind, namespace, label_selector, field_selector)
+        return items, meta["resourceVersion"]
+
+    def list_chunk(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        *,
+        limit=None,
+        continue_token: str | None = None,
+    ) -> tuple[list[dict], dict]:
+        """One page of a list: matching objects (deep copies, by namespace and name) and the list metadata.
+
+        ``limit`` (a positive count, as a string or int; else no limit) cuts
+        the page; the metadata then carries ``continue``, a token for the
+        next page (see :mod:`.paging`), and, without selectors,
+        ``remainingItemCount``. A page from a token shows the objects as they
+        were at the first page's ``resourceVersion``, as etcd's snapshot
+        does, rebuilt from the change history; once that history no longer
+        reaches back, 410 Expired with a token that continues at the current
+        state (kube-apiserver's answer after an etcd compaction). A malformed
+        token is 400.
+        """
+        limit = paging.parse_limit(limit)
         labels = LabelSelector.parse(label_selector)
         fields = FieldSelector.parse(field_selector)
-        items = []
-        for (ns, _name), obj in sorted(self._bucket(kind).items()):
-            if kind.namespaced and namespace and ns != namespace:
+        rv, after = self.resource_version, None
+        objects = self._bucket(kind)
+        if continue_token:
+            start, rv = paging.decode(continue_token)
+            after = paging.split_key(start)
+            if rv == -1:
+                rv = self.resource_version
+            elif not self._history_reaches(rv):
+                raise errors.ApiError(
+                    410, "Expired", paging.INCONSISTENT_CONTINUE, metadata={"continue": paging.encode(start, -1)}
+                )
+            else:
+                objects = self._objects_at(kind, rv)
+        matching = []
+        for (ns, name), obj in sorted(objects.items()):
+            if (kind.namespaced and namespace and ns != namespace) or (after is not None and (ns, name) <= after):
                 continue
             if labels.matches(obj["metadata"].get("labels")) and fields.matches(obj):
-                items.append(copy.deepcopy(obj))
-        return items, str(self.resource_version)
+                matching.append(((ns, name), obj))
+        meta: dict = {"resourceVersion": str(rv)}
+        if limit is not None and len(matching) > limit:
+            last = matching[limit - 1][0]
+            meta["continue"] = paging.encode(paging.key_of(*last), rv)
+            if label_selector in (None, "") and field_selector in (None, ""):
+                meta["remainingItemCount"] = len(matching) - limit
+            matching = matching[:limit]
+        return [copy.deepcopy(obj) for _, obj in matching], meta
+
+    def _history_reaches(self, since: int) -> bool:
+        """Whether every change after resourceVersion ``since`` is still in the history."""
+        oldest = self._history[0][0] if self._history else self.resource_version + 1
+        return not (since < oldest - 1 and since < self.resource_version)
+
+    def _objects_at(self, kind: Kind, rv: int) -> dict:
+        """The objects of ``kind`` as they were at resourceVersion ``rv``: the current ones with later changes undone."""
+        objects = dict(self._bucket(kind))
+        for event_rv, key, event_type, obj, old in reversed(self._history):
+            if event_rv <= rv:
+                break
+            if key != kind.key:
+                continue
+            meta = obj["metadata"]
+            where = (meta.get("namespace", ""), meta["name"])
+            if event_type == ADDED:
+                objects.pop(where, None)
+            else:
+                objects[where] = old
+        return objects
 
     # -- writes ------------------------------------------------------------
 
@@ -531,9 +598,8 @@ class Store:
                 since = int(resource_version)
             except ValueError:
                 raise errors.bad_request(f"invalid resourceVersion: {resource_version}") from None
-            oldest = self._history[0][0] if self._history else self.resource_version + 1
-            if since < oldest - 1 and since < self.resource_version:
-                raise errors.gone(f"too old resource version: {since} ({oldest - 1})")
+            if not self._history_reaches(since):
+                raise errors.gone(f"too old resource version: {since} ({self.oldest_resource_version})")
             for rv, key, event_type, obj, old in self._history:
                 if rv > since and key == kind.key:
                     watch.offer(event_type, copy.deepcopy(obj), old)
