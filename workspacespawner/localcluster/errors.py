@@ -86,6 +86,15 @@ def invalid(kind: str, name: str, causes: list[dict], group: str = "") -> ApiErr
     return ApiError(422, "Invalid", f'{what} "{name}" is invalid: {summary}', details)
 
 
+def forbidden(plural: str, name: str, message: str, group: str = "", causes: list[dict] | None = None) -> ApiError:
+    """403 Forbidden from an admission plugin: ``{plural} "{name}" is forbidden: {message}``."""
+    what = f"{plural}.{group}" if group else plural
+    details = _details(plural, name, group)
+    if causes:
+        details["causes"] = causes
+    return ApiError(403, "Forbidden", f'{what} "{name}" is forbidden: {message}', details)
+
+
 def bad_request(message: str) -> ApiError:
     """400 BadRequest."""
     return ApiError(400, "BadRequest", message)

@@ -497,8 +497,22 @@ def _pod_update(new: dict, old: dict) -> list[dict]:
     return [_forbidden("spec", _POD_UPDATE_MESSAGE + "\n  changed: " + ", ".join(f"spec.{k}" for k in changed))]
 
 
+def _same_quantity(a, b) -> bool:
+    try:
+        return parse_quantity(a) == parse_quantity(b)
+    except (TypeError, ValueError):
+        return a == b
+
+
+_PVC_UPDATE_MESSAGE = "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims"
+
+
 def _pvc_update(new: dict, old: dict) -> list[dict]:
-    """Kubernetes ``ValidatePersistentVolumeClaimUpdate``: class, modes, mode and bound volume are fixed; storage only grows."""
+    """Kubernetes ``ValidatePersistentVolumeClaimUpdate``: class, modes, mode and bound volume are fixed; storage changes only on a Bound claim, and only grows.
+
+    The message of a change to an unbound claim's storage names the changed
+    field, where Kubernetes prints a Go diff of the two specs.
+    """
     spec, before = _dict(new.get("spec")), _dict(old.get("spec"))
     causes = _immutable("spec.storageClassName", spec.get("storageClassName"), before.get("storageClassName"))
     causes += _immutable("spec.accessModes", spec.get("accessModes") or [], before.get("accessModes") or [])
@@ -507,6 +521,9 @@ def _pvc_update(new: dict, old: dict) -> list[dict]:
         causes += _immutable("spec.volumeName", spec.get("volumeName"), before["volumeName"])
     size = _dict(_dict(spec.get("resources")).get("requests")).get("storage")
     old_size = _dict(_dict(before.get("resources")).get("requests")).get("storage")
+    if _dict(old.get("status")).get("phase") != "Bound" and not _same_quantity(size, old_size):
+        causes.append(_forbidden("spec", _PVC_UPDATE_MESSAGE + "\n  changed: spec.resources.requests.storage"))
+        return causes
     try:
         shrinks = parse_quantity(size) < parse_quantity(old_size)
     except (TypeError, ValueError):
