@@ -9,7 +9,7 @@ Pod's initial ``Pending`` status and its ``status.qosClass`` (Guaranteed,
 Burstable or BestEffort by the rules of ``GetPodQOS``, set on create and kept
 by later status writes); Service type, clusterIP, sessionAffinity and port
 protocol/targetPort; PVC volumeMode and ``Pending`` status; PV ``Available``
-status; Namespace ``Active`` status and ``spec.finalizers: [kubernetes]``
+status; a Secret's ``stringData`` folded into ``data``; Namespace ``Active`` status and ``spec.finalizers: [kubernetes]``
 (kept as it was by updates: the namespace lifecycle in :mod:`.store` empties
 it). Defaulting runs on create and update alike.
 
@@ -42,6 +42,7 @@ Admission plugins of a default kube-apiserver:
 
 from __future__ import annotations
 
+import base64
 import copy
 import ipaddress
 import random
@@ -254,6 +255,19 @@ def _free_cluster_ip(used: set) -> str:
     raise RuntimeError("the local cluster's service network is full")
 
 
+def _default_secret(obj: dict, store) -> None:
+    """``stringData`` is write-only: folded into ``data`` (base64, over the same keys), then dropped."""
+    string_data = obj.get("stringData")
+    if not isinstance(string_data, dict) or not all(isinstance(v, str) for v in string_data.values()):
+        return  # left for validation to name
+    del obj["stringData"]
+    if string_data:
+        data = obj["data"] if isinstance(obj.get("data"), dict) else {}
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(value.encode()).decode()
+        obj["data"] = data
+
+
 def _default_service(obj: dict, store) -> None:
     spec = obj.get("spec")
     if not isinstance(spec, dict):
@@ -327,6 +341,7 @@ def apply_defaults(kind: Kind, obj: dict, store, *, creating: bool) -> None:
     defaulter = {
         "Pod": _default_pod,
         "Service": _default_service,
+        "Secret": _default_secret,
         "PersistentVolumeClaim": _default_pvc,
     }.get(kind.kind)
     if defaulter is not None:

@@ -78,8 +78,14 @@ def conflict(plural: str, name: str, message: str, group: str = "") -> ApiError:
 
 
 def invalid(kind: str, name: str, causes: list[dict], group: str = "") -> ApiError:
-    """422 Invalid with field causes: ``[{"field": "spec.x", "reason": "FieldValueInvalid", "message": ...}]``."""
+    """422 Invalid with field causes: ``[{"field": "spec.x", "reason": "FieldValueInvalid", "message": ...}]``.
+
+    The message lists them after ``{kind} "{name}" is invalid: ``, in
+    brackets when there is more than one.
+    """
     summary = ", ".join(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes)
+    if len(causes) > 1:
+        summary = f"[{summary}]"  # an aggregate of errors prints as a list, as apimachinery's does
     what = f"{kind}.{group}" if group else kind
     details = _details(kind, name, group)
     details["causes"] = causes
@@ -93,6 +99,11 @@ def forbidden(plural: str, name: str, message: str, group: str = "", causes: lis
     if causes:
         details["causes"] = causes
     return ApiError(403, "Forbidden", f'{what} "{name}" is forbidden: {message}', details)
+
+
+def invalid_option(options_kind: str, field: str, message: str) -> ApiError:
+    """422 for a bad request option (``DeleteOptions``, ``CreateOptions``...), as the API server validates them."""
+    return invalid(options_kind, "", [{"field": field, "reason": "FieldValueNotSupported", "message": message}], "meta.k8s.io")
 
 
 def bad_request(message: str) -> ApiError:

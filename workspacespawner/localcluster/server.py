@@ -59,6 +59,9 @@ RETURNS_DELETED_OBJECT = frozenset(
     }
 )
 
+#: The options object each write verb's query parameters are validated as.
+OPTIONS_KINDS = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions", "DELETE": "DeleteOptions"}
+
 #: Status reasons for errors tornado raises itself (unknown routes, methods a handler lacks).
 HTTP_REASONS = {
     400: "BadRequest",
@@ -295,7 +298,11 @@ class ResourceHandler(BaseHandler):
         if value is None and self.request.method == "DELETE" and isinstance(self.body, dict):
             value = "All" if "All" in (self.body.get("dryRun") or []) else None
         if value not in (None, "All"):
-            raise errors.bad_request(f'dryRun: Unsupported value: "{value}": supported values: "All"')
+            raise errors.invalid_option(
+                OPTIONS_KINDS.get(self.request.method, "CreateOptions"),
+                "dryRun",
+                f'Unsupported value: ["{value}"]: supported values: "All"',
+            )
         return value == "All"
 
     def send_object(self, target: Target, obj: dict) -> None:
@@ -332,13 +339,17 @@ class ResourceHandler(BaseHandler):
     def list(self, target: Target) -> None:
         """A list, one page of it with ``limit`` (``continue`` for the next one; see :meth:`.Store.list_chunk`)."""
         kind = target.kind
+        resource_version, token = self.query("resourceVersion"), self.query("continue")
+        if token and resource_version not in (None, ""):
+            raise errors.bad_request("specifying resource version is not allowed when using continue")
         items, meta = self.store.list_chunk(
             kind,
             target.namespace,
             self.query("labelSelector"),
             self.query("fieldSelector"),
-            limit=self.query("limit"),
-            continue_token=self.query("continue"),
+            # resourceVersion=0 is served from the watch cache, which does not page
+            limit=None if resource_version == "0" else self.query("limit"),
+            continue_token=token,
         )
         api_version = table_version(self.request.headers.get("Accept"))
         if api_version:

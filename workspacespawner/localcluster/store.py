@@ -402,7 +402,7 @@ class Store:
                 raise errors.invalid(
                     kind.kind,
                     "",
-                    [{"field": "metadata.name", "reason": "FieldValueRequired", "message": "name or generateName is required"}],
+                    [{"field": "metadata.name", "reason": "FieldValueRequired", "message": "Required value: name or generateName is required"}],
                     kind.group,
                 )
         name = meta["name"]
@@ -481,6 +481,13 @@ class Store:
         """PATCH with a merge, JSON or strategic-merge patch (see :mod:`.patch`)."""
         current = self._stored(kind, namespace, name)
         patched = apply_patch(copy.deepcopy(current), body, content_type, kind)
+        patched_meta = patched.get("metadata") if isinstance(patched.get("metadata"), dict) else {}
+        for field in ("name", "namespace"):
+            if patched_meta.get(field, "") != current["metadata"].get(field, ""):
+                raise errors.bad_request(
+                    f"the {field} of the object ({patched_meta.get(field, '')}) does not match the {field} on the URL "
+                    f"({current['metadata'].get(field, '')})"
+                )
         want_rv = (patched.get("metadata") or {}).get("resourceVersion")
         if want_rv and want_rv != current["metadata"]["resourceVersion"]:
             raise errors.conflict(
@@ -579,11 +586,27 @@ class Store:
         meta = current["metadata"]
         preconditions = preconditions or {}
         if preconditions.get("uid") and preconditions["uid"] != meta["uid"]:
-            raise errors.conflict(kind.plural, name, f"Precondition failed: UID in precondition: {preconditions['uid']}, UID in object meta: {meta['uid']}", kind.group)
+            raise errors.conflict(
+                kind.kind,
+                name,
+                f"the UID in the precondition ({preconditions['uid']}) does not match the UID in record ({meta['uid']}). "
+                "The object might have been deleted and then recreated",
+                kind.group,
+            )
         if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != meta["resourceVersion"]:
-            raise errors.conflict(kind.plural, name, "Precondition failed: resourceVersion mismatch", kind.group)
+            raise errors.conflict(
+                kind.kind,
+                name,
+                f"the ResourceVersion in the precondition ({preconditions['resourceVersion']}) does not match the "
+                f"ResourceVersion in record ({meta['resourceVersion']}). The object might have been modified",
+                kind.group,
+            )
         if propagation_policy not in (None, "Orphan", "Background", "Foreground"):
-            raise errors.bad_request(f"unsupported propagation policy: {propagation_policy}")
+            raise errors.invalid_option(
+                "DeleteOptions",
+                "propagationPolicy",
+                f'Unsupported value: "{propagation_policy}": supported values: "Foreground", "Background", "Orphan", "nil"',
+            )
         if _is_namespace(kind) and name in IMMORTAL_NAMESPACES:
             raise errors.forbidden(kind.plural, name, "this namespace may not be deleted")
         if dry_run:

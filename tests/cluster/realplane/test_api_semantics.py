@@ -413,3 +413,60 @@ async def test_serviceaccounts_are_served(probe, ns):
     assert created["kind"] == "ServiceAccount"
     names = [o["metadata"]["name"] for o in (await probe.ok("GET", f"/api/v1/namespaces/{ns}/serviceaccounts"))["items"]]
     assert "hub" in names
+
+
+# -- request errors, word for word ---------------------------------------------------
+
+#: (what, method, path under the namespace, body, content type, query, status, reason, message; "{uid}" is ConfigMap a's uid)
+REFUSALS = [
+    ("rename by patch", "PATCH", "configmaps/a", {"metadata": {"name": "b"}}, MERGE, None, 400, "BadRequest",
+     "the name of the object (b) does not match the name on the URL (a)"),
+    ("no name", "POST", "configmaps", {"metadata": {}}, None, None, 422, "Invalid",
+     'ConfigMap "" is invalid: metadata.name: Required value: name or generateName is required'),
+    ("uid precondition", "DELETE", "configmaps/a", {"preconditions": {"uid": "x"}}, None, None, 409, "Conflict",
+     'Operation cannot be fulfilled on ConfigMap "a": the UID in the precondition (x) does not match the UID in '
+     "record ({uid}). The object might have been deleted and then recreated"),
+    ("continue with resourceVersion", "GET", "configmaps", None, None,
+     {"limit": "1", "continue": "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTAsInN0YXJ0IjoiYVx1MDAwMCJ9", "resourceVersion": "5"},
+     400, "BadRequest", "specifying resource version is not allowed when using continue"),
+    ("container name", "POST", "pods",
+     {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "Bad_C", "image": "busybox"}]}}, None, {"dryRun": "All"},
+     422, "Invalid",
+     'Pod "p" is invalid: spec.containers[0].name: Invalid value: "Bad_C": a lowercase RFC 1123 label must consist of '
+     "lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',"
+     "  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"),
+    ("service port 0", "POST", "services", {"metadata": {"name": "svc"}, "spec": {"ports": [{"port": 0}]}}, None, None,
+     422, "Invalid",
+     'Service "svc" is invalid: [spec.ports[0].port: Invalid value: 0: must be between 1 and 65535, inclusive, '
+     "spec.ports[0].targetPort: Invalid value: 0: must be between 1 and 65535, inclusive]"),
+    ("propagation policy", "DELETE", "configmaps/a", None, None, {"propagationPolicy": "Bogus"}, 422, "Invalid",
+     'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: "Bogus": supported values: '
+     '"Foreground", "Background", "Orphan", "nil"'),
+    ("dryRun value", "POST", "configmaps", {"metadata": {"name": "d"}}, None, {"dryRun": "Some"}, 422, "Invalid",
+     'CreateOptions.meta.k8s.io "" is invalid: dryRun: Unsupported value: ["Some"]: supported values: "All"'),
+]
+
+
+@pytest.mark.parametrize("row", REFUSALS, ids=[r[0] for r in REFUSALS])
+async def test_refusals_are_worded_as_kube_apiserver_words_them(probe, ns, row):
+    _, method, path, body, content_type, query, code, reason, message = row
+    a = await probe.ok("POST", cms(ns), cm("a"))
+    kwargs = {"content_type": content_type} if content_type else {}
+    status, answer = await probe.call(method, f"/api/v1/namespaces/{ns}/{path}", body, query=query, **kwargs)
+    assert (status, answer["reason"], answer["message"]) == (code, reason, message.format(uid=a["metadata"]["uid"]))
+
+
+async def test_secret_string_data_is_folded_into_data(probe, ns):
+    body = {"metadata": {"name": "s"}, "data": {"a": "eA==", "b": "eA=="}, "stringData": {"b": "y", "c": "z"}}
+    created = await probe.ok("POST", f"/api/v1/namespaces/{ns}/secrets", body)
+    assert "stringData" not in created
+    assert created["data"] == {"a": "eA==", "b": "eQ==", "c": "eg=="}
+
+
+async def test_a_list_from_resource_version_0_is_not_paged(probe, ns):
+    """resourceVersion=0 lists from the watch cache, which does not page: limit is ignored."""
+    for name in ("a", "b", "c"):
+        await probe.ok("POST", cms(ns), cm(name, labels={"probe": "rv0"}))
+    listed = await probe.ok("GET", cms(ns), query={"limit": "1", "resourceVersion": "0", "labelSelector": "probe=rv0"})
+    assert [o["metadata"]["name"] for o in listed["items"]] == ["a", "b", "c"]
+    assert not listed["metadata"].get("continue")
