@@ -16,11 +16,15 @@ from urllib.parse import urlencode
 
 
 class Probe:
-    """Raw requests through ``api`` (a kubernetes_asyncio ``ApiClient``); ``plane`` is ``"embedded"`` or ``"real"``."""
+    """Raw requests through ``api`` (a kubernetes_asyncio ``ApiClient``); ``plane`` is ``"embedded"`` or ``"real"``.
 
-    def __init__(self, api, plane: str):
+    ``kubeconfig`` is the file ``api`` was made from (for kubectl), if known.
+    """
+
+    def __init__(self, api, plane: str, kubeconfig: str | None = None):
         self.api = api
         self.plane = plane
+        self.kubeconfig = kubeconfig
         self._resources: dict[str, dict[str, dict] | None] = {}
 
     @property

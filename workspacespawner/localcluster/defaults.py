@@ -9,7 +9,7 @@ Pod's initial ``Pending`` status and its ``status.qosClass`` (Guaranteed,
 Burstable or BestEffort by the rules of ``GetPodQOS``, set on create and kept
 by later status writes); Service type, clusterIP, sessionAffinity and port
 protocol/targetPort; PVC volumeMode and ``Pending`` status; PV ``Available``
-status; a Secret's ``stringData`` folded into ``data``; Namespace ``Active`` status and ``spec.finalizers: [kubernetes]``
+status; a Secret's ``type`` (``Opaque``) and its ``stringData`` folded into ``data``; Namespace ``Active`` status and ``spec.finalizers: [kubernetes]``
 (kept as it was by updates: the namespace lifecycle in :mod:`.store` empties
 it). Defaulting runs on create and update alike.
 
@@ -256,7 +256,9 @@ def _free_cluster_ip(used: set) -> str:
 
 
 def _default_secret(obj: dict, store) -> None:
-    """``stringData`` is write-only: folded into ``data`` (base64, over the same keys), then dropped."""
+    """``type`` defaults to ``Opaque``; ``stringData`` is write-only: folded into ``data`` (base64, over the same keys), then dropped."""
+    if not obj.get("type"):
+        obj["type"] = "Opaque"
     string_data = obj.get("stringData")
     if not isinstance(string_data, dict) or not all(isinstance(v, str) for v in string_data.values()):
         return  # left for validation to name

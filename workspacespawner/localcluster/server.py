@@ -8,7 +8,10 @@ namespaced kinds), the ``status`` subresource, watches (``?watch=true`` and
 the legacy ``/watch/`` prefix) streamed as newline-delimited JSON, server-side
 printing as ``Table`` for ``kubectl get``, a Pod's ``log`` (plain text,
 streamed with ``follow``; see :mod:`.podlogs`), and KubeVirt's
-``subresources.kubevirt.io`` start/stop/restart. Failures answer with
+``subresources.kubevirt.io`` start/stop/restart. Request bodies are JSON,
+YAML, or protobuf for the kinds :mod:`.protobuf` decodes; answers are JSON.
+List ``limit``/``continue`` paging is the store's (:meth:`.Store.list_chunk`);
+server-side apply answers 415 (see :mod:`.patch`). Failures answer with
 ``Status`` objects. Every request passes the cluster's fault injector first
 and is recorded in its request log after.
 
@@ -29,7 +32,7 @@ import tornado.web
 import yaml
 from tornado.iostream import StreamClosedError
 
-from . import discovery, errors, openapi, tables
+from . import discovery, errors, openapi, protobuf, tables
 from .errors import ApiError
 from .faults import Request
 from .kinds import KUBEVIRT_SUBRESOURCE_GROUP, KUBEVIRT_SUBRESOURCE_VERSION, READ_ONLY_SUBRESOURCES, VM_ACTIONS, Kind
@@ -186,8 +189,17 @@ class BaseHandler(tornado.web.RequestHandler):
             # a body of a type not served is not decoded: the handler answers 415 for it
             if self.content_type in BODY_TYPES or self.content_type in PATCH_TYPES:
                 self.body = self._parse_body()
+            elif self.content_type == protobuf.MEDIA_TYPE:
+                self.body = self._parse_protobuf()
             else:
                 self.body = self.request.body.decode(errors="replace")
+
+    def _parse_protobuf(self):
+        """A protobuf object of a kind :mod:`.protobuf` decodes, as a dict; else the raw bytes (415 later)."""
+        try:
+            return protobuf.decode(self.request.body)
+        except (protobuf.Unsupported, UnicodeDecodeError):
+            return self.request.body
 
     def _parse_body(self):
         try:
@@ -433,6 +445,8 @@ class ResourceHandler(BaseHandler):
             self.delete_object(target)
 
     def _check_body_type(self) -> None:
+        if self.content_type == protobuf.MEDIA_TYPE and isinstance(self.body, dict):
+            return  # decoded (see prepare)
         if self.content_type not in BODY_TYPES:
             raise ApiError(
                 415,

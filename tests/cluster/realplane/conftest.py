@@ -112,7 +112,7 @@ async def probe(request):
         kubeconfig = str(request.getfixturevalue("plane").kubeconfig)
     api = await config.new_client_from_config(config_file=kubeconfig)
     try:
-        yield Probe(api, request.param)
+        yield Probe(api, request.param, kubeconfig)
     finally:
         await api.close()
 
