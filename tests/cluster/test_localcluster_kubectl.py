@@ -192,7 +192,9 @@ def test_describe_pod_with_events(kubectl, cluster_thread):
 
     cluster_thread.call(report)
     described = kubectl.out("describe", "pod", "web")
-    assert "Name:         web" in described and "busybox:1.36" in described
+    fields = dict(line.split(":", 1) for line in described.splitlines() if line and not line[0].isspace() and ":" in line)
+    assert fields["Name"].strip() == "web" and "busybox:1.36" in described
+    assert fields["Service Account"].strip() == "default"  # the ServiceAccount admission plugin's default
     assert "Scheduled" in described and "Successfully assigned default/web to node-1" in described
     events = kubectl.out("get", "events")
     assert columns(events)[:5] == ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]

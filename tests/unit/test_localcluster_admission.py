@@ -43,7 +43,8 @@ def container(name: str = "notebook", **resources) -> dict:
 
 
 def pod(name: str, *containers: dict, init: tuple = (), **spec) -> dict:
-    body = {"containers": list(containers) or [container()], **spec}
+    # a client's copy names the ServiceAccount admission gave it: updates may not change it
+    body = {"containers": list(containers) or [container()], "serviceAccountName": "default", **spec}
     if init:
         body["initContainers"] = list(init)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": body}

@@ -58,6 +58,7 @@ MINIMAL = {
     "Service": {"spec": {"selector": {"app": "demo"}, "ports": [{"port": 8888, "targetPort": "notebook-port"}]}},
     "Secret": {"type": "Opaque", "data": {"token": "c2VjcmV0"}},
     "ConfigMap": {"data": {"key": "value"}},
+    "ServiceAccount": {"automountServiceAccountToken": False},
     "Event": {
         "involvedObject": {"kind": "Pod", "name": "demo", "namespace": "jhub"},
         "reason": "Scheduled",
@@ -90,6 +91,7 @@ MISSPELLED = {
     "Service": (["spec", "ports", 0], "targetPrt", 8888, "spec.ports[0].targetPrt"),
     "Secret": ([], "stringdata", {}, "stringdata"),
     "ConfigMap": (["metadata"], "lables", {}, "metadata.lables"),
+    "ServiceAccount": ([], "automountToken", False, "automountToken"),
     "Event": (["involvedObject"], "nmae", "x", "involvedObject.nmae"),
     "Namespace": ([], "spce", {}, "spce"),
     "ResourceQuota": (["spec"], "hardd", {}, "spec.hardd"),
@@ -461,6 +463,14 @@ def test_pvc_volume_name_may_be_set_once_and_default_volume_mode_is_filesystem(v
 def test_pvc_shrink_is_rejected_and_grow_accepted(validator):
     old = stored(PVC)
     old["spec"]["resources"]["requests"]["storage"] = "10Gi"
+    unbound = copy.deepcopy(old)
+    unbound["spec"]["resources"]["requests"]["storage"] = "20Gi"
+    (cause,) = causes_of(validator, PVC, unbound, old)
+    assert (cause["field"], cause["reason"]) == ("spec", "FieldValueForbidden")
+    assert cause["message"].startswith(
+        "Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims\n"
+    )
+    old["status"] = {"phase": "Bound"}
     grow = copy.deepcopy(old)
     grow["spec"]["resources"]["requests"]["storage"] = "20Gi"
     validator.validate(PVC, grow, old)

@@ -9,8 +9,9 @@ Pod's initial ``Pending`` status and its ``status.qosClass`` (Guaranteed,
 Burstable or BestEffort by the rules of ``GetPodQOS``, set on create and kept
 by later status writes); Service type, clusterIP, sessionAffinity and port
 protocol/targetPort; PVC volumeMode and ``Pending`` status; PV ``Available``
-status; Namespace ``Active`` status. Defaulting runs on create and update
-alike.
+status; a Secret's ``type`` (``Opaque``) and its ``stringData`` folded into ``data``; Namespace ``Active`` status and ``spec.finalizers: [kubernetes]``
+(kept as it was by updates: the namespace lifecycle in :mod:`.store` empties
+it). Defaulting runs on create and update alike.
 
 Admission plugins of a default kube-apiserver:
 
@@ -20,11 +21,19 @@ Admission plugins of a default kube-apiserver:
   toleration ``{key: <resource>, operator: Exists, effect: NoSchedule}``, so
   it tolerates the taint GPU operators and cloud GPU pools put on their
   nodes.
+* **ServiceAccount** (create): a Pod without ``spec.serviceAccountName``
+  runs as ``default`` (``spec.serviceAccount`` mirrors it, as the v1 API
+  shows the deprecated field); a Pod naming a ServiceAccount that does not
+  exist is 403 Forbidden. No token volume is mounted (the local cluster has
+  no tokens; see its README).
 * **DefaultStorageClass** (create): a PVC created without
   ``spec.storageClassName`` (and without the legacy
   ``volume.beta.kubernetes.io/storage-class`` annotation) gets the name of the
   default StorageClass, the newest one annotated
   ``storageclass.kubernetes.io/is-default-class: "true"``.
+* **PersistentVolumeClaimResize** (update, :func:`admit_update`): a claim
+  may grow only if it is Bound and its StorageClass has
+  ``allowVolumeExpansion: true``; else 403 Forbidden, worded as the plugin.
 * **StorageObjectInUseProtection** (create): every PVC gets the finalizer
   ``kubernetes.io/pvc-protection`` and every PV ``kubernetes.io/pv-protection``;
   the protection controller (:mod:`.controllers.protection`) removes them
@@ -33,10 +42,13 @@ Admission plugins of a default kube-apiserver:
 
 from __future__ import annotations
 
+import base64
+import copy
 import ipaddress
 import random
 from decimal import Decimal
 
+from . import errors
 from .kinds import Kind
 from .resourcequota import admit_claim
 from .validation import parse_quantity
@@ -51,6 +63,12 @@ BETA_CLAIM_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
 #: The finalizers of the StorageObjectInUseProtection admission plugin.
 PVC_PROTECTION = "kubernetes.io/pvc-protection"
 PV_PROTECTION = "kubernetes.io/pv-protection"
+
+#: The ServiceAccount every namespace has and a Pod runs as unless it names another.
+DEFAULT_SERVICE_ACCOUNT = "default"
+
+#: The finalizer of ``spec.finalizers`` the namespace controller removes once a deleted namespace is empty.
+NAMESPACE_FINALIZER = "kubernetes"
 
 #: The resources the Pod QoS class is computed from.
 QOS_RESOURCES = ("cpu", "memory")
@@ -141,6 +159,10 @@ def _default_pod(obj: dict, store) -> None:
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("securityContext", {})
     spec.setdefault("enableServiceLinks", True)
+    # v1's deprecated spec.serviceAccount is the same field as serviceAccountName (both ways, as conversion does)
+    account = spec.get("serviceAccountName") or spec.get("serviceAccount")
+    if account:
+        spec["serviceAccountName"] = spec["serviceAccount"] = account
     _default_containers(spec.get("containers"))
     _default_containers(spec.get("initContainers"))
 
@@ -234,6 +256,21 @@ def _free_cluster_ip(used: set) -> str:
     raise RuntimeError("the local cluster's service network is full")
 
 
+def _default_secret(obj: dict, store) -> None:
+    """``type`` defaults to ``Opaque``; ``stringData`` is write-only: folded into ``data`` (base64, over the same keys), then dropped."""
+    if not obj.get("type"):
+        obj["type"] = "Opaque"
+    string_data = obj.get("stringData")
+    if not isinstance(string_data, dict) or not all(isinstance(v, str) for v in string_data.values()):
+        return  # left for validation to name
+    del obj["stringData"]
+    if string_data:
+        data = obj["data"] if isinstance(obj.get("data"), dict) else {}
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(value.encode()).decode()
+        obj["data"] = data
+
+
 def _default_service(obj: dict, store) -> None:
     spec = obj.get("spec")
     if not isinstance(spec, dict):
@@ -256,6 +293,11 @@ def _default_pvc(obj: dict, store) -> None:
     if isinstance(spec, dict):
         spec.setdefault("volumeMode", "Filesystem")
         _canonical_resources(spec.get("resources"))
+
+
+def _storage_class(store, name: str) -> dict | None:
+    kind = store.kind("storage.k8s.io", "v1", "storageclasses")
+    return next((sc for sc in store.objects(kind) if sc["metadata"]["name"] == name), None)
 
 
 def default_storage_class(store) -> dict | None:
@@ -303,10 +345,13 @@ def apply_defaults(kind: Kind, obj: dict, store, *, creating: bool) -> None:
     defaulter = {
         "Pod": _default_pod,
         "Service": _default_service,
+        "Secret": _default_secret,
         "PersistentVolumeClaim": _default_pvc,
     }.get(kind.kind)
     if defaulter is not None:
         defaulter(obj, store)
+    if creating and kind.kind == "Pod":
+        _admit_service_account(obj, store)
     if kind.kind == "Pod":
         _admit_extended_resource_tolerations(obj)
         if creating and isinstance(obj.get("status"), dict):
@@ -318,6 +363,60 @@ def apply_defaults(kind: Kind, obj: dict, store, *, creating: bool) -> None:
         admit_claim(obj, store)  # ResourceQuota: a validating plugin, after the mutating ones
     if creating and kind.kind == "PersistentVolume":
         _add_finalizer(obj, PV_PROTECTION)
+    if creating and kind.kind == "Namespace":
+        obj["spec"] = {**(obj.get("spec") if isinstance(obj.get("spec"), dict) else {}), "finalizers": [NAMESPACE_FINALIZER]}
+
+
+def _admit_service_account(pod: dict, store) -> None:
+    """The ServiceAccount admission plugin without tokens: default the Pod's ServiceAccount, refuse a missing one (403)."""
+    spec, meta = pod.get("spec"), pod.get("metadata") or {}
+    try:
+        kind = store.kind("", "v1", "serviceaccounts")
+    except errors.ApiError:
+        return  # a store without ServiceAccounts
+    if not isinstance(spec, dict):
+        return
+    name = spec.get("serviceAccountName") or DEFAULT_SERVICE_ACCOUNT
+    spec["serviceAccountName"] = spec["serviceAccount"] = name
+    namespace = meta.get("namespace")
+    if not any(sa["metadata"]["name"] == name and sa["metadata"].get("namespace") == namespace for sa in store.objects(kind)):
+        raise errors.forbidden(
+            "pods",
+            meta.get("name") or "",
+            f'error looking up service account {namespace}/{name}: serviceaccount "{name}" not found',
+        )
+
+
+def _storage_request(pvc: dict):
+    return (((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
+
+
+def admit_update(kind: Kind, new: dict, current: dict, store) -> None:
+    """Validating admission on update (after validation, as kube-apiserver orders them): PersistentVolumeClaimResize.
+
+    A claim whose ``spec.resources.requests.storage`` grows must be Bound
+    and its StorageClass must allow expansion; else 403 Forbidden with the
+    plugin's message. Raises :class:`~.errors.ApiError`.
+    """
+    if kind.group != "" or kind.kind != "PersistentVolumeClaim":
+        return
+    try:
+        grows = parse_quantity(_storage_request(new)) > parse_quantity(_storage_request(current))
+    except (TypeError, ValueError):
+        return
+    if not grows:
+        return
+    name = current["metadata"]["name"]
+    if (current.get("status") or {}).get("phase") != "Bound":
+        raise errors.forbidden(kind.plural, name, "Only bound persistent volume claims can be expanded")
+    new_class = (new.get("spec") or {}).get("storageClassName")
+    storage_class = _storage_class(store, new_class) if new_class and new_class == (current.get("spec") or {}).get("storageClassName") else None
+    if not (storage_class or {}).get("allowVolumeExpansion"):
+        raise errors.forbidden(
+            kind.plural,
+            name,
+            "only dynamically provisioned pvc can be resized and the storageclass that provisions the pvc must support resize",
+        )
 
 
 def carry_over_status(kind: Kind, new: dict, current: dict) -> None:
@@ -329,7 +428,12 @@ def carry_over_status(kind: Kind, new: dict, current: dict) -> None:
 
 
 def carry_over(kind: Kind, new: dict, current: dict) -> None:
-    """On update, keep server-assigned fields the client left out (Service clusterIP/clusterIPs), as Kubernetes does."""
+    """On update, keep server-assigned fields the client left out (Service clusterIP/clusterIPs), and a Namespace's spec, as Kubernetes does."""
+    if kind.group == "" and kind.kind == "Namespace":
+        if "spec" in current:
+            new["spec"] = copy.deepcopy(current["spec"])
+        else:
+            new.pop("spec", None)
     if kind.group == "" and kind.kind == "Service":
         new_spec, old_spec = new.get("spec"), current.get("spec") or {}
         if isinstance(new_spec, dict):

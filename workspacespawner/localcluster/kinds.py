@@ -96,6 +96,7 @@ KINDS: tuple[Kind, ...] = (
     _core("Secret", "secrets"),
     _core("ConfigMap", "configmaps", short=("cm",)),
     _core("Event", "events", short=("ev",)),
+    _core("ServiceAccount", "serviceaccounts", short=("sa",)),
     _core("Namespace", "namespaces", namespaced=False, short=("ns",), sub=("status",)),
     _core("ResourceQuota", "resourcequotas", short=("quota",), sub=("status",)),
     _core("Node", "nodes", namespaced=False, short=("no",), sub=("status",)),

@@ -51,9 +51,14 @@
     API server classifies them.
 
 ``application/apply-patch+yaml``
-    Server-side apply is not implemented here: 415 with a message saying so.
+    Server-side apply is not implemented: 415 UnsupportedMediaType listing the
+    other types, as a kube-apiserver without server-side apply answers (so
+    ``kubectl apply --server-side`` and a kubernetes_asyncio apply patch fail
+    at once, whether or not the object exists, and nothing is written).
     ``kubectl apply`` without ``--server-side`` sends strategic-merge (built-in
-    kinds) or merge (custom resources) patches, which are.
+    kinds) or merge (custom resources) patches, which are served. Why not a
+    partial apply: see "Differences from a real API server" in the local
+    cluster's README.
 
 Checks that patches do not rename objects (``metadata.name``, ``namespace``,
 ``uid``), resourceVersion preconditions and validation of the result are the
@@ -109,17 +114,11 @@ def apply_patch(obj: dict, patch_body, content_type: str, kind: Kind) -> dict:
     already decoded. ``content_type`` may carry parameters (``; charset=utf-8``).
     """
     media_type = (content_type or "").split(";", 1)[0].strip().lower()
-    if media_type == APPLY_PATCH:
-        raise errors.ApiError(
-            415,
-            "UnsupportedMediaType",
-            "server-side apply (application/apply-patch+yaml) is not supported by the local "
-            "cluster; use client-side kubectl apply or a merge, JSON or strategic merge patch",
-        )
     if media_type == STRATEGIC_MERGE_PATCH and not kind.strategic_merge:
-        raise errors.unsupported_media_type(content_type)
+        raise errors.unsupported_media_type(content_type, kind.strategic_merge)
     if media_type not in (MERGE_PATCH, JSON_PATCH, STRATEGIC_MERGE_PATCH):
-        raise errors.unsupported_media_type(content_type)
+        # server-side apply (APPLY_PATCH) included: see the module docstring
+        raise errors.unsupported_media_type(content_type, kind.strategic_merge)
     body = _decode(patch_body)
     if media_type == JSON_PATCH:
         return json_patch(obj, body)

@@ -8,7 +8,10 @@ namespaced kinds), the ``status`` subresource, watches (``?watch=true`` and
 the legacy ``/watch/`` prefix) streamed as newline-delimited JSON, server-side
 printing as ``Table`` for ``kubectl get``, a Pod's ``log`` (plain text,
 streamed with ``follow``; see :mod:`.podlogs`), and KubeVirt's
-``subresources.kubevirt.io`` start/stop/restart. Failures answer with
+``subresources.kubevirt.io`` start/stop/restart. Request bodies are JSON,
+YAML, or protobuf for the kinds :mod:`.protobuf` decodes; answers are JSON.
+List ``limit``/``continue`` paging is the store's (:meth:`.Store.list_chunk`);
+server-side apply answers 415 (see :mod:`.patch`). Failures answer with
 ``Status`` objects. Every request passes the cluster's fault injector first
 and is recorded in its request log after.
 
@@ -29,11 +32,11 @@ import tornado.web
 import yaml
 from tornado.iostream import StreamClosedError
 
-from . import discovery, errors, openapi, tables
+from . import discovery, errors, openapi, protobuf, tables
 from .errors import ApiError
 from .faults import Request
 from .kinds import KUBEVIRT_SUBRESOURCE_GROUP, KUBEVIRT_SUBRESOURCE_VERSION, READ_ONLY_SUBRESOURCES, VM_ACTIONS, Kind
-from .patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
+from .patch import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
 from .podlogs import LogOptions, PodLog
 from .watchstream import TRUE_WORDS, WatchStream, watch_options
 
@@ -41,7 +44,8 @@ log = logging.getLogger("workspacespawner.localcluster")
 
 JSON = "application/json"
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-PATCH_TYPES = frozenset({JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, APPLY_PATCH})
+#: Patch types served; server-side apply (``application/apply-patch+yaml``) answers 415 (see :mod:`.patch`).
+PATCH_TYPES = frozenset({JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH})
 BODY_TYPES = frozenset({"", JSON, "application/yaml"})
 
 #: Kinds whose registry sets ``ReturnDeletedObject``: DELETE answers with the
@@ -58,6 +62,9 @@ RETURNS_DELETED_OBJECT = frozenset(
         ("storage.k8s.io", "storageclasses"),
     }
 )
+
+#: The options object each write verb's query parameters are validated as.
+OPTIONS_KINDS = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions", "DELETE": "DeleteOptions"}
 
 #: Status reasons for errors tornado raises itself (unknown routes, methods a handler lacks).
 HTTP_REASONS = {
@@ -180,7 +187,20 @@ class BaseHandler(tornado.web.RequestHandler):
             if fault.status is not None:
                 raise ApiError(fault.status, fault.reason, fault.message)
         if self.request.method in WRITE_METHODS and self.request.body:
-            self.body = self._parse_body()
+            # a body of a type not served is not decoded: the handler answers 415 for it
+            if self.content_type in BODY_TYPES or self.content_type in PATCH_TYPES:
+                self.body = self._parse_body()
+            elif self.content_type == protobuf.MEDIA_TYPE:
+                self.body = self._parse_protobuf()
+            else:
+                self.body = self.request.body.decode(errors="replace")
+
+    def _parse_protobuf(self):
+        """A protobuf object of a kind :mod:`.protobuf` decodes, as a dict; else the raw bytes (415 later)."""
+        try:
+            return protobuf.decode(self.request.body)
+        except (protobuf.Unsupported, UnicodeDecodeError):
+            return self.request.body
 
     def _parse_body(self):
         try:
@@ -291,7 +311,11 @@ class ResourceHandler(BaseHandler):
         if value is None and self.request.method == "DELETE" and isinstance(self.body, dict):
             value = "All" if "All" in (self.body.get("dryRun") or []) else None
         if value not in (None, "All"):
-            raise errors.bad_request(f'dryRun: Unsupported value: "{value}": supported values: "All"')
+            raise errors.invalid_option(
+                OPTIONS_KINDS.get(self.request.method, "CreateOptions"),
+                "dryRun",
+                f'Unsupported value: ["{value}"]: supported values: "All"',
+            )
         return value == "All"
 
     def send_object(self, target: Target, obj: dict) -> None:
@@ -326,15 +350,27 @@ class ResourceHandler(BaseHandler):
             self.send_object(target, self.store.get(target.kind, target.namespace, target.name))
 
     def list(self, target: Target) -> None:
+        """A list, one page of it with ``limit`` (``continue`` for the next one; see :meth:`.Store.list_chunk`)."""
         kind = target.kind
-        items, rv = self.store.list(kind, target.namespace, self.query("labelSelector"), self.query("fieldSelector"))
+        resource_version, token = self.query("resourceVersion"), self.query("continue")
+        if token and resource_version not in (None, ""):
+            raise errors.bad_request("specifying resource version is not allowed when using continue")
+        items, meta = self.store.list_chunk(
+            kind,
+            target.namespace,
+            self.query("labelSelector"),
+            self.query("fieldSelector"),
+            # resourceVersion=0 is served from the watch cache, which does not page
+            limit=None if resource_version == "0" else self.query("limit"),
+            continue_token=token,
+        )
         api_version = table_version(self.request.headers.get("Accept"))
         if api_version:
-            self.send_json(self.table(items, target, api_version, rv))
+            table = self.table(items, target, api_version, meta["resourceVersion"])
+            table["metadata"].update(meta)
+            self.send_json(table)
             return
-        self.send_json(
-            {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": {"resourceVersion": rv}, "items": items}
-        )
+        self.send_json({"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta, "items": items})
 
     async def watch(self, target: Target) -> None:
         options = watch_options(self.query, target.namespace, target.name)
@@ -385,8 +421,10 @@ class ResourceHandler(BaseHandler):
 
     def patch(self, group=None, version=None, rest="") -> None:
         target = single_object(self.target(group, version, rest))
-        if self.content_type not in PATCH_TYPES:
-            raise errors.unsupported_media_type(self.content_type)
+        if self.content_type not in PATCH_TYPES or (
+            self.content_type == STRATEGIC_MERGE_PATCH and not target.kind.strategic_merge
+        ):
+            raise errors.unsupported_media_type(self.content_type, target.kind.strategic_merge)
         patched = self.store.patch(
             target.kind,
             target.namespace,
@@ -408,6 +446,8 @@ class ResourceHandler(BaseHandler):
             self.delete_object(target)
 
     def _check_body_type(self) -> None:
+        if self.content_type == protobuf.MEDIA_TYPE and isinstance(self.body, dict):
+            return  # decoded (see prepare)
         if self.content_type not in BODY_TYPES:
             raise ApiError(
                 415,

@@ -9,9 +9,13 @@ and applies the generic registry rules of the
 Kubernetes API server: generateName, uid, creationTimestamp, generation
 (for the kinds that keep one, see ``Kind.generation``), defaulting and
 admission (:mod:`.defaults`), status subresources, optimistic concurrency
-on resourceVersion, finalizers and deletionTimestamp, graceful Pod deletion
-(due after its grace period), and garbage collection through
-ownerReferences.
+on resourceVersion, finalizers and deletionTimestamp (none may be added to
+an object being deleted), graceful Pod deletion (due after its grace
+period), list paging (:meth:`Store.list_chunk`), and two controllers of
+kube-controller-manager done inside the writes that make them due: garbage
+collection through ownerReferences (background, foreground and orphan
+propagation; dependents of absent owners) and the namespace lifecycle
+(Terminating, content deleted, then gone).
 
 All methods run on the cluster's event loop; none of them awaits, so each
 write is atomic with respect to every other request and watcher.
@@ -26,13 +30,20 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 
-from . import errors
-from .defaults import apply_defaults, carry_over, carry_over_status, reset_status
+from . import errors, paging
+from .defaults import DEFAULT_SERVICE_ACCOUNT, admit_update, apply_defaults, carry_over, carry_over_status, reset_status
 from .kinds import KINDS, Kind, by_key, by_kind
 from .patch import apply_patch
 from .selectors import FieldSelector, LabelSelector
 
 ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
+
+NAMESPACES = ("", "v1", "namespaces")
+SERVICE_ACCOUNTS = ("", "v1", "serviceaccounts")
+#: The namespaces the NamespaceLifecycle admission plugin never lets go.
+IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
+#: The finalizer a Foreground deletion puts on the owner until its blocking dependents are gone.
+FOREGROUND_FINALIZER = "foregroundDeletion"
 
 
 def utcnow() -> datetime.datetime:
@@ -48,6 +59,32 @@ def rfc3339(when: datetime.datetime) -> str:
 def _spec_of(obj: dict) -> dict:
     """What counts as the spec for metadata.generation: everything but metadata and status."""
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "kind", "apiVersion")}
+
+
+def _is_namespace(kind: Kind) -> bool:
+    return kind.key == NAMESPACES
+
+
+def _held(kind: Kind, obj: dict) -> bool:
+    """Whether a marked object stays: metadata finalizers, or a Namespace's ``spec.finalizers`` (its content not yet gone)."""
+    if obj["metadata"].get("finalizers"):
+        return True
+    return _is_namespace(kind) and bool((obj.get("spec") or {}).get("finalizers"))
+
+
+def _refuse_new_finalizers(kind: Kind, new: dict, current: dict) -> None:
+    """ValidateObjectMetaUpdate: an object being deleted may lose finalizers, never gain one (422)."""
+    if not current["metadata"].get("deletionTimestamp"):
+        return
+    added = sorted(set(new["metadata"].get("finalizers") or []) - set(current["metadata"].get("finalizers") or []))
+    if added:
+        listed = ", ".join(f'"{f}"' for f in added)
+        cause = {
+            "field": "metadata.finalizers",
+            "reason": "FieldValueForbidden",
+            "message": f"Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{listed}}}",
+        }
+        raise errors.invalid(kind.kind, current["metadata"]["name"], [cause], kind.group)
 
 
 class Watch:
@@ -202,15 +239,82 @@ class Store:
         field_selector: str | None = None,
     ) -> tuple[list[dict], str]:
         """Matching objects (deep copies, sorted by namespace and name) and the list resourceVersion."""
+        items, meta = self.list_chunk(kind, namespace, label_selector, field_selector)
+        return items, meta["resourceVersion"]
+
+    def list_chunk(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        *,
+        limit=None,
+        continue_token: str | None = None,
+    ) -> tuple[list[dict], dict]:
+        """One page of a list: matching objects (deep copies, by namespace and name) and the list metadata.
+
+        ``limit`` (a positive count, as a string or int; else no limit) cuts
+        the page; the metadata then carries ``continue``, a token for the
+        next page (see :mod:`.paging`), and, without selectors,
+        ``remainingItemCount``. A page from a token shows the objects as they
+        were at the first page's ``resourceVersion``, as etcd's snapshot
+        does, rebuilt from the change history; once that history no longer
+        reaches back, 410 Expired with a token that continues at the current
+        state (kube-apiserver's answer after an etcd compaction). A malformed
+        token is 400.
+        """
+        limit = paging.parse_limit(limit)
         labels = LabelSelector.parse(label_selector)
         fields = FieldSelector.parse(field_selector)
-        items = []
-        for (ns, _name), obj in sorted(self._bucket(kind).items()):
-            if kind.namespaced and namespace and ns != namespace:
+        rv, after = self.resource_version, None
+        objects = self._bucket(kind)
+        if continue_token:
+            start, rv = paging.decode(continue_token)
+            after = paging.split_key(start)
+            if rv == -1:
+                rv = self.resource_version
+            elif not self._history_reaches(rv):
+                raise errors.ApiError(
+                    410, "Expired", paging.INCONSISTENT_CONTINUE, metadata={"continue": paging.encode(start, -1)}
+                )
+            else:
+                objects = self._objects_at(kind, rv)
+        matching = []
+        for (ns, name), obj in sorted(objects.items()):
+            if (kind.namespaced and namespace and ns != namespace) or (after is not None and (ns, name) <= after):
                 continue
             if labels.matches(obj["metadata"].get("labels")) and fields.matches(obj):
-                items.append(copy.deepcopy(obj))
-        return items, str(self.resource_version)
+                matching.append(((ns, name), obj))
+        meta: dict = {"resourceVersion": str(rv)}
+        if limit is not None and len(matching) > limit:
+            last = matching[limit - 1][0]
+            meta["continue"] = paging.encode(paging.key_of(*last), rv)
+            if label_selector in (None, "") and field_selector in (None, ""):
+                meta["remainingItemCount"] = len(matching) - limit
+            matching = matching[:limit]
+        return [copy.deepcopy(obj) for _, obj in matching], meta
+
+    def _history_reaches(self, since: int) -> bool:
+        """Whether every change after resourceVersion ``since`` is still in the history."""
+        oldest = self._history[0][0] if self._history else self.resource_version + 1
+        return not (since < oldest - 1 and since < self.resource_version)
+
+    def _objects_at(self, kind: Kind, rv: int) -> dict:
+        """The objects of ``kind`` as they were at resourceVersion ``rv``: the current ones with later changes undone."""
+        objects = dict(self._bucket(kind))
+        for event_rv, key, event_type, obj, old in reversed(self._history):
+            if event_rv <= rv:
+                break
+            if key != kind.key:
+                continue
+            meta = obj["metadata"]
+            where = (meta.get("namespace", ""), meta["name"])
+            if event_type == ADDED:
+                objects.pop(where, None)
+            else:
+                objects[where] = old
+        return objects
 
     # -- writes ------------------------------------------------------------
 
@@ -235,6 +339,17 @@ class Store:
             return
         obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
         self.create(ns_kind, None, obj)
+
+    def _ensure_default_service_account(self, namespace: str) -> None:
+        """The ServiceAccount controller's part: every namespace has a ServiceAccount ``default``."""
+        kind = self._by_key.get(SERVICE_ACCOUNTS)
+        if kind is None or (namespace, DEFAULT_SERVICE_ACCOUNT) in self._bucket(kind):
+            return
+        namespace_obj = self._objects[NAMESPACES].get(("", namespace))
+        if namespace_obj is None or namespace_obj["metadata"].get("deletionTimestamp"):
+            return
+        sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": DEFAULT_SERVICE_ACCOUNT}}
+        self.create(kind, namespace, sa)
 
     def create(self, kind: Kind, namespace: str | None, obj: dict, *, dry_run: bool = False) -> dict:
         """Create ``obj``; 201 semantics. Returns the stored object.
@@ -261,8 +376,23 @@ class Store:
             raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
         if kind.namespaced:
             meta["namespace"] = ns
-            if ("", ns) not in self._objects[("", "v1", "namespaces")]:
+            namespace_obj = self._objects[NAMESPACES].get(("", ns))
+            if namespace_obj is None:
                 raise errors.not_found("namespaces", ns)
+            if namespace_obj["metadata"].get("deletionTimestamp"):
+                raise errors.forbidden(
+                    kind.plural,
+                    meta.get("name") or "",
+                    f"unable to create new content in namespace {ns} because it is being terminated",
+                    kind.group,
+                    causes=[
+                        {
+                            "reason": "NamespaceTerminating",
+                            "message": f"namespace {ns} is being terminated",
+                            "field": "metadata.namespace",
+                        }
+                    ],
+                )
         else:
             meta.pop("namespace", None)
         if not meta.get("name"):
@@ -272,7 +402,7 @@ class Store:
                 raise errors.invalid(
                     kind.kind,
                     "",
-                    [{"field": "metadata.name", "reason": "FieldValueRequired", "message": "name or generateName is required"}],
+                    [{"field": "metadata.name", "reason": "FieldValueRequired", "message": "Required value: name or generateName is required"}],
                     kind.group,
                 )
         name = meta["name"]
@@ -294,7 +424,12 @@ class Store:
         meta["resourceVersion"] = self._next_rv()
         self._bucket(kind)[(ns, name)] = obj
         self._emit(ADDED, kind, obj, None)
-        return copy.deepcopy(obj)
+        created = copy.deepcopy(obj)
+        if _is_namespace(kind):
+            self._ensure_default_service_account(name)
+        if self._owners_absent(obj):
+            self.delete(kind, ns or None, name)  # the garbage collector's verdict on a dependent of absent owners
+        return created
 
     def _stored(self, kind: Kind, namespace: str | None, name: str) -> dict:
         ns = self._check_namespace(kind, namespace)
@@ -346,6 +481,13 @@ class Store:
         """PATCH with a merge, JSON or strategic-merge patch (see :mod:`.patch`)."""
         current = self._stored(kind, namespace, name)
         patched = apply_patch(copy.deepcopy(current), body, content_type, kind)
+        patched_meta = patched.get("metadata") if isinstance(patched.get("metadata"), dict) else {}
+        for field in ("name", "namespace"):
+            if patched_meta.get(field, "") != current["metadata"].get(field, ""):
+                raise errors.bad_request(
+                    f"the {field} of the object ({patched_meta.get(field, '')}) does not match the {field} on the URL "
+                    f"({current['metadata'].get(field, '')})"
+                )
         want_rv = (patched.get("metadata") or {}).get("resourceVersion")
         if want_rv and want_rv != current["metadata"]["resourceVersion"]:
             raise errors.conflict(
@@ -390,12 +532,14 @@ class Store:
             meta.pop("generation", None)
             if "generation" in old_meta:
                 meta["generation"] = old_meta["generation"]
+            _refuse_new_finalizers(kind, new, current)
             carry_over(kind, new, current)
             apply_defaults(kind, new, self, creating=False)
             if kind.generation and _spec_of(new) != _spec_of(current):
                 meta["generation"] = meta.get("generation", 0) + 1
         if self.validator is not None:
             self.validator.validate(kind, new, current)
+        admit_update(kind, new, current, self)
         if dry_run:
             return new
         new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
@@ -403,10 +547,9 @@ class Store:
             return copy.deepcopy(current)  # a no-op write keeps its resourceVersion, as in Kubernetes
         new["metadata"]["resourceVersion"] = self._next_rv()
         key = (old_meta.get("namespace", ""), old_meta["name"])
-        if old_meta.get("deletionTimestamp") and not new["metadata"].get("finalizers"):
+        if old_meta.get("deletionTimestamp") and not _held(kind, new):
             del self._bucket(kind)[key]
-            self._emit(DELETED, kind, new, current)
-            self._collect_garbage(new)
+            self._removed(kind, new, current)
             return copy.deepcopy(new)
         self._bucket(kind)[key] = new
         self._emit(MODIFIED, kind, new, current)
@@ -428,20 +571,51 @@ class Store:
         An object with finalizers, and a Pod bound to a node with a grace
         period, is only marked; it goes when its finalizers are removed (or
         when the node agent confirms the Pod's containers stopped, with a
-        delete of grace period 0). Dependents (ownerReferences) are removed
-        unless ``propagation_policy`` is ``Orphan``.
+        delete of grace period 0). Dependents (ownerReferences) are deleted
+        once the object is gone (``Background``, the default); ``Orphan``
+        keeps them and drops their reference to it; ``Foreground`` marks the
+        object with the ``foregroundDeletion`` finalizer, deletes the
+        dependents at once and removes the finalizer when no dependent with
+        ``blockOwnerDeletion`` is left. A Namespace turns ``Terminating``,
+        its content is deleted and it goes when that is gone; creates in it
+        are 403 meanwhile, and ``default``, ``kube-system`` and
+        ``kube-public`` may not be deleted (403), as the NamespaceLifecycle
+        admission plugin answers.
         """
         current = self._stored(kind, namespace, name)
         meta = current["metadata"]
         preconditions = preconditions or {}
         if preconditions.get("uid") and preconditions["uid"] != meta["uid"]:
-            raise errors.conflict(kind.plural, name, f"Precondition failed: UID in precondition: {preconditions['uid']}, UID in object meta: {meta['uid']}", kind.group)
+            raise errors.conflict(
+                kind.kind,
+                name,
+                f"the UID in the precondition ({preconditions['uid']}) does not match the UID in record ({meta['uid']}). "
+                "The object might have been deleted and then recreated",
+                kind.group,
+            )
         if preconditions.get("resourceVersion") and preconditions["resourceVersion"] != meta["resourceVersion"]:
-            raise errors.conflict(kind.plural, name, "Precondition failed: resourceVersion mismatch", kind.group)
+            raise errors.conflict(
+                kind.kind,
+                name,
+                f"the ResourceVersion in the precondition ({preconditions['resourceVersion']}) does not match the "
+                f"ResourceVersion in record ({meta['resourceVersion']}). The object might have been modified",
+                kind.group,
+            )
         if propagation_policy not in (None, "Orphan", "Background", "Foreground"):
-            raise errors.bad_request(f"unsupported propagation policy: {propagation_policy}")
+            raise errors.invalid_option(
+                "DeleteOptions",
+                "propagationPolicy",
+                f'Unsupported value: "{propagation_policy}": supported values: "Foreground", "Background", "Orphan", "nil"',
+            )
+        if _is_namespace(kind) and name in IMMORTAL_NAMESPACES:
+            raise errors.forbidden(kind.plural, name, "this namespace may not be deleted")
         if dry_run:
             return copy.deepcopy(current)
+        if _is_namespace(kind):
+            return self._terminate_namespace(current)
+        if propagation_policy == "Orphan":
+            self._orphan_dependents(current)
+        foreground = propagation_policy == "Foreground"
         graceful = (
             kind.kind == "Pod"
             and current.get("spec", {}).get("nodeName")
@@ -451,7 +625,7 @@ class Store:
             if grace_period_seconds is None:
                 grace_period_seconds = current["spec"].get("terminationGracePeriodSeconds", 30)
             graceful = grace_period_seconds > 0
-        if meta.get("finalizers") or graceful:
+        if meta.get("finalizers") or graceful or foreground:
             if meta.get("deletionTimestamp"):
                 return copy.deepcopy(current)
             new = copy.deepcopy(current)
@@ -459,31 +633,148 @@ class Store:
             # Graceful deletion sets the time the object is due to go; finalizers alone, now with a grace period of 0.
             new["metadata"]["deletionTimestamp"] = rfc3339(self.clock() + datetime.timedelta(seconds=grace))
             new["metadata"]["deletionGracePeriodSeconds"] = grace
+            if foreground:
+                new["metadata"]["finalizers"] = [*(meta.get("finalizers") or []), FOREGROUND_FINALIZER]
             if new["metadata"].get("generation", 0) > 0:
                 new["metadata"]["generation"] += 1  # being marked for deletion is a new generation
             new["metadata"]["resourceVersion"] = self._next_rv()
             self._bucket(kind)[(meta.get("namespace", ""), name)] = new
             self._emit(MODIFIED, kind, new, current)
+            if foreground:
+                self._delete_dependents(new, "Foreground")
+                self._release_foreground_owner(new["metadata"]["uid"])
             return copy.deepcopy(new)
         del self._bucket(kind)[(meta.get("namespace", ""), name)]
         gone = copy.deepcopy(current)
         gone["metadata"]["resourceVersion"] = self._next_rv()
-        self._emit(DELETED, kind, gone, current)
-        if propagation_policy != "Orphan":
-            self._collect_garbage(gone)
+        self._removed(kind, gone, current)
         return gone
 
-    def _collect_garbage(self, owner: dict) -> None:
-        """Delete every object whose ownerReferences name ``owner``'s uid (the garbage collector)."""
-        uid = owner["metadata"]["uid"]
+    # -- the garbage collector and the namespace controller ------------------
+    #
+    # kube-controller-manager's work, done here at once, inside the write that
+    # makes it due (the real controllers do it moments later).
+
+    def _removed(self, kind: Kind, gone: dict, current: dict) -> None:
+        """After an object left the store: tell watchers, collect its dependents, release owners and namespaces waiting for it."""
+        self._emit(DELETED, kind, gone, current)
+        self._delete_dependents(gone, None)
+        for ref in gone["metadata"].get("ownerReferences") or []:
+            if ref.get("blockOwnerDeletion"):
+                self._release_foreground_owner(ref.get("uid"))
+        namespace = gone["metadata"].get("namespace")
+        if kind.namespaced and namespace:
+            self._finish_namespace(namespace)
+
+    def _dependents(self, uid: str):
+        """``(kind, object)`` of every stored object with an ownerReference to ``uid``."""
         for kind in self.kinds:
-            for (ns, name), obj in list(self._bucket(kind).items()):
-                refs = obj["metadata"].get("ownerReferences") or []
-                if any(ref.get("uid") == uid for ref in refs):
+            for obj in list(self._bucket(kind).values()):
+                if any(ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or []):
+                    yield kind, obj
+
+    def _delete_dependents(self, owner: dict, propagation_policy: str | None) -> None:
+        """Delete every dependent of ``owner`` not yet being deleted (Background, or Foreground below a Foreground owner)."""
+        for kind, obj in list(self._dependents(owner["metadata"]["uid"])):
+            meta = obj["metadata"]
+            if meta.get("deletionTimestamp"):
+                continue
+            try:
+                self.delete(kind, meta.get("namespace") or None, meta["name"], propagation_policy=propagation_policy)
+            except errors.ApiError:
+                pass
+
+    def _orphan_dependents(self, owner: dict) -> None:
+        """Orphan propagation: drop the ownerReference to ``owner`` from each dependent, which stays."""
+        uid = owner["metadata"]["uid"]
+        for kind, obj in list(self._dependents(uid)):
+            new = copy.deepcopy(obj)
+            refs = [ref for ref in obj["metadata"]["ownerReferences"] if ref.get("uid") != uid]
+            if refs:
+                new["metadata"]["ownerReferences"] = refs
+            else:
+                new["metadata"].pop("ownerReferences")
+            try:
+                self._write(kind, obj, new, None, False)
+            except errors.ApiError:
+                pass
+
+    def _release_foreground_owner(self, uid: str | None) -> None:
+        """Remove ``foregroundDeletion`` from the owner ``uid`` once no dependent with blockOwnerDeletion is left."""
+        for kind in self.kinds:
+            for owner in list(self._bucket(kind).values()):
+                meta = owner["metadata"]
+                if meta["uid"] != uid:
+                    continue
+                if FOREGROUND_FINALIZER not in (meta.get("finalizers") or []) or not meta.get("deletionTimestamp"):
+                    return
+                for _, dependent in self._dependents(uid):
+                    if any(r.get("uid") == uid and r.get("blockOwnerDeletion") for r in dependent["metadata"]["ownerReferences"]):
+                        return
+                new = copy.deepcopy(owner)
+                new["metadata"]["finalizers"] = [f for f in meta["finalizers"] if f != FOREGROUND_FINALIZER]
+                self._write(kind, owner, new, None, False)
+                return
+
+    def _owners_absent(self, obj: dict) -> bool:
+        """Whether ``obj`` has ownerReferences and every owner is verifiably gone (served kind, no object of that name and uid)."""
+        refs = obj["metadata"].get("ownerReferences") or []
+        if not refs:
+            return False
+        for ref in refs:
+            try:
+                owner_kind = self.kind_of(ref.get("apiVersion", ""), ref.get("kind", ""))
+            except errors.ApiError:
+                return False  # a kind the server does not know: the collector cannot tell, and keeps it
+            ns = obj["metadata"].get("namespace", "") if owner_kind.namespaced else ""
+            owner = self._bucket(owner_kind).get((ns, ref.get("name")))
+            if owner is not None and owner["metadata"]["uid"] == ref.get("uid"):
+                return False
+        return True
+
+    def _terminate_namespace(self, current: dict) -> dict:
+        """DELETE of a Namespace: phase Terminating, then its content deleted; it goes when that is gone (:meth:`_finish_namespace`)."""
+        name = current["metadata"]["name"]
+        if current["metadata"].get("deletionTimestamp"):
+            return copy.deepcopy(current)
+        kind = self._by_key[NAMESPACES]
+        new = copy.deepcopy(current)
+        new["metadata"]["deletionTimestamp"] = rfc3339(self.clock())
+        new.setdefault("status", {})["phase"] = "Terminating"
+        new["metadata"]["resourceVersion"] = self._next_rv()
+        self._bucket(kind)[("", name)] = new
+        self._emit(MODIFIED, kind, new, current)
+        for content_kind in self.kinds:
+            if not content_kind.namespaced:
+                continue
+            for (ns, obj_name), obj in list(self._bucket(content_kind).items()):
+                if ns == name and not obj["metadata"].get("deletionTimestamp"):
                     try:
-                        self.delete(kind, ns or None, name)
+                        self.delete(content_kind, ns, obj_name)
                     except errors.ApiError:
                         pass
+        self._finish_namespace(name)
+        return copy.deepcopy(new)
+
+    def _finish_namespace(self, name: str) -> None:
+        """The namespace controller's last step: a Terminating namespace with no content left loses its
+        ``kubernetes`` finalizer and goes (unless metadata finalizers hold it)."""
+        kind = self._by_key[NAMESPACES]
+        current = self._bucket(kind).get(("", name))
+        if current is None or not current["metadata"].get("deletionTimestamp") or not (current.get("spec") or {}).get("finalizers"):
+            return
+        for content_kind in self.kinds:
+            if content_kind.namespaced and any(ns == name for ns, _ in self._bucket(content_kind)):
+                return
+        new = copy.deepcopy(current)
+        new["spec"]["finalizers"] = []
+        new["metadata"]["resourceVersion"] = self._next_rv()
+        if new["metadata"].get("finalizers"):
+            self._bucket(kind)[("", name)] = new
+            self._emit(MODIFIED, kind, new, current)
+            return
+        del self._bucket(kind)[("", name)]
+        self._removed(kind, new, current)
 
     def delete_collection(
         self,
@@ -531,9 +822,8 @@ class Store:
                 since = int(resource_version)
             except ValueError:
                 raise errors.bad_request(f"invalid resourceVersion: {resource_version}") from None
-            oldest = self._history[0][0] if self._history else self.resource_version + 1
-            if since < oldest - 1 and since < self.resource_version:
-                raise errors.gone(f"too old resource version: {since} ({oldest - 1})")
+            if not self._history_reaches(since):
+                raise errors.gone(f"too old resource version: {since} ({self.oldest_resource_version})")
             for rv, key, event_type, obj, old in self._history:
                 if rv > since and key == kind.key:
                     watch.offer(event_type, copy.deepcopy(obj), old)
@@ -611,6 +901,8 @@ class Store:
             meta = obj["metadata"]
             self._bucket(kind)[(meta.get("namespace", ""), meta["name"])] = obj
         self._history.clear()
+        for (_, name) in list(self._objects[NAMESPACES]):
+            self._ensure_default_service_account(name)  # states saved before ServiceAccounts were served
         return len(restored)
 
     def objects(self, kind: Kind):

@@ -222,6 +222,11 @@ def data_count(obj: dict, now) -> int:
     return len(obj.get("data") or {}) + len(obj.get("binaryData") or {})
 
 
+def secret_count(obj: dict, now) -> int:
+    """A ServiceAccount's SECRETS column: how many Secrets it lists."""
+    return len(obj.get("secrets") or [])
+
+
 def pvc_claim(obj: dict, now) -> str:
     ref = (obj.get("spec") or {}).get("claimRef") or {}
     return f"{ref['namespace']}/{ref['name']}" if ref.get("name") else ""
@@ -276,6 +281,7 @@ COLUMNS: dict[str, tuple[Column, ...]] = {
     ),
     "Secret": (Column("Type", field("type")), Column("Data", data_count, type="integer"), AGE),
     "ConfigMap": (Column("Data", data_count, type="integer"), AGE),
+    "ServiceAccount": (Column("Secrets", secret_count, type="integer"), AGE),
     "Namespace": (Column("Status", field("status.phase")), AGE),
     "Node": (
         Column("Status", node_status),

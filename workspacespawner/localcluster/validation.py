@@ -497,8 +497,22 @@ def _pod_update(new: dict, old: dict) -> list[dict]:
     return [_forbidden("spec", _POD_UPDATE_MESSAGE + "\n  changed: " + ", ".join(f"spec.{k}" for k in changed))]
 
 
+def _same_quantity(a, b) -> bool:
+    try:
+        return parse_quantity(a) == parse_quantity(b)
+    except (TypeError, ValueError):
+        return a == b
+
+
+_PVC_UPDATE_MESSAGE = "spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims"
+
+
 def _pvc_update(new: dict, old: dict) -> list[dict]:
-    """Kubernetes ``ValidatePersistentVolumeClaimUpdate``: class, modes, mode and bound volume are fixed; storage only grows."""
+    """Kubernetes ``ValidatePersistentVolumeClaimUpdate``: class, modes, mode and bound volume are fixed; storage changes only on a Bound claim, and only grows.
+
+    The message of a change to an unbound claim's storage names the changed
+    field, where Kubernetes prints a Go diff of the two specs.
+    """
     spec, before = _dict(new.get("spec")), _dict(old.get("spec"))
     causes = _immutable("spec.storageClassName", spec.get("storageClassName"), before.get("storageClassName"))
     causes += _immutable("spec.accessModes", spec.get("accessModes") or [], before.get("accessModes") or [])
@@ -507,6 +521,9 @@ def _pvc_update(new: dict, old: dict) -> list[dict]:
         causes += _immutable("spec.volumeName", spec.get("volumeName"), before["volumeName"])
     size = _dict(_dict(spec.get("resources")).get("requests")).get("storage")
     old_size = _dict(_dict(before.get("resources")).get("requests")).get("storage")
+    if _dict(old.get("status")).get("phase") != "Bound" and not _same_quantity(size, old_size):
+        causes.append(_forbidden("spec", _PVC_UPDATE_MESSAGE + "\n  changed: spec.resources.requests.storage"))
+        return causes
     try:
         shrinks = parse_quantity(size) < parse_quantity(old_size)
     except (TypeError, ValueError):
@@ -602,6 +619,42 @@ def update_causes(kind: Kind, new: dict, old: dict) -> list[dict]:
     return causes
 
 
+def _container_name_causes(spec: dict) -> list[dict]:
+    causes = []
+    for key in ("initContainers", "containers"):
+        for i, container in enumerate(spec.get(key) or []):
+            name = _dict(container).get("name")
+            if isinstance(name, str) and name:
+                causes += [_invalid(f"spec.{key}[{i}].name", name, detail) for detail in is_dns1123_label(name)]
+    return causes
+
+
+def _port_number_causes(field: str, value) -> list[dict]:
+    if isinstance(value, int) and not isinstance(value, bool) and not 1 <= value <= 65535:
+        return [_invalid(field, value, "must be between 1 and 65535, inclusive")]
+    return []
+
+
+def _service_port_causes(spec: dict) -> list[dict]:
+    causes = []
+    for i, port in enumerate(spec.get("ports") or []):
+        port = _dict(port)
+        causes += _port_number_causes(f"spec.ports[{i}].port", port.get("port"))
+        causes += _port_number_causes(f"spec.ports[{i}].targetPort", port.get("targetPort"))
+    return causes
+
+
+#: Rules of a kind's spec the schema cannot state, checked on create and update (Kubernetes ``ValidatePodSpec``, ``ValidateService``).
+SPEC_RULES = {("", "Pod"): _container_name_causes, ("", "Service"): _service_port_causes}
+
+
+def spec_causes(kind: Kind, obj: dict) -> list[dict]:
+    """Problems :data:`SPEC_RULES` find in ``obj``'s spec: container names (RFC 1123 labels), Service port numbers."""
+    rule = SPEC_RULES.get((kind.group, kind.kind))
+    spec = obj.get("spec")
+    return rule(spec) if rule is not None and isinstance(spec, dict) else []
+
+
 def create_causes(kind: Kind, obj: dict) -> list[dict]:
     """Rules the schema cannot state: a PVC needs an access mode and a storage request (``ValidatePersistentVolumeClaimSpec``)."""
     if (kind.group, kind.kind) != ("", "PersistentVolumeClaim"):
@@ -650,6 +703,7 @@ class Validator:
         for error in errors_found:
             causes += _schema_causes(error)
         causes += metadata_causes(kind, obj.get("metadata"))
+        causes += spec_causes(kind, obj)
         if old is None:
             causes += create_causes(kind, obj)
         else:

@@ -10,16 +10,18 @@ and behaviour that changed between releases (see ``Kind.generation`` in
 
 from __future__ import annotations
 
-#: The Kubernetes release (``major.minor.patch``).
-KUBERNETES_VERSION = "1.31.0"
+#: The Kubernetes release (``major.minor.patch``): the one the real control plane
+#: tier builds (``tools/k8s/versions.env``), so both tiers report the same
+#: ``/version`` (zero-to-jupyterhub 4.x needs 1.32 or newer).
+KUBERNETES_VERSION = "1.34.4"
 MAJOR, MINOR, PATCH = KUBERNETES_VERSION.split(".")
 
-#: ``v1.31.0``: ``gitVersion`` of ``/version``, a Node's ``kubeletVersion``.
+#: ``v1.34.4``: ``gitVersion`` of ``/version``, a Node's ``kubeletVersion``.
 GIT_VERSION = f"v{KUBERNETES_VERSION}"
 
 #: When and with what that release was built, as its ``/version`` reports it.
-BUILD_DATE = "2024-08-13T00:00:00Z"
-GO_VERSION = "go1.22.5"
+BUILD_DATE = "2026-02-10T00:00:00Z"
+GO_VERSION = "go1.24.12"
 
 
 def at_least(major: int, minor: int) -> bool:

@@ -2,16 +2,20 @@
 
 The tier runs only with ``WORKSPACESPAWNER_CONTROL_PLANE=real`` and
 ``WORKSPACESPAWNER_K8S_BIN`` (the folder tools/k8s/build.sh printed); otherwise
-every test here is skipped with the reason.
+every test here is skipped with the reason. Tests on ``probe`` run twice,
+against the embedded local cluster (always) and the real plane (this tier).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 import pytest
+
+from tests.support.apiprobe import Probe
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
@@ -95,3 +99,28 @@ async def namespace(api):
         except client.ApiException as e:
             if e.status != 404:
                 raise
+
+
+@pytest.fixture(params=["embedded", "real"])
+async def probe(request):
+    """A :class:`Probe` of one control plane: the embedded cluster, or the real one (skipped unless this tier runs)."""
+    from kubernetes_asyncio import config
+
+    if request.param == "embedded":
+        kubeconfig = str(request.getfixturevalue("cluster_thread").cluster.kubeconfig)
+    else:
+        kubeconfig = str(request.getfixturevalue("plane").kubeconfig)
+    api = await config.new_client_from_config(config_file=kubeconfig)
+    try:
+        yield Probe(api, request.param, kubeconfig)
+    finally:
+        await api.close()
+
+
+@pytest.fixture
+async def ns(probe):
+    """A fresh namespace on the probed plane, deleted afterwards."""
+    name = f"p-{uuid.uuid4().hex[:8]}"
+    await probe.ok("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    yield name
+    await probe.call("DELETE", f"/api/v1/namespaces/{name}")

@@ -20,6 +20,7 @@ import time
 import pytest
 from kubernetes_asyncio import client, watch
 
+from tests.support.apiprobe import eventually
 from workspacespawner.localcluster.realplane import CRDS_DIR
 
 
@@ -30,17 +31,6 @@ def run_kubectl(kubectl, kubeconfig, *args, check=True, timeout=60):
     if check and res.returncode != 0:
         raise AssertionError(f"kubectl {' '.join(args)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
     return res
-
-
-async def eventually(probe, timeout=60.0, interval=0.25, what="condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = await probe()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"{what} not met after {timeout}s (last: {last!r})")
 
 
 def test_kubectl_version_shows_real_server(plane, kubectl):
