@@ -67,6 +67,11 @@ def test_growing_is_charged_what_it_grows(store):
     pvcs = store.kind("", "v1", "persistentvolumeclaims")
     quota(store, "storage", **{"requests.storage": "10Gi"})
     store.create(pvcs, "default", claim("home-a", "8Gi"))
+    # Only a Bound claim of an expandable class may grow (ValidatePersistentVolumeClaimUpdate and the
+    # PersistentVolumeClaimResize admission plugin), as the PV binder would leave it.
+    store.create(store.kind("storage.k8s.io", "v1", "storageclasses"), None, {
+        "metadata": {"name": "ceph-rbd"}, "provisioner": "rbd.csi.ceph.com", "allowVolumeExpansion": True})
+    store.patch(pvcs, "default", "home-a", {"status": {"phase": "Bound"}}, "application/merge-patch+json", subresource="status")
     store.patch(pvcs, "default", "home-a", {"spec": {"resources": {"requests": {"storage": "10Gi"}}}}, "application/merge-patch+json")
     with pytest.raises(ApiError) as caught:
         store.patch(pvcs, "default", "home-a", {"spec": {"resources": {"requests": {"storage": "11Gi"}}}}, "application/merge-patch+json")
