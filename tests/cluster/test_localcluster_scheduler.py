@@ -154,7 +154,7 @@ async def test_node_selector_by_gpu_product(tmp_path):
 async def test_not_ready_node_is_not_used(tmp_path):
     async with LocalCluster(state_dir=tmp_path, controllers=("scheduler",)) as cluster:
         scheduler = cluster.controllers["scheduler"]
-        scheduler.set_node_ready("gpu-node-1", False)
+        await scheduler.set_node_ready("gpu-node-1", False)
         node = get(cluster, NODES, "gpu-node-1", None)
         assert next(c for c in node["status"]["conditions"] if c["type"] == "Ready")["status"] == "Unknown"
         assert {t["effect"] for t in node["spec"]["taints"]} == {"NoSchedule", "NoExecute"}
@@ -164,7 +164,7 @@ async def test_not_ready_node_is_not_used(tmp_path):
             "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, "
             "1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }."
         )
-        scheduler.set_node_ready("gpu-node-1", True)
+        await scheduler.set_node_ready("gpu-node-1", True)
         await wait_for(lambda: node_of(cluster, "jupyter-gpu") == "gpu-node-1")
         assert get(cluster, NODES, "gpu-node-1", None)["spec"]["taints"] == [GPU_TAINT]  # only the unreachable taints went
 

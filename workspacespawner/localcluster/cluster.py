@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 from .attacher import Attacher
+from .client import EmbeddedClient
 from .faults import FaultInjector, RequestLog
 from .kinds import KINDS
 from .kubeconfig import write_kubeconfig
@@ -71,6 +72,8 @@ class LocalCluster:
         self.nodes = nodes
         self.volume_binding_mode = volume_binding_mode
         self.store = Store(KINDS, Validator(KINDS), history=history)
+        #: what the controllers read and write through (see :mod:`.client`)
+        self.client = EmbeddedClient(self.store)
         self.bookmark_interval = bookmark_interval
         self.faults = FaultInjector()
         self.requests = RequestLog()

@@ -56,7 +56,7 @@ async def make_golden_image(
     existing = get_or_none(store, DATA_SOURCES, namespace, name)
     if existing is not None and claim_path(cluster, namespace, name) is not None:
         return existing
-    ensure_storage_classes(cluster)
+    await ensure_storage_classes(cluster)
     _ensure_namespace(store, namespace)
     labels = {"app.kubernetes.io/component": "golden-image", "app.kubernetes.io/part-of": "workspacespawner"}
     pvc = get_or_none(store, PVCS, namespace, name) or store.create(

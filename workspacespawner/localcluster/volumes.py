@@ -38,7 +38,7 @@ def snapshot_path(cluster, namespace: str, uid: str) -> Path:
 
 def claim_path(cluster, namespace: str, name: str) -> Path | None:
     """The data directory of PVC ``namespace/name``, or None while it is missing or unbound."""
-    store = cluster.store
+    store = cluster.client
     try:
         pvc = store.get(store.kind("", "v1", "persistentvolumeclaims"), namespace, name)
     except ApiError:
@@ -59,7 +59,7 @@ def attach_claim(cluster, namespace: str, name: str, consumer: Consumer) -> Path
     path = claim_path(cluster, namespace, name)
     if path is None:
         return None
-    pvc = cluster.store.get(cluster.store.kind("", "v1", "persistentvolumeclaims"), namespace, name)
+    pvc = cluster.client.get(cluster.client.kind("", "v1", "persistentvolumeclaims"), namespace, name)
     modes = (pvc.get("status") or {}).get("accessModes") or pvc["spec"].get("accessModes") or []
     cluster.attacher.attach((namespace, name), pvc["spec"]["volumeName"], modes, consumer)
     return path

@@ -207,7 +207,7 @@ class NodeAgent(Controller):
 
     def node_ready(self, name: str) -> bool:
         """Whether node ``name`` is reachable: its Ready condition is True (an unknown node counts as ready)."""
-        node = get_or_none(self.store, NODES, None, name)
+        node = get_or_none(self.client, NODES, None, name)
         if node is None:
             return True
         ready = find_condition((node.get("status") or {}).get("conditions"), "Ready")
@@ -215,7 +215,7 @@ class NodeAgent(Controller):
 
     def host_ip(self, name: str) -> str:
         """The node's InternalIP, or 127.0.0.1."""
-        node = get_or_none(self.store, NODES, None, name) or {}
+        node = get_or_none(self.client, NODES, None, name) or {}
         for address in (node.get("status") or {}).get("addresses") or []:
             if address.get("type") == "InternalIP":
                 return address["address"]
@@ -225,7 +225,7 @@ class NodeAgent(Controller):
         """The data of a Secret (base64-decoded) or ConfigMap as bytes; None if it does not exist."""
         plural = "secrets" if kind == "Secret" else "configmaps"
         try:
-            obj = self.store.get(self.store.kind("", "v1", plural), namespace, name or "")
+            obj = self.client.get(self.client.kind("", "v1", plural), namespace, name or "")
         except ApiError:
             return None
         data = {key: base64.b64decode(value) for key, value in (obj.get("data") or {}).items()} if kind == "Secret" else {
@@ -236,7 +236,7 @@ class NodeAgent(Controller):
         data.update({key: value.encode() for key, value in (obj.get("stringData") or {}).items()})
         return data
 
-    def write_status(self, runtime: Workload) -> dict | None:
+    async def write_status(self, runtime: Workload) -> dict | None:
         """Replace the status of the runtime's object with ``runtime.build_status(current status)``.
 
         Nothing is written while the runtime's node is not Ready. Returns the
@@ -248,19 +248,19 @@ class NodeAgent(Controller):
         def rebuild(current: dict) -> None:
             current["status"] = runtime.build_status(current.get("status") or {})
 
-        return self.update(runtime.obj, rebuild, "status")
+        return await self.update(runtime.obj, rebuild, "status")
 
-    def update(self, obj: dict, mutate, subresource: str | None = None) -> dict | None:
+    async def update(self, obj: dict, mutate, subresource: str | None = None) -> dict | None:
         """Apply ``mutate`` to the stored copy of ``obj`` (same uid) and write it back; None if that failed."""
-        kind = self.store.kind_of(obj["apiVersion"], obj["kind"])
+        kind = self.client.kind_of(obj["apiVersion"], obj["kind"])
         meta = obj["metadata"]
         try:
-            current = self.store.get(kind, meta["namespace"], meta["name"])
+            current = self.client.get(kind, meta["namespace"], meta["name"])
             if current["metadata"]["uid"] != meta["uid"]:
                 return None
             mutate(current)
             current["metadata"].pop("resourceVersion", None)
-            return self.store.replace(kind, meta["namespace"], meta["name"], current, subresource=subresource)
+            return await self.client.replace(kind, meta["namespace"], meta["name"], current, subresource=subresource)
         except ApiError as e:
             level = logging.WARNING if e.code == 422 else logging.DEBUG
             log.log(level, "nodeagent: cannot update %s %s/%s: %s", obj["kind"], meta["namespace"], meta["name"], e.message)
@@ -283,24 +283,24 @@ class NodeAgent(Controller):
         if kind.key == NODES:
             self._node_changed(obj["metadata"]["name"])
         elif kind.key == PODS:
-            self._reconcile_workload(PodRuntime, obj, deleted)
+            await self._reconcile_workload(PodRuntime, obj, deleted)
         elif kind.key == VMIS:
-            self._reconcile_workload(GuestRuntime, obj, deleted)
+            await self._reconcile_workload(GuestRuntime, obj, deleted)
 
     def _node_changed(self, node: str) -> None:
         """A node came back (or went away): look again at everything on it."""
         if not self.node_ready(node):
             return
         for key in (PODS, VMIS):
-            kind = self.store.kind(*key)
-            for obj in self.store.objects(kind):
+            kind = self.client.kind(*key)
+            for obj in self.client.objects(kind):
                 if node in (obj["spec"].get("nodeName"), (obj.get("status") or {}).get("nodeName")):
                     self._queue.put_nowait((kind, obj, False))
         for runtime in self.runtimes.values():
             if runtime.node == node:
                 runtime.publish()
 
-    def _reconcile_workload(self, runtime_class: type[Workload], obj: dict, deleted: bool) -> None:
+    async def _reconcile_workload(self, runtime_class: type[Workload], obj: dict, deleted: bool) -> None:
         """Start what was placed here, retire what was deleted, leave unreachable nodes alone."""
         meta = obj["metadata"]
         runtime = self.runtimes.get(meta["uid"])
@@ -315,7 +315,7 @@ class NodeAgent(Controller):
             runtime.obj = obj
         if meta.get("deletionTimestamp"):
             if runtime is None:
-                runtime_class.finish(self, obj)
+                await runtime_class.finish(self, obj)
             elif not runtime.terminating:
                 runtime.terminating = True
                 self._spawn(runtime.retire(confirm=True), f"retire-{meta['name']}")

@@ -129,7 +129,7 @@ class ServiceProxy(Controller):
 
     def endpoints(self, namespace: str, name: str, port: int) -> list[tuple[str, int]]:
         """The ready (ip, port) endpoints behind ``port`` of Service ``namespace/name``."""
-        service = get_or_none(self.store, SERVICES, namespace, name)
+        service = get_or_none(self.client, SERVICES, namespace, name)
         if service is None:
             return []
         spec = service["spec"]
@@ -139,7 +139,7 @@ class ServiceProxy(Controller):
         target, selector = entry.get("targetPort", port), spec.get("selector") or {}
         found = []
         for key, endpoint in ((PODS, _pod_endpoint), (VMIS, _vmi_endpoint)):
-            for obj in self.store.objects(self.store.kind(*key)):
+            for obj in self.client.objects(self.client.kind(*key)):
                 if _selected(obj, namespace, selector):
                     address = endpoint(obj, target)
                     if address is not None:
