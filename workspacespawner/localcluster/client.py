@@ -313,6 +313,7 @@ class ApiServerClient(Client):
         self._informers: dict[tuple, _Informer] = {}
         self._hooks: list[Hook] = []
         self._events: dict[tuple, dict] = {}
+        self._served: dict[tuple[str, str], set[str]] = {}
 
     # -- lookups -----------------------------------------------------------------
 
@@ -349,10 +350,28 @@ class ApiServerClient(Client):
         for hook in list(self._hooks):
             hook(event_type, kind, copy.deepcopy(obj), copy.deepcopy(old) if old else None)
 
+    async def _discover(self, kind: Kind) -> None:
+        """Which resources (and subresources) the server serves in the kind's group/version."""
+        gv = (kind.group, kind.version)
+        if gv in self._served:
+            return
+        path = f"/api/{kind.version}" if not kind.group else f"/apis/{kind.group}/{kind.version}"
+        try:
+            body = await self.request("GET", path)
+        except ApiError:
+            return  # not served (yet): asked again on the next watch
+        self._served[gv] = {r.get("name") for r in body.get("resources") or []}
+
+    def _status_path(self, kind: Kind) -> str | None:
+        """``status``, or None where the server has no status subresource (KubeVirt's VMI, CDI's DataSource CRDs)."""
+        served = self._served.get((kind.group, kind.version))
+        return None if served is not None and f"{kind.plural}/status" not in served else "status"
+
     async def watch(self, keys):
         started = []
         for key in keys:
             if key not in self._informers:
+                await self._discover(self.kind(*key))
                 informer = self._informers[key] = _Informer(self, self.kind(*key))
                 informer.task = asyncio.create_task(informer.run(), name=f"informer-{key[2]}")
             started.append(self._informers[key])
@@ -419,6 +438,9 @@ class ApiServerClient(Client):
         return self._cache(kind, await self.request("POST", _path(kind, namespace), obj))
 
     async def replace(self, kind, namespace, name, obj, *, subresource=None):
+        if subresource == "status":
+            await self._discover(kind)
+            subresource = self._status_path(kind)  # without one, status is part of the object
         return self._cache(kind, await self.request("PUT", _path(kind, namespace, name, subresource), obj))
 
     async def delete(self, kind, namespace, name, *, grace_period_seconds=None, preconditions=None, propagation_policy=None):

@@ -132,11 +132,14 @@ class ClusterThread:
 
     ``call(fn, *args)`` runs ``fn(cluster, *args)`` on the cluster's loop and
     returns its result (awaiting it if it is a coroutine): the way for tests
-    to reach into the store or flip a controller knob safely.
+    to reach into the store or flip a controller knob safely. ``cluster``
+    is any object with ``start()``/``stop()`` coroutines (the real plane's
+    :class:`~.realplane.agents.PlaneAgents`); without it, a
+    ``LocalCluster(**kwargs)``.
     """
 
-    def __init__(self, **kwargs):
-        self.cluster = LocalCluster(**kwargs)
+    def __init__(self, cluster=None, **kwargs):
+        self.cluster = cluster if cluster is not None else LocalCluster(**kwargs)
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="localcluster", daemon=True)
 

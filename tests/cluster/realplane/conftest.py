@@ -95,3 +95,46 @@ async def namespace(api):
         except client.ApiException as e:
             if e.status != 404:
                 raise
+
+
+@pytest.fixture(scope="session")
+def realcluster(k8s_bin, tmp_path_factory):
+    """A second real control plane with our agents as its API clients (node agent,
+    provisioner, snapshots, CDI, virt-controller, the VMI scheduler): see
+    workspacespawner.localcluster.realplane.agents."""
+    from workspacespawner.localcluster.realplane.agents import RealCluster
+
+    with RealCluster(tmp_path_factory.mktemp("realcluster"), k8s_bin) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+async def cluster_api(realcluster):
+    """A kubernetes_asyncio ApiClient with the admin kubeconfig of ``realcluster``."""
+    from kubernetes_asyncio import config
+
+    client = await config.new_client_from_config(config_file=str(realcluster.kubeconfig))
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+async def cluster_namespace(cluster_api):
+    """A fresh namespace on ``realcluster``, deleted afterwards."""
+    import uuid
+
+    from kubernetes_asyncio import client
+
+    core = client.CoreV1Api(cluster_api)
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    await core.create_namespace({"metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        try:
+            await core.delete_namespace(name)
+        except client.ApiException as e:
+            if e.status != 404:
+                raise

@@ -28,15 +28,22 @@ class Controller:
     object of those kinds, ``reconcile(kind, obj, deleted)`` runs on the
     cluster's event loop after ``delay`` seconds. ``resync`` (seconds, 0 for
     never) re-reconciles every watched object periodically, as informers do.
+    ``reads`` are the further kinds it only reads (its client caches them too).
+    Its client is ``cluster.client_for(name)`` where the cluster gives each
+    component credentials of its own (the real control plane), else
+    ``cluster.client``.
     """
 
     name = "controller"
     watches: tuple[tuple[str, str, str], ...] = ()
+    reads: tuple[tuple[str, str, str], ...] = ()
     resync: float = 0
 
     def __init__(self, cluster):
         self.cluster = cluster
-        self.client: Client = cluster.client
+        client_for = getattr(cluster, "client_for", None)
+        self.client: Client = client_for(self.name) if client_for else cluster.client
+        self.real_control_plane = bool(getattr(cluster, "real_control_plane", False))
         self.enabled = True
         self.delay = 0.0
         self._queue: asyncio.Queue = asyncio.Queue()
@@ -48,7 +55,7 @@ class Controller:
 
     async def start(self) -> None:
         """Begin reconciling: existing objects first, then every change."""
-        await self.client.watch(self.watches)
+        await self.client.watch(self.watches + self.reads)
         self.client.on_change(self._on_change)
         self.kick()
         self._tasks.append(asyncio.create_task(self._run(), name=f"{self.name}-loop"))

@@ -54,6 +54,7 @@ from .refs import (
     DATA_VOLUMES,
     NODES,
     PVCS,
+    STORAGE_CLASSES,
     VOLUME_SNAPSHOTS,
     get_or_none,
     is_owned_by,
@@ -176,6 +177,7 @@ class CDIController(Controller):
 
     name = "cdi"
     watches = (DATA_VOLUMES, DATA_SOURCES, PVCS, VOLUME_SNAPSHOTS)
+    reads = (NODES, STORAGE_CLASSES)
 
     def __init__(self, cluster):
         super().__init__(cluster)
@@ -329,7 +331,7 @@ class CDIController(Controller):
                     return
                 await asyncio.sleep(self.clone_seconds / steps)
             source_dir = self._source_dir(source)
-            target_dir = claim_path(self.cluster, meta["namespace"], name)
+            target_dir = claim_path(self.cluster, meta["namespace"], name, self.client)
             if source_dir is not None and target_dir is not None:
                 await copy_tree(source_dir, target_dir)
             if not await self._write(dv, "Succeeded", "100.0%", bound=bound, ready="True", running=("False", "Completed")):
@@ -341,7 +343,7 @@ class CDIController(Controller):
 
     def _source_dir(self, source: Source) -> Path | None:
         if source.kind == "pvc":
-            return claim_path(self.cluster, source.namespace, source.name)
+            return claim_path(self.cluster, source.namespace, source.name, self.client)
         if source.kind == "snapshot":
             snap = get_or_none(self.client, VOLUME_SNAPSHOTS, source.namespace, source.name)
             return snapshot_path(self.cluster, source.namespace, snap["metadata"]["uid"]) if snap else None

@@ -288,7 +288,7 @@ class PodRuntime(Workload):
                 )
         consumer = Consumer("Pod", self.namespace, self.name, self.uid, self.node)
         try:
-            path = attach_claim(self.agent.cluster, self.namespace, claim, consumer)
+            path = attach_claim(self.agent.cluster, self.namespace, claim, consumer, self.client)
         except MultiAttachError as e:
             raise LaunchError("FailedAttachVolume", e.message) from None
         if path is None:

@@ -104,8 +104,9 @@ from ..errors import ApiError
 from ..kinds import Kind
 from .base import Controller
 from .kubelet import PodRuntime, container_log_path, image_repository
-from .refs import NODES, PODS, VMIS, get_or_none
+from .refs import CONFIG_MAPS, LEASES, NODES, PODS, PVCS, SECRETS, VMIS, get_or_none
 from .runtime import AddressPool, base_env
+from .scheduler import DEFAULT_NODES, register_nodes
 from .virthandler import GuestRuntime
 from .workload import Workload
 
@@ -135,10 +136,21 @@ class NodeAgent(Controller):
         what a container with neither ``command`` nor ``args`` runs: the
         command for its image (``{"repo/name:tag" or "repo/name": [...]}``),
         else ``default_command`` (``["jupyterhub-singleuser"]``).
+    ``lease_seconds``
+        on the real control plane: how often each node's Lease in
+        ``kube-node-lease`` is renewed (default 10, a kubelet's), so that
+        kube-controller-manager's node lifecycle controller keeps it Ready.
+
+    On the real control plane (``cluster.real_control_plane``) the agent also
+    plays each kubelet's registration: it registers the cluster's Nodes
+    (``cluster.nodes``, else the scheduler's default ones) with their
+    capacity and keeps their Leases fresh; on the embedded cluster the
+    scheduler registers them.
     """
 
     name = "nodeagent"
     watches = (PODS, VMIS, NODES)
+    reads = (PVCS, SECRETS, CONFIG_MAPS)
 
     def __init__(self, cluster):
         super().__init__(cluster)
@@ -158,6 +170,7 @@ class NodeAgent(Controller):
         self.vmis_dir = cluster.state_dir / "vmis"
         self._background: set[asyncio.Task] = set()
         self.jupyter_config = self._image_jupyter_config(cluster.state_dir / "image" / "jupyter")
+        self.lease_seconds = 10.0
 
     # -- helpers shared by pods and guests -------------------------------------------
 
@@ -206,7 +219,14 @@ class NodeAgent(Controller):
         return list(self.image_commands.get(image) or self.image_commands.get(image_repository(image)) or self.default_command)
 
     def node_ready(self, name: str) -> bool:
-        """Whether node ``name`` is reachable: its Ready condition is True (an unknown node counts as ready)."""
+        """Whether node ``name`` is reachable: its Ready condition is True (an unknown node counts as ready).
+
+        On the real control plane always True: this agent is every node's
+        kubelet, and it keeps running whatever the node lifecycle controller
+        concludes (reachability is a knob of the embedded cluster only).
+        """
+        if self.real_control_plane:
+            return True
         node = get_or_none(self.client, NODES, None, name)
         if node is None:
             return True
@@ -334,6 +354,46 @@ class NodeAgent(Controller):
         return min(seconds, self.max_grace_seconds)
 
     # -- start and stop ----------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.real_control_plane:
+            specs = self.cluster.nodes or DEFAULT_NODES
+            await register_nodes(self.client, specs)
+            await self.client.watch((LEASES,))
+            await self._renew_leases([spec["name"] for spec in specs])
+            self._tasks.append(asyncio.create_task(self._lease_loop([s["name"] for s in specs]), name="nodeagent-leases"))
+        await super().start()
+
+    async def _lease_loop(self, nodes: list[str]) -> None:
+        while True:
+            await asyncio.sleep(self.lease_seconds)
+            await self._renew_leases(nodes)
+
+    async def _renew_leases(self, nodes: list[str]) -> None:
+        """Renew (or create) each node's Lease in ``kube-node-lease``, as its kubelet's heartbeat."""
+        kind = self.client.kind(*LEASES)
+        now = self.client.clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        for name in nodes:
+            node = get_or_none(self.client, NODES, None, name)
+            current = get_or_none(self.client, LEASES, "kube-node-lease", name)
+            lease = current or {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": name, "namespace": "kube-node-lease"},
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now},
+            }
+            lease["spec"].update(holderIdentity=name, leaseDurationSeconds=40, renewTime=now)
+            if node is not None:
+                lease["metadata"]["ownerReferences"] = [
+                    {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+                ]
+            try:
+                if current is not None:
+                    await self.client.replace(kind, "kube-node-lease", name, lease)
+                else:
+                    await self.client.create(kind, "kube-node-lease", lease)
+            except ApiError as e:
+                log.warning("nodeagent: renewing the Lease of node %s: %s", name, e.message)
 
     async def stop(self) -> None:
         """Stop reconciling and end every process this agent started (the cluster is going away)."""

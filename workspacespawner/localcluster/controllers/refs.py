@@ -16,6 +16,9 @@ VMS = ("kubevirt.io", "v1", "virtualmachines")
 VMIS = ("kubevirt.io", "v1", "virtualmachineinstances")
 DATA_VOLUMES = ("cdi.kubevirt.io", "v1beta1", "datavolumes")
 DATA_SOURCES = ("cdi.kubevirt.io", "v1beta1", "datasources")
+SECRETS = ("", "v1", "secrets")
+CONFIG_MAPS = ("", "v1", "configmaps")
+LEASES = ("coordination.k8s.io", "v1", "leases")
 
 
 def get_or_none(store, key: tuple[str, str, str], namespace: str | None, name: str) -> dict | None:

@@ -300,8 +300,47 @@ def unschedulable_message(node_count: int, reasons: Counter) -> str:
     return f"0/{node_count} nodes are available: {', '.join(parts)}."
 
 
+async def set_node_ready(client, name: str, ready: bool) -> None:
+    """Mark node ``name`` Ready, or unreachable (``Ready=Unknown`` plus the unreachable taints), through ``client``."""
+    kind = client.kind(*NODES)
+    node = client.get(kind, None, name)
+    now = rfc3339(client.clock())
+    taints = [t for t in node["spec"].get("taints") or [] if t.get("key") != UNREACHABLE]
+    if not ready:
+        taints += [{"key": UNREACHABLE, "effect": effect, "timeAdded": now} for effect in ("NoSchedule", "NoExecute")]
+    if taints:
+        node["spec"]["taints"] = taints
+    else:
+        node["spec"].pop("taints", None)
+    node = await client.replace(kind, None, name, node)
+    _set_node_conditions(node, ready, now)
+    await client.replace(kind, None, name, node, subresource="status")
+
+
+async def register_nodes(client, specs: list[dict]) -> None:
+    """Register a Node per spec (see :func:`make_node`), as kubelets do; one already registered reports Ready again."""
+    await client.watch((NODES,))
+    kind = client.kind(*NODES)
+    for index, spec in enumerate(specs):
+        if get_or_none(client, NODES, None, spec["name"]) is not None:
+            await set_node_ready(client, spec["name"], True)  # its kubelet, restarted, reports again
+            continue
+        node = make_node(spec, index, rfc3339(client.clock()))
+        status = node.pop("status")
+        created = await client.create(kind, None, node)
+        created["status"] = status
+        # Unconditional, as a kubelet's status update: the node lifecycle controller may have tainted it meanwhile.
+        created["metadata"].pop("resourceVersion", None)
+        await client.replace(kind, None, spec["name"], created, subresource="status")
+
+
 class Scheduler(Controller):
-    """Places Pods and VMIs on the cluster's Nodes (see the module docstring)."""
+    """Places Pods and VMIs on the cluster's Nodes (see the module docstring).
+
+    On the real control plane (``cluster.real_control_plane``) kube-scheduler
+    places Pods and the node agent registers the Nodes; this scheduler then
+    places only VMIs (which stand for their virt-launcher Pods here).
+    """
 
     name = "scheduler"
     watches = (PODS, VMIS, NODES)
@@ -313,33 +352,13 @@ class Scheduler(Controller):
         self.autoscaler_max = 4
 
     async def start(self) -> None:
-        kind = self.client.kind(*NODES)
-        for index, spec in enumerate(self.cluster.nodes or DEFAULT_NODES):
-            if get_or_none(self.client, NODES, None, spec["name"]) is not None:
-                await self.set_node_ready(spec["name"], True)  # its kubelet, restarted, reports again
-                continue
-            node = make_node(spec, index, rfc3339(self.client.clock()))
-            status = node.pop("status")
-            created = await self.client.create(kind, None, node)
-            created["status"] = status
-            await self.client.replace(kind, None, spec["name"], created, subresource="status")
+        if not self.real_control_plane:
+            await register_nodes(self.client, self.cluster.nodes or DEFAULT_NODES)
         await super().start()
 
     async def set_node_ready(self, name: str, ready: bool) -> None:
-        """Mark node ``name`` Ready, or unreachable (``Ready=Unknown`` plus the unreachable taints)."""
-        kind = self.client.kind(*NODES)
-        node = self.client.get(kind, None, name)
-        now = rfc3339(self.client.clock())
-        taints = [t for t in node["spec"].get("taints") or [] if t.get("key") != UNREACHABLE]
-        if not ready:
-            taints += [{"key": UNREACHABLE, "effect": effect, "timeAdded": now} for effect in ("NoSchedule", "NoExecute")]
-        if taints:
-            node["spec"]["taints"] = taints
-        else:
-            node["spec"].pop("taints", None)
-        node = await self.client.replace(kind, None, name, node)
-        _set_node_conditions(node, ready, now)
-        await self.client.replace(kind, None, name, node, subresource="status")
+        """Mark node ``name`` Ready, or unreachable (see :func:`set_node_ready`)."""
+        await set_node_ready(self.client, name, ready)
 
     # -- reconcile ---------------------------------------------------------
 
@@ -356,7 +375,8 @@ class Scheduler(Controller):
         if key == PODS:
             spec = obj.get("spec") or {}
             return (
-                not spec.get("nodeName")
+                not self.real_control_plane
+                and not spec.get("nodeName")
                 and spec.get("schedulerName", COMPONENT) == COMPONENT
                 and (obj.get("status") or {}).get("phase", "Pending") == "Pending"
             )

@@ -57,7 +57,7 @@ class SnapshotController(Controller):
         if not claim_name:
             await self._fail(snapshot, content, "pre-provisioned snapshots (volumeSnapshotContentName) are not supported by the local cluster")
             return
-        source = claim_path(self.cluster, namespace, claim_name)
+        source = claim_path(self.cluster, namespace, claim_name, self.client)
         if source is None:
             await self._fail(snapshot, content, f'cannot get claim from snapshot: persistentvolumeclaims "{claim_name}" not found or not bound')
             return

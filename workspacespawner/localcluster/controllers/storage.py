@@ -87,9 +87,9 @@ def default_storage_classes(binding_mode: str) -> list[dict]:
     ]
 
 
-async def ensure_storage_classes(cluster) -> None:
-    """Create the local cluster's StorageClasses that are missing (existing ones are left as they are)."""
-    store = cluster.client
+async def ensure_storage_classes(cluster, client=None) -> None:
+    """Create the local cluster's StorageClasses that are missing (existing ones are left as they are), through ``client`` (default ``cluster.client``)."""
+    store = client or cluster.client
     kind = store.kind(*STORAGE_CLASSES)
     for storage_class in default_storage_classes(cluster.volume_binding_mode):
         if get_or_none(store, STORAGE_CLASSES, None, storage_class["metadata"]["name"]) is None:
@@ -195,7 +195,7 @@ async def bind_claim(store, pvc: dict, pv: dict) -> dict:
     return await store.replace(pvc_kind, meta["namespace"], meta["name"], claim, subresource="status")
 
 
-async def provision_volume(cluster, pvc: dict, storage_class: dict, *, source=None) -> dict | None:
+async def provision_volume(cluster, pvc: dict, storage_class: dict, *, source=None, client=None) -> dict | None:
     """Provision a PersistentVolume ``pvc-<uid>`` for ``pvc`` and bind the two; returns the bound PVC.
 
     On the real control plane (``cluster.real_control_plane``, whose
@@ -206,8 +206,9 @@ async def provision_volume(cluster, pvc: dict, storage_class: dict, *, source=No
     ``source`` is a directory whose content the new volume starts with (a
     snapshot restore or a clone); None starts empty. Returns None if the claim
     went away while its data was being copied (the volume is then removed).
+    Reads and writes go through ``client`` (default ``cluster.client``).
     """
-    store = cluster.client
+    store = client or cluster.client
     meta = pvc["metadata"]
     pv_name = f"pvc-{meta['uid']}"
     path = volume_path(cluster, pv_name)
@@ -255,10 +256,10 @@ class StorageController(Controller):
     def __init__(self, cluster):
         super().__init__(cluster)
         self.resize_seconds = 0.0
-        self.binder = not getattr(cluster, "real_control_plane", False)
+        self.binder = not self.real_control_plane
 
     async def start(self) -> None:
-        await ensure_storage_classes(self.cluster)
+        await ensure_storage_classes(self.cluster, self.client)
         await super().start()
 
     async def reconcile(self, kind, obj, deleted) -> None:
@@ -337,7 +338,7 @@ class StorageController(Controller):
         if problem:
             await self._warn(pvc, "ProvisioningFailed", problem, component=f"{storage_class['provisioner']}_csi-provisioner")
             return
-        await provision_volume(self.cluster, pvc, storage_class, source=source)
+        await provision_volume(self.cluster, pvc, storage_class, source=source, client=self.client)
 
     async def _select_node(self, pvc: dict) -> str | None:
         """The node a WaitForFirstConsumer claim is provisioned for: annotated, or its consumer's."""
@@ -379,7 +380,7 @@ class StorageController(Controller):
                 return None, f"{prefix}: snapshot {name} is not Ready"
             return snapshot_path(self.cluster, namespace, snapshot["metadata"]["uid"]), None
         if kind == "PersistentVolumeClaim" and not ref.get("apiGroup"):
-            path = claim_path(self.cluster, namespace, name)
+            path = claim_path(self.cluster, namespace, name, self.client)
             if path is None:
                 return None, f'{prefix}: persistentvolumeclaims "{name}" not found or not bound'
             return path, None

@@ -135,7 +135,7 @@ class GuestRuntime(Workload):
             return None
         consumer = Consumer("VirtualMachineInstance", self.namespace, self.name, self.uid, self.node)
         try:
-            path = attach_claim(self.agent.cluster, self.namespace, claim, consumer)
+            path = attach_claim(self.agent.cluster, self.namespace, claim, consumer, self.client)
         except MultiAttachError as e:
             raise LaunchError("FailedAttachVolume", e.message) from None
         if path is None:
