@@ -27,7 +27,7 @@ The interface, shared by both (``kind`` a :class:`~.kinds.Kind`)::
     on_change(hook)                           hook(type, kind, obj, old) per change
     await watch(keys)                         caches for (group, version, plural)s, synced
     await create(kind, namespace, obj) -> dict
-    await replace(kind, namespace, name, obj, subresource=None) -> dict
+    await replace(kind, namespace, name, obj, subresource=None, dry_run=False) -> dict
     await delete(kind, namespace, name, grace_period_seconds=None,
                  preconditions=None, propagation_policy=None) -> dict
     await record_event(involved, reason, message, type=, component=) -> dict | None
@@ -87,7 +87,10 @@ class Client:
     async def create(self, kind: Kind, namespace: str | None, obj: dict) -> dict:
         raise NotImplementedError
 
-    async def replace(self, kind: Kind, namespace: str | None, name: str, obj: dict, *, subresource: str | None = None) -> dict:
+    async def replace(
+        self, kind: Kind, namespace: str | None, name: str, obj: dict, *, subresource: str | None = None, dry_run: bool = False
+    ) -> dict:
+        """PUT the object (or its ``subresource``); ``dry_run`` persists nothing (``dryRun=All``)."""
         raise NotImplementedError
 
     async def delete(
@@ -139,8 +142,8 @@ class EmbeddedClient(Client):
     async def create(self, kind, namespace, obj):
         return self.store.create(kind, namespace, obj)
 
-    async def replace(self, kind, namespace, name, obj, *, subresource=None):
-        return self.store.replace(kind, namespace, name, obj, subresource=subresource)
+    async def replace(self, kind, namespace, name, obj, *, subresource=None, dry_run=False):
+        return self.store.replace(kind, namespace, name, obj, subresource=subresource, dry_run=dry_run)
 
     async def delete(self, kind, namespace, name, *, grace_period_seconds=None, preconditions=None, propagation_policy=None):
         return self.store.delete(
@@ -437,11 +440,14 @@ class ApiServerClient(Client):
     async def create(self, kind, namespace, obj):
         return self._cache(kind, await self.request("POST", _path(kind, namespace), obj))
 
-    async def replace(self, kind, namespace, name, obj, *, subresource=None):
+    async def replace(self, kind, namespace, name, obj, *, subresource=None, dry_run=False):
         if subresource == "status":
             await self._discover(kind)
             subresource = self._status_path(kind)  # without one, status is part of the object
-        return self._cache(kind, await self.request("PUT", _path(kind, namespace, name, subresource), obj))
+        path = _path(kind, namespace, name, subresource)
+        if dry_run:
+            return await self.request("PUT", path, obj, [("dryRun", "All")])
+        return self._cache(kind, await self.request("PUT", path, obj))
 
     async def delete(self, kind, namespace, name, *, grace_period_seconds=None, preconditions=None, propagation_policy=None):
         options = {"apiVersion": "v1", "kind": "DeleteOptions"}

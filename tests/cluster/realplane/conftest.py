@@ -65,21 +65,17 @@ def plane(k8s_bin, tmp_path_factory):
         yield p
 
 
-@pytest.fixture
-async def api(plane):
-    """A kubernetes_asyncio ApiClient with the admin kubeconfig."""
+async def _admin_client(kubeconfig):
     from kubernetes_asyncio import config
 
-    client = await config.new_client_from_config(config_file=str(plane.kubeconfig))
+    client = await config.new_client_from_config(config_file=str(kubeconfig))
     try:
         yield client
     finally:
         await client.close()
 
 
-@pytest.fixture
-async def namespace(api):
-    """A fresh namespace, deleted afterwards."""
+async def _fresh_namespace(api):
     import uuid
 
     from kubernetes_asyncio import client
@@ -97,6 +93,20 @@ async def namespace(api):
                 raise
 
 
+@pytest.fixture
+async def api(plane):
+    """A kubernetes_asyncio ApiClient with the admin kubeconfig."""
+    async for client in _admin_client(plane.kubeconfig):
+        yield client
+
+
+@pytest.fixture
+async def namespace(api):
+    """A fresh namespace, deleted afterwards."""
+    async for name in _fresh_namespace(api):
+        yield name
+
+
 @pytest.fixture(scope="session")
 def realcluster(k8s_bin, tmp_path_factory):
     """A second real control plane with our agents as its API clients (node agent,
@@ -111,30 +121,12 @@ def realcluster(k8s_bin, tmp_path_factory):
 @pytest.fixture
 async def cluster_api(realcluster):
     """A kubernetes_asyncio ApiClient with the admin kubeconfig of ``realcluster``."""
-    from kubernetes_asyncio import config
-
-    client = await config.new_client_from_config(config_file=str(realcluster.kubeconfig))
-    try:
+    async for client in _admin_client(realcluster.kubeconfig):
         yield client
-    finally:
-        await client.close()
 
 
 @pytest.fixture
 async def cluster_namespace(cluster_api):
     """A fresh namespace on ``realcluster``, deleted afterwards."""
-    import uuid
-
-    from kubernetes_asyncio import client
-
-    core = client.CoreV1Api(cluster_api)
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    await core.create_namespace({"metadata": {"name": name}})
-    try:
+    async for name in _fresh_namespace(cluster_api):
         yield name
-    finally:
-        try:
-            await core.delete_namespace(name)
-        except client.ApiException as e:
-            if e.status != 404:
-                raise

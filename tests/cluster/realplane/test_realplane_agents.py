@@ -15,7 +15,7 @@ import subprocess
 
 from kubernetes_asyncio import client
 
-from .test_realplane_api import eventually, run_kubectl
+from .test_realplane_api import eventually, gone, run_kubectl
 
 
 async def test_nodes_registered_with_capacity_and_fresh_leases(realcluster, cluster_api):
@@ -86,14 +86,10 @@ async def test_kubectl_pod_scheduled_by_kube_scheduler_runs_and_is_ready(realclu
 
     await core.delete_namespaced_pod("sleeper", cluster_namespace)
 
-    async def gone():
-        try:
-            await core.read_namespaced_pod("sleeper", cluster_namespace)
-        except client.ApiException as e:
-            return e.status == 404
-        return False
+    async def pod_gone():
+        return await gone(core.read_namespaced_pod, "sleeper", cluster_namespace)
 
-    await eventually(gone, 60, what="the Pod deleted (the node agent confirms)")
+    await eventually(pod_gone, 60, what="the Pod deleted (the node agent confirms)")
 
 
 async def test_pvc_on_ceph_rbd_binds(realcluster, cluster_api, cluster_namespace):
