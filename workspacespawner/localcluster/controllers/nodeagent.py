@@ -270,21 +270,31 @@ class NodeAgent(Controller):
 
         return await self.update(runtime.obj, rebuild, "status")
 
-    async def update(self, obj: dict, mutate, subresource: str | None = None) -> dict | None:
-        """Apply ``mutate`` to the stored copy of ``obj`` (same uid) and write it back; None if that failed."""
+    async def update(self, obj: dict, mutate, subresource: str | None = None, attempts: int = 20) -> dict | None:
+        """Apply ``mutate`` to the stored copy of ``obj`` (same uid) and write it back; None if that failed.
+
+        The write is conditional on the copy's resourceVersion (custom
+        resources take no other update); on a 409 Conflict the copy is read
+        again (the client's cache may lag its watch a moment) and the change
+        made again, up to ``attempts`` times.
+        """
         kind = self.client.kind_of(obj["apiVersion"], obj["kind"])
         meta = obj["metadata"]
-        try:
-            current = self.client.get(kind, meta["namespace"], meta["name"])
-            if current["metadata"]["uid"] != meta["uid"]:
+        for attempt in range(attempts):
+            try:
+                current = self.client.get(kind, meta["namespace"], meta["name"])
+                if current["metadata"]["uid"] != meta["uid"]:
+                    return None
+                mutate(current)
+                return await self.client.replace(kind, meta["namespace"], meta["name"], current, subresource=subresource)
+            except ApiError as e:
+                if e.code == 409 and attempt + 1 < attempts:
+                    await asyncio.sleep(0.05)
+                    continue
+                level = logging.WARNING if e.code == 422 else logging.DEBUG
+                log.log(level, "nodeagent: cannot update %s %s/%s: %s", obj["kind"], meta["namespace"], meta["name"], e.message)
                 return None
-            mutate(current)
-            current["metadata"].pop("resourceVersion", None)
-            return await self.client.replace(kind, meta["namespace"], meta["name"], current, subresource=subresource)
-        except ApiError as e:
-            level = logging.WARNING if e.code == 422 else logging.DEBUG
-            log.log(level, "nodeagent: cannot update %s %s/%s: %s", obj["kind"], meta["namespace"], meta["name"], e.message)
-            return None
+        return None
 
     def _spawn(self, coro, name: str) -> asyncio.Task:
         task = asyncio.create_task(coro, name=name)

@@ -6,8 +6,9 @@ agent (every node's kubelet and virt-handler: it registers the Nodes with
 cpu, memory and ``nvidia.com/gpu`` capacity, renews their Leases, runs Pods
 as local processes and reports through ``pods/status``), the ceph-csi
 provisioner (``storage``), the snapshot controller, CDI, virt-controller,
-and the VMI half of our scheduler (a VMI stands for its virt-launcher Pod
-here, and kube-scheduler does not know VMIs). kube-scheduler places Pods;
+the VMI half of our scheduler (a VMI stands for its virt-launcher Pod
+here, and kube-scheduler does not know VMIs), and virt-api's VM
+subresources behind the aggregator (:mod:`.virtapi`). kube-scheduler places Pods;
 kube-controller-manager binds PersistentVolumes and collects garbage, so
 our binder, protection and Pod scheduling stay off (``real_control_plane``
 tells each controller).
@@ -43,7 +44,7 @@ from . import CRDS_DIR
 log = logging.getLogger(__name__)
 
 #: The agents run on the real control plane, in start order (names of :data:`~..controllers.CONTROLLERS`).
-AGENTS = ("storage", "snapshots", "cdi", "scheduler", "virt", "nodeagent")
+AGENTS = ("storage", "snapshots", "cdi", "scheduler", "virt", "nodeagent", "virtapi")
 
 _READ = ["get", "list", "watch"]
 _EVENTS = {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "update", "patch"]}
@@ -88,6 +89,10 @@ RULES: dict[str, list[dict]] = {
         {"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes"], "verbs": _READ},
         _EVENTS,
     ],
+    "virtapi": [
+        {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachines", "virtualmachineinstances"], "verbs": [*_READ, "update"]},
+        {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachines/status"], "verbs": ["update"]},
+    ],
     "nodeagent": [
         {"apiGroups": [""], "resources": ["nodes"], "verbs": [*_READ, "create", "update"]},
         {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["update"]},
@@ -118,6 +123,18 @@ def _create_or_replace(plane, collection: str, obj: dict) -> None:
     _ok(status, body, f"writing {obj['kind']} {obj['metadata']['name']}")
 
 
+def wait_condition(plane, path: str, condition: str, deadline: float) -> None:
+    """Poll ``path`` (admin GET) until its ``status.conditions`` has ``condition`` True; RuntimeError after ``deadline`` (monotonic)."""
+    while True:
+        status, obj = plane.request("GET", path)
+        conditions = (obj.get("status") or {}).get("conditions") or [] if status == 200 else []
+        if any(c["type"] == condition and c["status"] == "True" for c in conditions):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{path}: not {condition} in time: {conditions}")
+        time.sleep(0.2)
+
+
 def install_crds(plane, timeout: float = 60.0) -> None:
     """Create (or update) the KubeVirt and CDI CRDs of :data:`~.CRDS_DIR` and wait until each is Established."""
     names = []
@@ -127,15 +144,7 @@ def install_crds(plane, timeout: float = 60.0) -> None:
         names.append(crd["metadata"]["name"])
     deadline = time.monotonic() + timeout
     for name in names:
-        while True:
-            status, crd = plane.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-            conditions = (crd.get("status") or {}).get("conditions") or [] if status == 200 else []
-            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"CRD {name} not Established after {timeout:.0f}s")
-            time.sleep(0.2)
-
+        wait_condition(plane, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", "Established", deadline)
 
 def install_agent(plane, agent: str) -> Path:
     """The ServiceAccount, ClusterRole and binding of ``agent``; returns its token kubeconfig."""
@@ -211,6 +220,9 @@ class PlaneAgents:
         from kubernetes_asyncio import config
 
         from ..controllers import CONTROLLERS
+        from .virtapi import VirtApi
+
+        factories = {**CONTROLLERS, VirtApi.name: VirtApi}
 
         if self.kubeconfigs is None:
             self.kubeconfigs = await asyncio.to_thread(install, self.plane, self.agents)
@@ -218,7 +230,7 @@ class PlaneAgents:
             api = await config.new_client_from_config(config_file=str(self.kubeconfigs[agent]))
             self.clients[agent] = ApiServerClient(api)
         for agent in self.agents:
-            self.controllers[agent] = CONTROLLERS[agent](self)
+            self.controllers[agent] = factories[agent](self)
         for controller in self.controllers.values():
             await controller.start()
         log.info("agents %s running against %s", ", ".join(self.agents), self.plane.url)
