@@ -210,8 +210,8 @@ class PlaneAgents:
 
     @property
     def client(self) -> ApiServerClient:
-        """The node agent's client (what :mod:`..volumes` reads claims through by default)."""
-        return self.clients["nodeagent"]
+        """A client with the plane's admin credentials, for setup (golden images, :mod:`..volumes` lookups by tests)."""
+        return self.clients["admin"]
 
     async def start(self) -> PlaneAgents:
         """Connect each agent with its credentials and start its controller. Returns self."""
@@ -226,8 +226,8 @@ class PlaneAgents:
 
         if self.kubeconfigs is None:
             self.kubeconfigs = await asyncio.to_thread(install, self.plane, self.agents)
-        for agent in self.agents:
-            api = await config.new_client_from_config(config_file=str(self.kubeconfigs[agent]))
+        for agent, kubeconfig in {**self.kubeconfigs, "admin": self.plane.kubeconfig}.items():
+            api = await config.new_client_from_config(config_file=str(kubeconfig))
             self.clients[agent] = ApiServerClient(api)
         for agent in self.agents:
             self.controllers[agent] = factories[agent](self)
