@@ -263,3 +263,34 @@ def test_vmi_tolerates_the_taints_of_the_devices_it_asks_for():
         {"key": "nvidia.com/GA100_A100_SXM4_80GB", "operator": "Exists", "effect": "NoSchedule"},
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
     ]
+
+
+def claim(name: str, storage_class: str = "ceph-rbd") -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": storage_class},
+    }
+
+
+async def test_pod_waits_for_its_unbound_immediate_claim_as_kube_scheduler_does(tmp_path):
+    # kube-scheduler's VolumeBinding PreFilter: a Pod whose Immediate claim is not Bound yet is
+    # Unschedulable (retried once the claim binds); a missing claim likewise. The real plane showed it.
+    async with LocalCluster(state_dir=tmp_path, controllers=("storage", "scheduler")) as cluster:
+        cluster.controllers["storage"].enabled = False  # the provisioner lags
+        create(cluster, ("", "v1", "persistentvolumeclaims"), claim("home"))
+        create(cluster, PODS, pod("web", volumes=[{"name": "home", "persistentVolumeClaim": {"claimName": "home"}}]))
+        create(cluster, PODS, pod("lost", volumes=[{"name": "home", "persistentVolumeClaim": {"claimName": "missing"}}]))
+        await wait_for(lambda: scheduled_condition(get(cluster, PODS, "web") or {}))
+        await wait_for(lambda: scheduled_condition(get(cluster, PODS, "lost") or {}))
+        waiting = scheduled_condition(get(cluster, PODS, "web"))
+        assert (waiting["status"], waiting["reason"]) == ("False", "Unschedulable")
+        assert waiting["message"] == "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+        lost = scheduled_condition(get(cluster, PODS, "lost"))
+        assert lost["message"] == '0/2 nodes are available: persistentvolumeclaim "missing" not found.'
+        assert node_of(cluster, "web") is None
+        cluster.controllers["storage"].enabled = True
+        cluster.controllers["storage"].kick()
+        await wait_for(lambda: node_of(cluster, "web"))
+        assert node_of(cluster, "lost") is None

@@ -26,8 +26,13 @@ Event ``Scheduled``; a Pod that fits nowhere gets ``PodScheduled=False``
 (``Unschedulable``) and a ``FailedScheduling`` Warning worded as
 kube-scheduler's, e.g. ``0/2 nodes are available: 1 Insufficient
 nvidia.com/gpu, 1 node(s) didn't match Pod's node affinity/selector.``
-(without the preemption postscript). Unschedulable Pods are retried when
-Nodes change or resources are freed.
+(without the preemption postscript). Before any node is looked at, the
+VolumeBinding PreFilter: a Pod whose claim does not exist is Unschedulable
+with ``persistentvolumeclaim "<name>" not found``, one whose claim is not
+Bound yet and binds Immediate with ``pod has unbound immediate
+PersistentVolumeClaims`` (a provisioner is still at work), each as
+``0/<n> nodes are available: <why>.``. Unschedulable Pods are retried when
+Nodes or claims change or resources are freed.
 
 KubeVirt VMIs stand for their virt-launcher Pods: a VMI in phase
 ``Scheduling`` is placed likewise (``status.nodeName``, phase ``Scheduled``,
@@ -62,7 +67,8 @@ from ..store import rfc3339
 from ..validation import parse_quantity
 from ..version import GIT_VERSION
 from .base import Controller
-from .refs import NODES, PODS, VMIS, get_or_none
+from .refs import NODES, PODS, PVCS, STORAGE_CLASSES, VMIS, claim_names, ephemeral_claim_name, get_or_none
+from .storage import storage_class_for
 
 log = logging.getLogger("workspacespawner.localcluster.scheduler")
 
@@ -343,7 +349,8 @@ class Scheduler(Controller):
     """
 
     name = "scheduler"
-    watches = (PODS, VMIS, NODES)
+    watches = (PODS, VMIS, NODES, PVCS)
+    reads = (STORAGE_CLASSES,)
 
     def __init__(self, cluster):
         super().__init__(cluster)
@@ -364,7 +371,7 @@ class Scheduler(Controller):
 
     async def reconcile(self, kind, obj, deleted) -> None:
         phase = (obj.get("status") or {}).get("phase")
-        if kind.key == NODES or deleted or phase in TERMINATED:
+        if kind.key in (NODES, PVCS) or deleted or phase in TERMINATED:
             await self._retry_all()  # capacity changed or was freed
         elif self._waiting(kind.key, obj):
             await self._schedule(kind.key, obj, retry=False)
@@ -412,6 +419,10 @@ class Scheduler(Controller):
         reasons: Counter = Counter()
         fits = []
         nodes = self.client.objects(self.client.kind(*NODES))
+        problem = self._claim_problem(obj) if key == PODS else None
+        if problem:
+            await self._unschedulable(key, obj, f"0/{len(nodes)} nodes are available: {problem}.", retry)
+            return
         for node in nodes:
             why = filter_node(spec, requests, node, usage[node["metadata"]["name"]], tolerations)
             reasons.update(why)
@@ -422,6 +433,24 @@ class Scheduler(Controller):
             await self._bind(key, obj, best["metadata"]["name"])
         else:
             await self._unschedulable(key, obj, unschedulable_message(len(nodes), reasons), retry)
+
+    def _claim_problem(self, pod: dict) -> str | None:
+        """kube-scheduler's VolumeBinding PreFilter: why the Pod's claims keep it off every node, or None."""
+        namespace = pod["metadata"]["namespace"]
+        volumes = pod["spec"].get("volumes") or []
+        ephemeral = {ephemeral_claim_name(pod["metadata"]["name"], v["name"]) for v in volumes if "ephemeral" in v}
+        for name in sorted(claim_names(pod["spec"].get("volumes"), pod["metadata"]["name"])):
+            pvc = get_or_none(self.client, PVCS, namespace, name)
+            if pvc is None and name in ephemeral:
+                return f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{name}"'
+            if pvc is None:
+                return f'persistentvolumeclaim "{name}" not found'
+            if (pvc.get("status") or {}).get("phase") == "Bound":
+                continue
+            _, storage_class = storage_class_for(self.client, pvc)
+            if (storage_class or {}).get("volumeBindingMode") != "WaitForFirstConsumer":
+                return "pod has unbound immediate PersistentVolumeClaims"
+        return None
 
     @staticmethod
     def _free_share(node: dict, usage: dict) -> Decimal:

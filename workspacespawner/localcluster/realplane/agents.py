@@ -77,7 +77,8 @@ RULES: dict[str, list[dict]] = {
         _EVENTS,
     ],
     "scheduler": [
-        {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": _READ},
+        {"apiGroups": [""], "resources": ["pods", "nodes", "persistentvolumeclaims"], "verbs": _READ},
+        {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": _READ},
         {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachineinstances"], "verbs": [*_READ, "update"]},
         _EVENTS,
     ],
