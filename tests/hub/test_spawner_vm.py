@@ -7,7 +7,7 @@ subresource, and the hub reaches JupyterLab in the guest; a file written in
 home survives a stop and start; stop leaves no VMI but keeps the VM,
 DataVolume, PVCs and Service; the second start writes a fresh API token;
 a VM GPU request no node can satisfy fails fast with the reason and leaves
-no VMI and every disk.
+no VMI and every disk. On both control planes (tests/support/planes.py).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import time
 import kubernetes
 import pytest
 
+from tests.support import planes
 from tests.support.hubharness import CONFIG_D, Hub
 from workspacespawner.core import names
 from workspacespawner.demo import GOLDEN_IMAGE
@@ -34,8 +35,9 @@ c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
 
 
 @pytest.fixture(scope="module")
-def cluster(golden_cluster):
-    return golden_cluster
+def cluster(control_plane, tmp_path_factory):
+    with planes.running(control_plane, tmp_path_factory.mktemp("cluster"), golden=True) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")
