@@ -115,6 +115,14 @@ async def make_golden_image(
             "spec": {"source": {"pvc": {"namespace": namespace, "name": name}}},
         },
     )
-    ds["status"] = datasource_status(store, ds)
-    return await store.replace(store.kind(*DATA_SOURCES), namespace, name, ds, subresource="status")
+    for _ in range(50):
+        ds["status"] = datasource_status(store, ds)
+        try:
+            return await store.replace(store.kind(*DATA_SOURCES), namespace, name, ds, subresource="status")
+        except ApiError as e:
+            if e.code != 409:
+                raise
+        await asyncio.sleep(0.1)  # CDI wrote it meanwhile (the real plane's agent): read again
+        ds = store.get(store.kind(*DATA_SOURCES), namespace, name)
+    raise RuntimeError(f"golden image DataSource {namespace}/{name}: status kept conflicting")
 

@@ -6,7 +6,6 @@ them); the Event lines are :mod:`workspacespawner.k8s.events`'.
 
 from __future__ import annotations
 
-
 #: kube-scheduler's VolumeBinding answers while a claim the Pod uses is still being made or
 #: provisioned (a new home PVC): a wait that ends by itself, not a lack of nodes.
 VOLUME_BINDING_WAITS = (

@@ -11,7 +11,10 @@ Running, Ready VMI whose labels match (the labels of its VM's template,
 ``ports``). Terminating pods are not endpoints. With no endpoint, or none
 accepting, the connection is closed. Bytes are piped both ways with
 half-close passed through; a Service deleted or changed stops or moves its
-listeners.
+listeners. The same on the real control plane, whose ClusterIP range is
+inside loopback too (``127.64.0.0/16``): there is no kube-proxy there
+but this one. Services without a selector (``kubernetes`` among them) are
+never proxied, and so never dialled.
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ class ServiceProxy(Controller):
 
     name = "serviceproxy"
     watches = (SERVICES,)
+    reads = (PODS, VMIS)
     resync = 5.0
 
     def __init__(self, cluster):

@@ -8,7 +8,9 @@ as local processes and reports through ``pods/status``), the ceph-csi
 provisioner (``storage``), the snapshot controller, CDI, virt-controller,
 the VMI half of our scheduler (a VMI stands for its virt-launcher Pod
 here, and kube-scheduler does not know VMIs), and virt-api's VM
-subresources behind the aggregator (:mod:`.virtapi`). kube-scheduler places Pods;
+subresources behind the aggregator (:mod:`.virtapi`), and kube-proxy's part
+(``serviceproxy``: every selector Service's ClusterIP, inside loopback,
+forwarded to a ready endpoint). kube-scheduler places Pods;
 kube-controller-manager binds PersistentVolumes and collects garbage, so
 our binder, protection and Pod scheduling stay off (``real_control_plane``
 tells each controller).
@@ -44,7 +46,7 @@ from . import CRDS_DIR
 log = logging.getLogger(__name__)
 
 #: The agents run on the real control plane, in start order (names of :data:`~..controllers.CONTROLLERS`).
-AGENTS = ("storage", "snapshots", "cdi", "scheduler", "virt", "nodeagent", "virtapi")
+AGENTS = ("storage", "snapshots", "cdi", "scheduler", "virt", "nodeagent", "serviceproxy", "virtapi")
 
 _READ = ["get", "list", "watch"]
 _EVENTS = {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "update", "patch"]}
@@ -89,6 +91,10 @@ RULES: dict[str, list[dict]] = {
         {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachineinstances"], "verbs": [*_READ, "create", "update", "delete"]},
         {"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes"], "verbs": _READ},
         _EVENTS,
+    ],
+    "serviceproxy": [
+        {"apiGroups": [""], "resources": ["services", "pods"], "verbs": _READ},
+        {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachineinstances"], "verbs": _READ},
     ],
     "virtapi": [
         {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachines", "virtualmachineinstances"], "verbs": [*_READ, "update"]},
