@@ -469,7 +469,7 @@ class ApiServerClient(Client):
         kind = self.kind("", "v1", "events")
         key = (namespace, meta.get("uid"), reason, message, type, component)
         try:
-            similar = self._events.get(key)
+            similar = copy.deepcopy(self._events.get(key))
             if similar is not None:
                 similar["count"] = int(similar.get("count") or 1) + 1
                 similar["lastTimestamp"] = now
@@ -482,7 +482,7 @@ class ApiServerClient(Client):
             log.debug("event %s about %s: %s", reason, meta.get("name"), e)
             self._events.pop(key, None)
             return None
-        self._events[key] = stored
+        self._events[key] = copy.deepcopy(stored)
         return stored
 
 
