@@ -40,12 +40,17 @@ def cluster(control_plane, tmp_path_factory):
         yield cluster
 
 
+def start_timeout(cluster) -> int:
+    """Seconds a VM spawn may take: longer on the real plane (three agents' caches, an aggregated API call)."""
+    return 150 if getattr(cluster, "real_control_plane", False) else 60
+
+
 @pytest.fixture(scope="module")
 def hub(cluster, tmp_path_factory):
     config = "\n".join(
         f"load_subconfig({str(CONFIG_D / piece)!r})" for piece in ("10-workspace-spawner.py", "20-profiles.py")
     )
-    hub = Hub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config + EXTRA_PROFILES).start()
+    hub = Hub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config + EXTRA_PROFILES, start_timeout=start_timeout(cluster)).start()
     yield hub
     hub.stop()
 

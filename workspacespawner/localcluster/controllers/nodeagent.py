@@ -136,6 +136,9 @@ class NodeAgent(Controller):
         what a container with neither ``command`` nor ``args`` runs: the
         command for its image (``{"repo/name:tag" or "repo/name": [...]}``),
         else ``default_command`` (``["jupyterhub-singleuser"]``).
+    ``conflict_wait``
+        seconds a status write that met a 409 Conflict waits for the
+        client's cache to catch up before it is made again (default 5).
     ``lease_seconds``
         on the real control plane: how often each node's Lease in
         ``kube-node-lease`` is renewed (default 10, a kubelet's), so that
@@ -171,6 +174,7 @@ class NodeAgent(Controller):
         self._background: set[asyncio.Task] = set()
         self.jupyter_config = self._image_jupyter_config(cluster.state_dir / "image" / "jupyter")
         self.lease_seconds = 10.0
+        self.conflict_wait = 5.0
 
     # -- helpers shared by pods and guests -------------------------------------------
 
@@ -276,25 +280,37 @@ class NodeAgent(Controller):
         The write is conditional on the copy's resourceVersion (custom
         resources take no other update); on a 409 Conflict the copy is read
         again (the client's cache may lag its watch a moment) and the change
-        made again, up to ``attempts`` times.
+        made again (once the cache has moved past the copy that conflicted,
+        or after ``conflict_wait`` seconds), up to ``attempts`` times.
         """
         kind = self.client.kind_of(obj["apiVersion"], obj["kind"])
         meta = obj["metadata"]
         for attempt in range(attempts):
+            version = None
             try:
                 current = self.client.get(kind, meta["namespace"], meta["name"])
                 if current["metadata"]["uid"] != meta["uid"]:
                     return None
+                version = current["metadata"].get("resourceVersion")
                 mutate(current)
                 return await self.client.replace(kind, meta["namespace"], meta["name"], current, subresource=subresource)
             except ApiError as e:
                 if e.code == 409 and attempt + 1 < attempts:
-                    await asyncio.sleep(0.05)
+                    await self._cache_moved(kind, meta, version)
                     continue
                 level = logging.WARNING if e.code == 422 else logging.DEBUG
                 log.log(level, "nodeagent: cannot update %s %s/%s: %s", obj["kind"], meta["namespace"], meta["name"], e.message)
                 return None
         return None
+
+    async def _cache_moved(self, kind: Kind, meta: dict, version: str | None) -> None:
+        """Wait (up to ``conflict_wait`` seconds) until the cached copy is no longer at ``version``."""
+        deadline = asyncio.get_running_loop().time() + self.conflict_wait
+        while asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+            cached = get_or_none(self.client, (kind.group, kind.version, kind.plural), meta["namespace"], meta["name"])
+            if cached is None or cached["metadata"].get("resourceVersion") != version:
+                return
 
     def _spawn(self, coro, name: str) -> asyncio.Task:
         task = asyncio.create_task(coro, name=name)
