@@ -14,6 +14,34 @@ from __future__ import annotations
 import pytest
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "embedded_only(reason): needs what only the embedded cluster has (a fault knob, its store); "
+        "runs on the embedded control plane only",
+    )
+
+
+def pytest_generate_tests(metafunc):
+    """Tests built on ``control_plane`` run once per plane (tests/support/planes.py), ``embedded_only`` ones once."""
+    if "control_plane" in metafunc.fixturenames:
+        from tests.support.planes import PLANES
+
+        planes = ("embedded",) if metafunc.definition.get_closest_marker("embedded_only") else PLANES
+        metafunc.parametrize("control_plane", planes, indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module")
+def control_plane(request) -> str:
+    """``embedded`` or ``real`` (skipped unless the real tier is asked for): see tests/support/planes.py."""
+    plane = getattr(request, "param", "embedded")
+    if plane == "real":
+        from tests.support.planes import skip_unless_real
+
+        skip_unless_real()
+    return plane
+
+
 @pytest.fixture
 def cluster_thread(request, tmp_path):
     """A started :class:`ClusterThread` with its state in ``tmp_path``; options from ``request.param``."""

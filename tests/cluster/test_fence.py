@@ -202,7 +202,7 @@ def test_fence_command(cluster, cluster_thread, tmp_path, capsys):
     async def setup(kube):
         await make_home(kube, USER)
         pod = await start_pod(kube, USER, "jupyter-fay", "home-fay")
-        cluster.controllers["scheduler"].set_node_ready(pod["spec"]["nodeName"], False)  # on the cluster's own loop
+        await cluster.controllers["scheduler"].set_node_ready(pod["spec"]["nodeName"], False)  # on the cluster's own loop
 
     cluster_thread.call(lambda cl: with_kube(cl.kubeconfig, setup))
     assert fence_command.main([USER, *common]) == 2

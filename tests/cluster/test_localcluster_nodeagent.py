@@ -320,12 +320,12 @@ async def test_not_ready_node_does_not_finish_deletions(tmp_path):
         create(store, make_pod("stuck", SERVE))
         pod = await running_pod(store, "stuck")
         node = pod["spec"]["nodeName"]
-        cluster.controllers["scheduler"].set_node_ready(node, False)
+        await cluster.controllers["scheduler"].set_node_ready(node, False)
         store.delete(kind(store, "pods"), NS, "stuck")
         await asyncio.sleep(0.5)
         assert get(store, "pods", "stuck")["metadata"]["deletionTimestamp"]
         assert all(alive(pid) for pid in pids_of(pod))
-        cluster.controllers["scheduler"].set_node_ready(node, True)
+        await cluster.controllers["scheduler"].set_node_ready(node, True)
         await wait_for(lambda: get(store, "pods", "stuck") is None)
         assert not any(alive(pid) for pid in pids_of(pod))
 

@@ -86,7 +86,7 @@ async def test_objects_survive_a_restart_and_running_compute_does_not(tmp_path):
             "node": get(cluster, NODES, "cpu-node-1", None),
             "namespace": get(cluster, NAMESPACES, "default", None),
         }
-        cluster.controllers["scheduler"].set_node_ready("gpu-node-1", False)
+        await cluster.controllers["scheduler"].set_node_ready("gpu-node-1", False)
         last = cluster.store.resource_version
     assert (tmp_path / "objects.json").exists()
 

@@ -154,7 +154,7 @@ async def test_node_selector_by_gpu_product(tmp_path):
 async def test_not_ready_node_is_not_used(tmp_path):
     async with LocalCluster(state_dir=tmp_path, controllers=("scheduler",)) as cluster:
         scheduler = cluster.controllers["scheduler"]
-        scheduler.set_node_ready("gpu-node-1", False)
+        await scheduler.set_node_ready("gpu-node-1", False)
         node = get(cluster, NODES, "gpu-node-1", None)
         assert next(c for c in node["status"]["conditions"] if c["type"] == "Ready")["status"] == "Unknown"
         assert {t["effect"] for t in node["spec"]["taints"]} == {"NoSchedule", "NoExecute"}
@@ -164,7 +164,7 @@ async def test_not_ready_node_is_not_used(tmp_path):
             "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, "
             "1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }."
         )
-        scheduler.set_node_ready("gpu-node-1", True)
+        await scheduler.set_node_ready("gpu-node-1", True)
         await wait_for(lambda: node_of(cluster, "jupyter-gpu") == "gpu-node-1")
         assert get(cluster, NODES, "gpu-node-1", None)["spec"]["taints"] == [GPU_TAINT]  # only the unreachable taints went
 
@@ -269,9 +269,13 @@ PVCS = ("", "v1", "persistentvolumeclaims")
 CLASSES = ("storage.k8s.io", "v1", "storageclasses")
 
 
-def claim(name: str, storage_class: str) -> dict:
-    return {"metadata": {"name": name}, "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": storage_class,
-                                                 "resources": {"requests": {"storage": "1Gi"}}}}
+def claim(name: str, storage_class: str = "ceph-rbd") -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": storage_class},
+    }
 
 
 def with_claim(name: str, claim_name: str) -> dict:
@@ -309,3 +313,25 @@ async def test_wait_for_first_consumer_claims_are_provisioned_for_the_chosen_nod
         assert pvc["status"]["phase"] == "Bound"
         assert pvc["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == node_of(cluster, "latecomer")
         assert events(cluster, "latecomer", "FailedScheduling") == []
+
+
+async def test_pod_waits_for_its_unbound_immediate_claim_as_kube_scheduler_does(tmp_path):
+    # kube-scheduler's VolumeBinding PreFilter: a Pod whose Immediate claim is not Bound yet is
+    # Unschedulable (retried once the claim binds); a missing claim likewise. The real plane showed it.
+    async with LocalCluster(state_dir=tmp_path, controllers=("storage", "scheduler")) as cluster:
+        cluster.controllers["storage"].enabled = False  # the provisioner lags
+        create(cluster, ("", "v1", "persistentvolumeclaims"), claim("home"))
+        create(cluster, PODS, pod("web", volumes=[{"name": "home", "persistentVolumeClaim": {"claimName": "home"}}]))
+        create(cluster, PODS, pod("lost", volumes=[{"name": "home", "persistentVolumeClaim": {"claimName": "missing"}}]))
+        await wait_for(lambda: scheduled_condition(get(cluster, PODS, "web") or {}))
+        await wait_for(lambda: scheduled_condition(get(cluster, PODS, "lost") or {}))
+        waiting = scheduled_condition(get(cluster, PODS, "web"))
+        assert (waiting["status"], waiting["reason"]) == ("False", "Unschedulable")
+        assert waiting["message"] == "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+        lost = scheduled_condition(get(cluster, PODS, "lost"))
+        assert lost["message"] == '0/2 nodes are available: persistentvolumeclaim "missing" not found.'
+        assert node_of(cluster, "web") is None
+        cluster.controllers["storage"].enabled = True
+        cluster.controllers["storage"].kick()
+        await wait_for(lambda: node_of(cluster, "web"))
+        assert node_of(cluster, "lost") is None

@@ -5,6 +5,8 @@ real API server. Here JupyterHub with ``kubespawner.KubeSpawner`` starts a
 server (the node agent runs ``jupyterhub-singleuser``), the hub's own HTTP
 check of that server succeeds (the server becomes ready), a request reaches
 it through the proxy, poll() keeps it running, and stop removes the Pod.
+On both control planes (tests/support/planes.py): on the real one
+kube-scheduler places the Pod and our node agent runs it.
 """
 
 from __future__ import annotations
@@ -14,15 +16,14 @@ import time
 import kubernetes
 import pytest
 
+from tests.support import planes
 from tests.support.hubharness import Hub
-from workspacespawner.localcluster import ClusterThread
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
-    yield thread.start()
-    thread.stop()
+def cluster(control_plane, tmp_path_factory):
+    with planes.running(control_plane, tmp_path_factory.mktemp("cluster")) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")

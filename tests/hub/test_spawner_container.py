@@ -6,7 +6,8 @@ Pending under WaitForFirstConsumer; a foreign PVC refused; odd user names;
 forbidden and tampered profile choices answered 403/400; an unlisted image
 choice checked before any Kubernetes write; no GPU setting
 leaking into a later CPU spawn; an unschedulable GPU request failing fast
-with the scheduler's reason; the code-server profile's default URL.
+with the scheduler's reason; the code-server profile's default URL. On both
+control planes (tests/support/planes.py).
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import kubernetes
 import pytest
 import requests
 
+from tests.support import planes
 from tests.support.hubharness import CONFIG_D, Hub, progress_messages
 from tests.support.paths import DATA
 from workspacespawner.core import names
-from workspacespawner.localcluster import ClusterThread
 
 #: code-server's npm package downloads binaries from GitHub at install time, which tests cannot reach:
 #: a stand-in `code-server` on the server's PATH answers behind jupyter-server-proxy instead.
@@ -66,23 +67,19 @@ c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
-    cluster = thread.start()
-    thread.call(
-        lambda cl: cl.store.create(
-            cl.store.kind("storage.k8s.io", "v1", "storageclasses"),
-            None,
+def cluster(control_plane, tmp_path_factory):
+    with planes.running(control_plane, tmp_path_factory.mktemp("cluster")) as cluster:
+        api = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
+        kubernetes.client.StorageV1Api(api).create_storage_class(
             {
                 "metadata": {"name": "ceph-rbd-wffc"},
                 "provisioner": "rbd.csi.ceph.com",
                 "volumeBindingMode": "WaitForFirstConsumer",
                 "allowVolumeExpansion": True,
-            },
+            }
         )
-    )
-    yield cluster
-    thread.stop()
+        api.close()
+        yield cluster
 
 
 @pytest.fixture(scope="module")
@@ -228,6 +225,7 @@ def test_tampered_options_are_400(hub, core, options, words):
         ("q" * 100_000, "at most 1000 characters"),
     ],
 )
+@pytest.mark.embedded_only("reads the embedded API server's request log")
 def test_unlisted_image_is_checked_before_any_kubernetes_write(hub, core, cluster, image, words):
     hub.create_user("imager")
     cluster.requests.clear()

@@ -11,7 +11,8 @@ no VMI and every disk; the phase is Stopped once a stop is done; a golden
 image that is not ready fails the start at once, named with CDI's reason,
 keeps the root DataVolume, and the next start after the fix clones and
 boots, with environment values holding line breaks and braces written for
-the guest as they are.
+the guest as they are. On both control planes
+(tests/support/planes.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import kubernetes
 import pytest
 import yaml
 
+from tests.support import planes
 from tests.support.hubharness import CONFIG_D, Hub
 from workspacespawner.backends.vm.manifests import ENV_FILE
 from workspacespawner.core import names
@@ -47,8 +49,18 @@ c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
 
 
 @pytest.fixture(scope="module")
-def cluster(golden_cluster):
-    return golden_cluster
+def cluster(control_plane, tmp_path_factory):
+    with planes.running(control_plane, tmp_path_factory.mktemp("cluster"), golden=True) as cluster:
+        yield cluster
+
+
+def slower_plane(cluster) -> str:
+    """Hub settings for the real plane, whose VM starts take more hops (three agents' caches, an aggregated
+    API call, a clone by CDI): a longer slow-spawn window (15 s, under the proxy's 20 s request timeout), so
+    that a quick failure still answers the spawn request itself, long before the longer start timeout."""
+    if not getattr(cluster, "real_control_plane", False):
+        return ""
+    return '\nc.JupyterHub.tornado_settings = {"slow_spawn_timeout": 15}\n'
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +68,10 @@ def hub(cluster, tmp_path_factory):
     config = "\n".join(
         f"load_subconfig({str(CONFIG_D / piece)!r})" for piece in ("10-workspace-spawner.py", "20-profiles.py")
     )
-    hub = Hub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config + EXTRA_PROFILES).start()
+    real = getattr(cluster, "real_control_plane", False)
+    hub = Hub(
+        tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config + EXTRA_PROFILES + slower_plane(cluster), start_timeout=150 if real else 60
+    ).start()
     yield hub
     hub.stop()
 

@@ -37,14 +37,19 @@ class Hub:
 
     The harness's settings come last, so its free ports, database, admin
     service token and test login win over whatever ``config`` sets.
+    ``start_timeout`` (seconds, ``KubeSpawner.start_timeout``) bounds a
+    spawn, and :meth:`wait_ready` waits that long plus 30 s: the real control
+    plane (tests/support/planes.py) takes a VM through more hops than the
+    embedded one, so its tests give it longer.
     """
 
-    def __init__(self, workdir: Path, kubeconfig: Path, config: str):
+    def __init__(self, workdir: Path, kubeconfig: Path, config: str, *, start_timeout: int = 60):
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = secrets.token_hex(16)
+        self.start_timeout = start_timeout
         self.config_file = self.workdir / "jupyterhub_config.py"
         self.config_file.write_text(textwrap.dedent(config) + self._base_config())
         self.env = dict(os.environ, KUBECONFIG=str(kubeconfig))
@@ -67,7 +72,7 @@ class Hub:
             c.JupyterHub.services = [{{"name": "tests", "api_token": "{self.token}"}}]
             c.JupyterHub.load_roles = [{{"name": "admin", "services": ["tests"]}}]
             c.KubeSpawner.namespace = "default"
-            c.KubeSpawner.start_timeout = 60
+            c.KubeSpawner.start_timeout = {self.start_timeout}
             c.KubeSpawner.http_timeout = 60
             """
         )
@@ -128,7 +133,8 @@ class Hub:
         """POST a start; returns the hub's answer (201/202 on the way, 4xx/5xx on a quick refusal)."""
         return self.api("POST", f"/users/{requests.utils.quote(name, safe='')}/server", json=user_options or {})
 
-    def wait_ready(self, name: str, timeout: float = 90) -> dict:
+    def wait_ready(self, name: str, timeout: float | None = None) -> dict:
+        timeout = timeout or self.start_timeout + 30
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             server = self.user(name).get("servers", {}).get("")

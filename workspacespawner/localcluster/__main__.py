@@ -40,7 +40,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         choices=("local", "real"),
         default="local",
         help="local: the Python API server and controllers; real: etcd, kube-apiserver, "
-        "kube-controller-manager and kube-scheduler built by tools/k8s/build.sh (default: %(default)s)",
+        "kube-controller-manager and kube-scheduler built by tools/k8s/build.sh, with our node agent, "
+        "provisioner, CDI and KubeVirt controllers as its API clients (default: %(default)s)",
     )
     parser.add_argument(
         "--log-level",

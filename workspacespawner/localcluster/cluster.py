@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 from .attacher import Attacher
+from .client import EmbeddedClient
 from .faults import FaultInjector, RequestLog
 from .kinds import KINDS
 from .kubeconfig import write_kubeconfig
@@ -71,6 +72,8 @@ class LocalCluster:
         self.nodes = nodes
         self.volume_binding_mode = volume_binding_mode
         self.store = Store(KINDS, Validator(KINDS), history=history)
+        #: what the controllers read and write through (see :mod:`.client`)
+        self.client = EmbeddedClient(self.store)
         self.bookmark_interval = bookmark_interval
         self.faults = FaultInjector()
         self.requests = RequestLog()
@@ -129,11 +132,14 @@ class ClusterThread:
 
     ``call(fn, *args)`` runs ``fn(cluster, *args)`` on the cluster's loop and
     returns its result (awaiting it if it is a coroutine): the way for tests
-    to reach into the store or flip a controller knob safely.
+    to reach into the store or flip a controller knob safely. ``cluster``
+    is any object with ``start()``/``stop()`` coroutines (the real plane's
+    :class:`~.realplane.agents.PlaneAgents`); without it, a
+    ``LocalCluster(**kwargs)``.
     """
 
-    def __init__(self, **kwargs):
-        self.cluster = LocalCluster(**kwargs)
+    def __init__(self, cluster=None, **kwargs):
+        self.cluster = cluster if cluster is not None else LocalCluster(**kwargs)
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="localcluster", daemon=True)
 

@@ -30,6 +30,40 @@ def _similar_event(store: Store, kind, namespace, uid, reason, message, type, co
     return None
 
 
+def new_event(involved: dict, reason: str, message: str, *, type: str, component: str, now: str) -> dict:
+    """A new core/v1 Event about ``involved`` (a fresh name), first and last seen at ``now`` (RFC 3339)."""
+    meta = involved["metadata"]
+    namespace = meta.get("namespace") or "default"
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{meta['name']}.{uuid.uuid4().hex[:16]}",
+            "namespace": namespace,
+        },
+        "involvedObject": {
+            "apiVersion": involved.get("apiVersion"),
+            "kind": involved.get("kind"),
+            "name": meta["name"],
+            "namespace": meta.get("namespace"),
+            "uid": meta.get("uid"),
+            "resourceVersion": meta.get("resourceVersion"),
+        },
+        "reason": reason,
+        "message": message,
+        "type": type,
+        "source": {"component": component},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+        "reportingComponent": component,
+        "reportingInstance": component,
+    }
+    if not meta.get("namespace"):
+        event["involvedObject"].pop("namespace")
+    return event
+
+
 def record_event(
     store: Store,
     involved: dict,
@@ -61,33 +95,7 @@ def record_event(
             return store.replace(kind, namespace, similar["metadata"]["name"], similar)
         except ApiError:
             return None
-    event = {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {
-            "name": f"{meta['name']}.{uuid.uuid4().hex[:16]}",
-            "namespace": namespace,
-        },
-        "involvedObject": {
-            "apiVersion": involved.get("apiVersion"),
-            "kind": involved.get("kind"),
-            "name": meta["name"],
-            "namespace": meta.get("namespace"),
-            "uid": meta.get("uid"),
-            "resourceVersion": meta.get("resourceVersion"),
-        },
-        "reason": reason,
-        "message": message,
-        "type": type,
-        "source": {"component": component},
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-        "reportingComponent": component,
-        "reportingInstance": component,
-    }
-    if not meta.get("namespace"):
-        event["involvedObject"].pop("namespace")
+    event = new_event(involved, reason, message, type=type, component=component, now=now)
     try:
         return store.create(kind, namespace, event)
     except ApiError:

@@ -21,9 +21,17 @@ start or stop is already underway, 400 for a bad body. A request body is the
 ``v1.StartOptions`` / ``v1.StopOptions`` / ``v1.RestartOptions`` JSON
 (``dryRun: ["All"]`` persists nothing; ``paused`` start is accepted but the
 guest starts unpaused).
+
+The decision is shared by both control planes: :func:`plan_vm_action` reads
+the VM and VMI (from a store or a client's cache) and answers the writes to
+make and the error to answer after them; :func:`vm_action` makes them in the
+embedded store, :func:`vm_action_through` through a
+:class:`~.client.Client` (the real plane's virt-api, :mod:`.realplane.virtapi`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from . import errors
 from .controllers.refs import VMIS, VMS, get_or_none
@@ -45,17 +53,28 @@ def _is_final(vmi: dict | None) -> bool:
     return vmi is not None and (vmi.get("status") or {}).get("phase") in FINAL_PHASES
 
 
-def _set_running(store, vm: dict, running: bool, dry_run: bool) -> None:
+@dataclass
+class Write:
+    """One replace virt-api makes: the object of ``key`` (group, version, plural), whole or its ``subresource``."""
+
+    key: tuple[str, str, str]
+    namespace: str
+    name: str
+    obj: dict
+    subresource: str | None = None
+
+
+def _set_running(writes: list, vm: dict, running: bool) -> None:
     """Patch ``spec.runStrategy`` (or legacy ``spec.running``), as virt-api's getRunningJson does."""
     spec = vm["spec"]
     if "runStrategy" in spec or "running" not in spec:
         spec["runStrategy"] = "Always" if running else "Halted"
     else:
         spec["running"] = running
-    store.replace(store.kind(*VMS), vm["metadata"]["namespace"], vm["metadata"]["name"], vm, dry_run=dry_run)
+    writes.append(Write(VMS, vm["metadata"]["namespace"], vm["metadata"]["name"], vm))
 
 
-def _request_changes(store, vm: dict, changes: list[dict], dry_run: bool) -> None:
+def _request_changes(writes: list, vm: dict, changes: list[dict]) -> None:
     """Put ``changes`` into ``status.stateChangeRequests`` (virt-api's getChangeRequestJson)."""
     status = vm.setdefault("status", {})
     lone_stop = len(changes) == 1 and changes[0]["action"] == "Stop"
@@ -63,19 +82,17 @@ def _request_changes(store, vm: dict, changes: list[dict], dry_run: bool) -> Non
         raise _internal("unable to complete request: stop/start already underway")
     status["stateChangeRequests"] = changes
     status.pop("startFailure", None)
-    store.replace(
-        store.kind(*VMS), vm["metadata"]["namespace"], vm["metadata"]["name"], vm, subresource="status", dry_run=dry_run
-    )
+    writes.append(Write(VMS, vm["metadata"]["namespace"], vm["metadata"]["name"], vm, "status"))
 
 
-def _start(store, vm: dict, vmi: dict | None, body: dict, dry_run: bool) -> None:
+def _start(writes: list, vm: dict, vmi: dict | None, body: dict) -> None:
     name = vm["metadata"]["name"]
     if vmi is not None and not _is_final(vmi) and (vmi.get("status") or {}).get("phase") not in (None, "", "Unknown"):
         raise _conflict(name, "VM is already running")
     strategy = run_strategy(vm)
     phase = (vmi or {}).get("status", {}).get("phase")
     if strategy == "Halted":
-        _set_running(store, vm, True, dry_run)
+        _set_running(writes, vm, True)
     elif strategy in ("RerunOnFailure", "Manual"):
         if strategy == "RerunOnFailure" and phase == "Failed":
             raise _conflict(name, "RerunOnFailure does not support starting VM from failed state")
@@ -84,12 +101,12 @@ def _start(store, vm: dict, vmi: dict | None, body: dict, dry_run: bool) -> None
         if body.get("paused"):
             start["data"] = {"paused": "true"}
         changes = [{"action": "Stop", "uid": vmi["metadata"]["uid"]}, start] if restart else [start]
-        _request_changes(store, vm, changes, dry_run)
+        _request_changes(writes, vm, changes)
     else:
         raise _conflict(name, f"{strategy} does not support manual start requests")
 
 
-def _stop(store, vm: dict, vmi: dict | None, body: dict, dry_run: bool) -> None:
+def _stop(writes: list, vm: dict, vmi: dict | None, body: dict) -> None:
     name = vm["metadata"]["name"]
     strategy = run_strategy(vm)
     active = vmi is not None and not _is_final(vmi)
@@ -98,33 +115,39 @@ def _stop(store, vm: dict, vmi: dict | None, body: dict, dry_run: bool) -> None:
     if active and grace is not None:
         old_grace = vmi["spec"].get("terminationGracePeriodSeconds")
         vmi["spec"]["terminationGracePeriodSeconds"] = int(grace)
-        store.replace(store.kind(*VMIS), vmi["metadata"]["namespace"], vmi["metadata"]["name"], vmi, dry_run=dry_run)
+        writes.append(Write(VMIS, vmi["metadata"]["namespace"], vmi["metadata"]["name"], vmi))
     if strategy in ("Halted", "Manual"):
         if not active:
             raise _conflict(name, "VM is not running")
         if strategy == "Halted" and (grace is None or (old_grace is not None and int(grace) >= old_grace)):
             raise _conflict(name, "Halted only supports manual stop requests with a shorter graceperiod")
-        _request_changes(store, vm, [{"action": "Stop", "uid": vmi["metadata"]["uid"]}], dry_run)
+        _request_changes(writes, vm, [{"action": "Stop", "uid": vmi["metadata"]["uid"]}])
     else:
-        _set_running(store, vm, False, dry_run)
+        _set_running(writes, vm, False)
 
 
-def _restart(store, vm: dict, vmi: dict | None, body: dict, dry_run: bool) -> None:
+def _restart(writes: list, vm: dict, vmi: dict | None, body: dict) -> None:
     name = vm["metadata"]["name"]
     strategy = run_strategy(vm)
     if strategy in ("Halted", "Once"):
         raise _conflict(name, f"RunStategy {strategy} does not support manual restart requests")
     if vmi is None:
         raise _conflict(name, "VM is not running: Halted")
-    _request_changes(store, vm, [{"action": "Stop", "uid": vmi["metadata"]["uid"]}, {"action": "Start"}], dry_run)
+    _request_changes(writes, vm, [{"action": "Stop", "uid": vmi["metadata"]["uid"]}, {"action": "Start"}])
 
 
-def vm_action(store, namespace: str, name: str, action: str, body: dict | None) -> None:
-    """Perform ``action`` (``start``, ``stop`` or ``restart``) on VM ``namespace/name``.
+def plan_vm_action(
+    store, namespace: str, name: str, action: str, body: dict | None
+) -> tuple[list[Write], errors.ApiError | None, bool]:
+    """What ``action`` (``start``, ``stop`` or ``restart``) on VM ``namespace/name`` takes.
 
-    ``body`` is the decoded request body (None or ``{}`` when empty). Returns
-    None on success (virt-api answers 202 Accepted with an empty body);
-    raises :class:`~.errors.ApiError` otherwise.
+    ``store`` is anything with ``get``/``kind`` (a Store or a
+    :class:`~.client.Client`); ``body`` the decoded request body (None or
+    ``{}`` when empty). Returns ``(writes, error, dry_run)``: the writes to
+    make in order, then the error to answer (None: 202 Accepted, empty
+    body), as virt-api writes a VMI's shorter grace period before it
+    refuses a stop. Raises :class:`~.errors.ApiError` when nothing is to be
+    written.
     """
     if action not in VM_ACTIONS:
         raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -143,4 +166,31 @@ def vm_action(store, namespace: str, name: str, action: str, body: dict | None) 
         raise errors.not_found(_RESOURCE[0], name, _RESOURCE[1])
     vmi = get_or_none(store, VMIS, namespace, name)
     dry_run = "All" in (body.get("dryRun") or [])
-    {"start": _start, "stop": _stop, "restart": _restart}[action](store, vm, vmi, body, dry_run)
+    writes: list[Write] = []
+    try:
+        {"start": _start, "stop": _stop, "restart": _restart}[action](writes, vm, vmi, body)
+    except errors.ApiError as e:
+        return writes, e, dry_run
+    return writes, None, dry_run
+
+
+def vm_action(store, namespace: str, name: str, action: str, body: dict | None) -> None:
+    """Perform ``action`` on VM ``namespace/name`` in the embedded ``store`` (see :func:`plan_vm_action`).
+
+    Returns None on success (virt-api answers 202 Accepted with an empty
+    body); raises :class:`~.errors.ApiError` otherwise.
+    """
+    writes, error, dry_run = plan_vm_action(store, namespace, name, action, body)
+    for w in writes:
+        store.replace(store.kind(*w.key), w.namespace, w.name, w.obj, subresource=w.subresource, dry_run=dry_run)
+    if error is not None:
+        raise error
+
+
+async def vm_action_through(client, namespace: str, name: str, action: str, body: dict | None) -> None:
+    """:func:`vm_action` through a :class:`~.client.Client` (reads from its cache, writes to its API server)."""
+    writes, error, dry_run = plan_vm_action(client, namespace, name, action, body)
+    for w in writes:
+        await client.replace(client.kind(*w.key), w.namespace, w.name, w.obj, subresource=w.subresource, dry_run=dry_run)
+    if error is not None:
+        raise error

@@ -36,9 +36,12 @@ def snapshot_path(cluster, namespace: str, uid: str) -> Path:
     return Path(cluster.state_dir) / "snapshots" / namespace / uid
 
 
-def claim_path(cluster, namespace: str, name: str) -> Path | None:
-    """The data directory of PVC ``namespace/name``, or None while it is missing or unbound."""
-    store = cluster.store
+def claim_path(cluster, namespace: str, name: str, client=None) -> Path | None:
+    """The data directory of PVC ``namespace/name``, or None while it is missing or unbound.
+
+    The claim is read through ``client`` (default ``cluster.client``; see :mod:`.client`).
+    """
+    store = client or cluster.client
     try:
         pvc = store.get(store.kind("", "v1", "persistentvolumeclaims"), namespace, name)
     except ApiError:
@@ -49,17 +52,18 @@ def claim_path(cluster, namespace: str, name: str) -> Path | None:
     return volume_path(cluster, pv_name)
 
 
-def attach_claim(cluster, namespace: str, name: str, consumer: Consumer) -> Path | None:
+def attach_claim(cluster, namespace: str, name: str, consumer: Consumer, client=None) -> Path | None:
     """:func:`claim_path`, once the cluster's attacher has attached the claim's volume for ``consumer``.
 
     None while the claim is missing or unbound (nothing attached then);
     :class:`~.attacher.MultiAttachError` when its access modes keep it
     where it is (see :mod:`.attacher`).
     """
-    path = claim_path(cluster, namespace, name)
+    client = client or cluster.client
+    path = claim_path(cluster, namespace, name, client)
     if path is None:
         return None
-    pvc = cluster.store.get(cluster.store.kind("", "v1", "persistentvolumeclaims"), namespace, name)
+    pvc = client.get(client.kind("", "v1", "persistentvolumeclaims"), namespace, name)
     modes = (pvc.get("status") or {}).get("accessModes") or pvc["spec"].get("accessModes") or []
     cluster.attacher.attach((namespace, name), pvc["spec"]["volumeName"], modes, consumer)
     return path

@@ -69,21 +69,17 @@ def plane(k8s_bin, tmp_path_factory):
         yield p
 
 
-@pytest.fixture
-async def api(plane):
-    """A kubernetes_asyncio ApiClient with the admin kubeconfig."""
+async def _admin_client(kubeconfig):
     from kubernetes_asyncio import config
 
-    client = await config.new_client_from_config(config_file=str(plane.kubeconfig))
+    client = await config.new_client_from_config(config_file=str(kubeconfig))
     try:
         yield client
     finally:
         await client.close()
 
 
-@pytest.fixture
-async def namespace(api):
-    """A fresh namespace, deleted afterwards."""
+async def _fresh_namespace(api):
     import uuid
 
     from kubernetes_asyncio import client
@@ -99,6 +95,45 @@ async def namespace(api):
         except client.ApiException as e:
             if e.status != 404:
                 raise
+
+
+@pytest.fixture
+async def api(plane):
+    """A kubernetes_asyncio ApiClient with the admin kubeconfig."""
+    async for client in _admin_client(plane.kubeconfig):
+        yield client
+
+
+@pytest.fixture
+async def namespace(api):
+    """A fresh namespace, deleted afterwards."""
+    async for name in _fresh_namespace(api):
+        yield name
+
+
+@pytest.fixture(scope="session")
+def realcluster(k8s_bin, tmp_path_factory):
+    """A second real control plane with our agents as its API clients (node agent,
+    provisioner, snapshots, CDI, virt-controller, the VMI scheduler): see
+    workspacespawner.localcluster.realplane.agents."""
+    from workspacespawner.localcluster.realplane.agents import RealCluster
+
+    with RealCluster(tmp_path_factory.mktemp("realcluster"), k8s_bin) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+async def cluster_api(realcluster):
+    """A kubernetes_asyncio ApiClient with the admin kubeconfig of ``realcluster``."""
+    async for client in _admin_client(realcluster.kubeconfig):
+        yield client
+
+
+@pytest.fixture
+async def cluster_namespace(cluster_api):
+    """A fresh namespace on ``realcluster``, deleted afterwards."""
+    async for name in _fresh_namespace(cluster_api):
+        yield name
 
 
 @pytest.fixture(params=["embedded", "real"])

@@ -33,6 +33,15 @@ def run_kubectl(kubectl, kubeconfig, *args, check=True, timeout=60):
     return res
 
 
+async def gone(read, *args) -> bool:
+    """Whether ``await read(*args)`` answers 404."""
+    try:
+        await read(*args)
+    except client.ApiException as e:
+        return e.status == 404
+    return False
+
+
 def test_kubectl_version_shows_real_server(plane, kubectl):
     out = json.loads(run_kubectl(kubectl, plane.kubeconfig, "version", "-o", "json").stdout)
     server = out["serverVersion"]
@@ -200,11 +209,7 @@ async def test_owner_reference_garbage_collection(api, namespace):
     await core.delete_namespaced_config_map("owner", namespace, propagation_policy="Background")
 
     async def dependent_gone():
-        try:
-            await core.read_namespaced_config_map("dependent", namespace)
-        except client.ApiException as e:
-            return e.status == 404
-        return False
+        return await gone(core.read_namespaced_config_map, "dependent", namespace)
 
     await eventually(dependent_gone, 90, what="dependent collected by the garbage collector")
     await core.read_namespaced_config_map("bystander", namespace)

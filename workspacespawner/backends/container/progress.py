@@ -6,9 +6,21 @@ them); the Event lines are :mod:`workspacespawner.k8s.events`'.
 
 from __future__ import annotations
 
+#: kube-scheduler's VolumeBinding answers while a claim the Pod uses is still being made or
+#: provisioned (a new home PVC): a wait that ends by itself, not a lack of nodes.
+VOLUME_BINDING_WAITS = (
+    "pod has unbound immediate PersistentVolumeClaims",
+    "waiting for ephemeral volume controller to create the persistentvolumeclaim",
+)
+
 
 def unschedulable_reason(pod: dict | None) -> str | None:
-    """The scheduler's message if ``pod`` is marked Unschedulable (condition PodScheduled False), else None."""
+    """The scheduler's message if ``pod`` is marked Unschedulable (condition PodScheduled False), else None.
+
+    None too while the scheduler only waits for the Pod's claims to bind
+    (:data:`VOLUME_BINDING_WAITS`): the start goes on waiting, within its
+    start timeout.
+    """
     if not pod:
         return None
     for condition in (pod.get("status") or {}).get("conditions") or []:
@@ -17,7 +29,10 @@ def unschedulable_reason(pod: dict | None) -> str | None:
             and condition.get("status") == "False"
             and condition.get("reason") == "Unschedulable"
         ):
-            return condition.get("message") or "no node has the resources this server asks for"
+            message = condition.get("message") or ""
+            if any(wait in message for wait in VOLUME_BINDING_WAITS):
+                return None
+            return message or "no node has the resources this server asks for"
     return None
 
 

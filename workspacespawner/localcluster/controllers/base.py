@@ -1,9 +1,9 @@
 """The shape every local-cluster controller shares: watch some kinds, reconcile each object.
 
 A controller plays one part of a real cluster (PVC binder, CDI, virt-controller,
-scheduler, kubelet). It reads and writes through the in-process
-:class:`~workspacespawner.localcluster.store.Store`, so every write it makes is
-validated like a client's. Tests switch a controller off (``enabled = False``)
+scheduler, kubelet). It reads and writes through ``cluster.client``, a
+:class:`~workspacespawner.localcluster.client.Client`: the embedded store (every
+write validated like a client's) or a real API server, the same code for both. Tests switch a controller off (``enabled = False``)
 or slow it down (``delay`` seconds before each reconcile) to reproduce a
 cluster that lags or is missing a component.
 """
@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from ..client import Client
 from ..errors import ApiError
 from ..kinds import Kind
-from ..store import DELETED, Store
+from ..store import DELETED
 
 log = logging.getLogger("workspacespawner.localcluster")
 
@@ -27,15 +28,22 @@ class Controller:
     object of those kinds, ``reconcile(kind, obj, deleted)`` runs on the
     cluster's event loop after ``delay`` seconds. ``resync`` (seconds, 0 for
     never) re-reconciles every watched object periodically, as informers do.
+    ``reads`` are the further kinds it only reads (its client caches them too).
+    Its client is ``cluster.client_for(name)`` where the cluster gives each
+    component credentials of its own (the real control plane), else
+    ``cluster.client``.
     """
 
     name = "controller"
     watches: tuple[tuple[str, str, str], ...] = ()
+    reads: tuple[tuple[str, str, str], ...] = ()
     resync: float = 0
 
     def __init__(self, cluster):
         self.cluster = cluster
-        self.store: Store = cluster.store
+        client_for = getattr(cluster, "client_for", None)
+        self.client: Client = client_for(self.name) if client_for else cluster.client
+        self.real_control_plane = bool(getattr(cluster, "real_control_plane", False))
         self.enabled = True
         self.delay = 0.0
         self._queue: asyncio.Queue = asyncio.Queue()
@@ -47,11 +55,9 @@ class Controller:
 
     async def start(self) -> None:
         """Begin reconciling: existing objects first, then every change."""
-        self.store.on_change(self._on_change)
-        for key in self.watches:
-            kind = self.store.kind(*key)
-            for obj in self.store.objects(kind):
-                self._queue.put_nowait((kind, obj, False))
+        await self.client.watch(self.watches + self.reads)
+        self.client.on_change(self._on_change)
+        self.kick()
         self._tasks.append(asyncio.create_task(self._run(), name=f"{self.name}-loop"))
         if self.resync:
             self._tasks.append(asyncio.create_task(self._resync_loop(), name=f"{self.name}-resync"))
@@ -69,8 +75,8 @@ class Controller:
     def kick(self) -> None:
         """Re-reconcile every watched object now (after a knob changed)."""
         for key in self.watches:
-            kind = self.store.kind(*key)
-            for obj in self.store.objects(kind):
+            kind = self.client.kind(*key)
+            for obj in self.client.objects(kind):
                 self._queue.put_nowait((kind, obj, False))
 
     async def _resync_loop(self) -> None:

@@ -46,7 +46,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..conditions import find_condition, set_condition
-from ..events import record_event
 from ..store import rfc3339
 from ..volumes import claim_path, copy_tree, snapshot_path
 from .base import Controller
@@ -55,6 +54,7 @@ from .refs import (
     DATA_VOLUMES,
     NODES,
     PVCS,
+    STORAGE_CLASSES,
     VOLUME_SNAPSHOTS,
     get_or_none,
     is_owned_by,
@@ -177,6 +177,7 @@ class CDIController(Controller):
 
     name = "cdi"
     watches = (DATA_VOLUMES, DATA_SOURCES, PVCS, VOLUME_SNAPSHOTS)
+    reads = (NODES, STORAGE_CLASSES)
 
     def __init__(self, cluster):
         super().__init__(cluster)
@@ -207,48 +208,48 @@ class CDIController(Controller):
                 await self._sync_data_volume(obj)
             return
         if kind.key == DATA_SOURCES and not deleted:
-            self._sync_data_source(obj)
+            await self._sync_data_source(obj)
         elif kind.key != DATA_SOURCES:
-            for ds in self.store.objects(self.store.kind(*DATA_SOURCES)):
-                self._sync_data_source(ds)
+            for ds in self.client.objects(self.client.kind(*DATA_SOURCES)):
+                await self._sync_data_source(ds)
         # A source or a target claim changed: DataVolumes waiting on one may move on.
-        for dv in self.store.objects(self.store.kind(*DATA_VOLUMES)):
+        for dv in self.client.objects(self.client.kind(*DATA_VOLUMES)):
             if (dv.get("status") or {}).get("phase") not in TERMINAL:
                 await self._sync_data_volume(dv)
 
     # -- DataSources -------------------------------------------------------
 
-    def _sync_data_source(self, ds: dict) -> None:
+    async def _sync_data_source(self, ds: dict) -> None:
         meta = ds["metadata"]
-        ds = get_or_none(self.store, DATA_SOURCES, meta["namespace"], meta["name"])
+        ds = get_or_none(self.client, DATA_SOURCES, meta["namespace"], meta["name"])
         if ds is None:
             return
-        ds["status"] = datasource_status(self.store, ds)
-        self.store.replace(self.store.kind(*DATA_SOURCES), meta["namespace"], meta["name"], ds, subresource="status")
+        ds["status"] = datasource_status(self.client, ds)
+        await self.client.replace(self.client.kind(*DATA_SOURCES), meta["namespace"], meta["name"], ds, subresource="status")
 
     # -- DataVolumes -------------------------------------------------------
 
     async def _sync_data_volume(self, dv: dict) -> None:
         meta = dv["metadata"]
-        dv = get_or_none(self.store, DATA_VOLUMES, meta["namespace"], meta["name"])
+        dv = get_or_none(self.client, DATA_VOLUMES, meta["namespace"], meta["name"])
         if dv is None or dv["metadata"].get("deletionTimestamp") or meta["uid"] in self._running:
             return
         if (dv.get("status") or {}).get("phase") in TERMINAL:
             return
-        target = get_or_none(self.store, PVCS, meta["namespace"], meta["name"])
+        target = get_or_none(self.client, PVCS, meta["namespace"], meta["name"])
         if target is not None and not is_owned_by(target, dv):
-            self._adopt(dv, target)
+            await self._adopt(dv, target)
             return
         try:
-            source = resolve_source(self.store, dv)
+            source = resolve_source(self.client, dv)
         except MissingSource as missing:
-            self._without_source(dv, str(missing))
+            await self._without_source(dv, str(missing))
             return
-        source_pvc = get_or_none(self.store, PVCS, source.namespace, source.name) if source.kind == "pvc" else None
+        source_pvc = get_or_none(self.client, PVCS, source.namespace, source.name) if source.kind == "pvc" else None
         if source_pvc is not None and source_pvc.get("status", {}).get("phase") != "Bound":
             return  # too early: the source is still being populated
         if target is None:
-            self._create_target(dv, source, source_pvc)
+            await self._create_target(dv, source, source_pvc)
             return
         if target.get("status", {}).get("phase") != "Bound":
             return
@@ -266,22 +267,22 @@ class CDIController(Controller):
             return True
         return False
 
-    def _adopt(self, dv: dict, target: dict) -> None:
+    async def _adopt(self, dv: dict, target: dict) -> None:
         """Take over an existing Bound PVC of the DataVolume's name, as CDI's claim adoption does."""
         if target.get("status", {}).get("phase") != "Bound":
             return
         meta = target["metadata"]
         meta.setdefault("ownerReferences", []).append(owner_reference(dv))
         meta.setdefault("annotations", {})["cdi.kubevirt.io/storage.populatedFor"] = dv["metadata"]["name"]
-        self.store.replace(self.store.kind(*PVCS), meta["namespace"], meta["name"], target)
-        self._write(dv, "Succeeded", "100.0%", bound=("True", "Bound", f"PVC {meta['name']} Bound"), ready="True", running=("False", "Completed"))
-        record_event(self.store, dv, "Bound", f"PVC {meta['name']} Bound", component=COMPONENT)
+        await self.client.replace(self.client.kind(*PVCS), meta["namespace"], meta["name"], target)
+        await self._write(dv, "Succeeded", "100.0%", bound=("True", "Bound", f"PVC {meta['name']} Bound"), ready="True", running=("False", "Completed"))
+        await self.client.record_event(dv, "Bound", f"PVC {meta['name']} Bound", component=COMPONENT)
 
-    def _without_source(self, dv: dict, message: str) -> None:
+    async def _without_source(self, dv: dict, message: str) -> None:
         bound = find_condition((dv.get("status") or {}).get("conditions"), "Bound") or {}
         if bound.get("message") == message:
             return  # already reported
-        self._write(
+        await self._write(
             dv,
             "Pending",
             None,
@@ -290,24 +291,24 @@ class CDIController(Controller):
             ready_reason="CloneWithoutSource",
             running=("False", ""),
         )
-        record_event(self.store, dv, "CloneWithoutSource", message, type="Warning", component=COMPONENT)
+        await self.client.record_event(dv, "CloneWithoutSource", message, type="Warning", component=COMPONENT)
 
-    def _create_target(self, dv: dict, source: Source, source_pvc: dict | None) -> None:
+    async def _create_target(self, dv: dict, source: Source, source_pvc: dict | None) -> None:
         capacity = (source_pvc or {}).get("status", {}).get("capacity", {}).get("storage")
         claim = target_claim(dv, capacity)
-        _, storage_class = storage_class_for(self.store, claim)
+        _, storage_class = storage_class_for(self.client, claim)
         if storage_class and storage_class.get("volumeBindingMode") == "WaitForFirstConsumer":
             claim["metadata"]["annotations"][SELECTED_NODE_ANNOTATION] = self._clone_node()
-        self.store.create(self.store.kind(*PVCS), dv["metadata"]["namespace"], claim)
+        await self.client.create(self.client.kind(*PVCS), dv["metadata"]["namespace"], claim)
         name = dv["metadata"]["name"]
         phase = "CloneScheduled" if source.clone else "ImportScheduled"
-        self._write(dv, phase, "N/A", bound=("False", "Pending", f"PVC {name} Pending"), ready="False", running=("False", ""))
+        await self._write(dv, phase, "N/A", bound=("False", "Pending", f"PVC {name} Pending"), ready="False", running=("False", ""))
         target = f"{dv['metadata']['namespace']}/{name}"
         message = f"Cloning from {source.describe()} into {target} scheduled" if source.clone else f"Import into {name} scheduled"
-        record_event(self.store, dv, phase, message, component=COMPONENT)
+        await self.client.record_event(dv, phase, message, component=COMPONENT)
 
     def _clone_node(self) -> str:
-        nodes = sorted(n["metadata"]["name"] for n in self.store.objects(self.store.kind(*NODES)))
+        nodes = sorted(n["metadata"]["name"] for n in self.client.objects(self.client.kind(*NODES)))
         return nodes[0] if nodes else "localcluster"
 
     async def _populate(self, dv: dict, source: Source, fail: bool) -> None:
@@ -320,42 +321,42 @@ class CDIController(Controller):
         try:
             target = f"{meta['namespace']}/{name}"
             started = f"Cloning from {source.describe()} into {target} in progress" if source.clone else f"Import into {name} in progress"
-            record_event(self.store, dv, phase, started, component=COMPONENT)
+            await self.client.record_event(dv, phase, started, component=COMPONENT)
             for step in range(steps):
-                if not self._write(dv, phase, f"{100 * step / steps:.2f}%", bound=bound, ready="False", running=("True", "")):
+                if not await self._write(dv, phase, f"{100 * step / steps:.2f}%", bound=bound, ready="False", running=("True", "")):
                     return
                 if fail and step == steps // 2:
-                    self._write(dv, "Failed", f"{100 * step / steps:.2f}%", bound=bound, ready="False", running=("False", "Error", self.failure_message))
-                    record_event(self.store, dv, "Error", self.failure_message, type="Warning", component=COMPONENT)
+                    await self._write(dv, "Failed", f"{100 * step / steps:.2f}%", bound=bound, ready="False", running=("False", "Error", self.failure_message))
+                    await self.client.record_event(dv, "Error", self.failure_message, type="Warning", component=COMPONENT)
                     return
                 await asyncio.sleep(self.clone_seconds / steps)
             source_dir = self._source_dir(source)
-            target_dir = claim_path(self.cluster, meta["namespace"], name)
+            target_dir = claim_path(self.cluster, meta["namespace"], name, self.client)
             if source_dir is not None and target_dir is not None:
                 await copy_tree(source_dir, target_dir)
-            if not self._write(dv, "Succeeded", "100.0%", bound=bound, ready="True", running=("False", "Completed")):
+            if not await self._write(dv, "Succeeded", "100.0%", bound=bound, ready="True", running=("False", "Completed")):
                 return
             done = f"Successfully cloned from {source.describe()} into {target}" if source.clone else "Import Successful"
-            record_event(self.store, dv, "CloneSucceeded" if source.clone else "ImportSucceeded", done, component=COMPONENT)
+            await self.client.record_event(dv, "CloneSucceeded" if source.clone else "ImportSucceeded", done, component=COMPONENT)
         finally:
             self._running.pop(uid, None)
 
     def _source_dir(self, source: Source) -> Path | None:
         if source.kind == "pvc":
-            return claim_path(self.cluster, source.namespace, source.name)
+            return claim_path(self.cluster, source.namespace, source.name, self.client)
         if source.kind == "snapshot":
-            snap = get_or_none(self.store, VOLUME_SNAPSHOTS, source.namespace, source.name)
+            snap = get_or_none(self.client, VOLUME_SNAPSHOTS, source.namespace, source.name)
             return snapshot_path(self.cluster, source.namespace, snap["metadata"]["uid"]) if snap else None
         return None
 
-    def _write(self, dv, phase, progress, *, bound, ready, running, ready_reason="") -> bool:
+    async def _write(self, dv, phase, progress, *, bound, ready, running, ready_reason="") -> bool:
         """Write the DataVolume's status; False when the DataVolume is gone (or replaced)."""
         meta = dv["metadata"]
-        current = get_or_none(self.store, DATA_VOLUMES, meta["namespace"], meta["name"])
+        current = get_or_none(self.client, DATA_VOLUMES, meta["namespace"], meta["name"])
         if current is None or current["metadata"]["uid"] != meta["uid"]:
             return False
         status = current.setdefault("status", {})
-        now = rfc3339(self.store.clock())
+        now = rfc3339(self.client.clock())
         conditions = status.setdefault("conditions", [])
         set_condition(conditions, "Bound", *bound, now=now, stamps=STAMPS)
         set_condition(conditions, "Ready", ready, ready_reason, now=now, stamps=STAMPS)
@@ -366,7 +367,7 @@ class CDIController(Controller):
         status.setdefault("restartCount", 0)
         if progress is not None:
             status["progress"] = progress
-        self.store.replace(self.store.kind(*DATA_VOLUMES), meta["namespace"], meta["name"], current, subresource="status")
+        await self.client.replace(self.client.kind(*DATA_VOLUMES), meta["namespace"], meta["name"], current, subresource="status")
         return True
 
 

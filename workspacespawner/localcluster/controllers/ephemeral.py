@@ -55,6 +55,6 @@ class EphemeralVolumeController(Controller):
             if "ephemeral" not in volume:
                 continue
             claim = ephemeral_claim(obj, volume)
-            if get_or_none(self.store, PVCS, meta["namespace"], claim["metadata"]["name"]) is None:
-                self.store.create(self.store.kind(*PVCS), meta["namespace"], claim)
+            if get_or_none(self.client, PVCS, meta["namespace"], claim["metadata"]["name"]) is None:
+                await self.client.create(self.client.kind(*PVCS), meta["namespace"], claim)
                 log.debug("ephemeral: created claim %s/%s for pod %s", meta["namespace"], claim["metadata"]["name"], meta["name"])

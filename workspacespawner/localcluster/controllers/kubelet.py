@@ -118,12 +118,12 @@ class PodRuntime(Workload):
         return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
     @staticmethod
-    def finish(agent, pod: dict) -> None:
+    async def finish(agent, pod: dict) -> None:
         """Confirm the Pod's deletion, as a kubelet does once its containers are gone (grace period 0)."""
         meta = pod["metadata"]
         try:
-            agent.store.delete(
-                agent.store.kind(*PODS), meta["namespace"], meta["name"], grace_period_seconds=0, preconditions={"uid": meta["uid"]}
+            await agent.client.delete(
+                agent.client.kind(*PODS), meta["namespace"], meta["name"], grace_period_seconds=0, preconditions={"uid": meta["uid"]}
             )
         except ApiError as e:
             log.debug("kubelet: deleting pod %s/%s: %s", meta["namespace"], meta["name"], e.message)
@@ -139,7 +139,7 @@ class PodRuntime(Workload):
             policy=policy,
             delay=self.agent.backoff,
             on_change=self._container_changed,
-            clock=self.store.clock,
+            clock=self.client.clock,
             probe=container.get("readinessProbe"),
             host=self.ip,
             ports=container_ports([container]),
@@ -147,7 +147,7 @@ class PodRuntime(Workload):
 
     async def run(self) -> None:
         """Set the pod up and run its containers until they are done (or the task is cancelled)."""
-        self.start_time = self.store.clock()
+        self.start_time = self.client.clock()
         self.publish()
         await self._mount_volumes()
         for sup in self.init:
@@ -196,7 +196,8 @@ class PodRuntime(Workload):
         for path in (self.dir / "root", self.dir / "volumes"):
             await remove_tree(path)
         if confirm and self.agent.node_ready(self.node):
-            self.finish(self.agent, self.obj)
+            await self.flush()
+            await self.finish(self.agent, self.obj)
 
     # -- images --------------------------------------------------------------------
 
@@ -210,7 +211,7 @@ class PodRuntime(Workload):
         while True:
             self.event("Pulling", f'Pulling image "{image}"')
             sup.wait("ContainerCreating")
-            began = self.store.clock()
+            began = self.client.clock()
             if self.agent.pull_seconds:
                 await asyncio.sleep(self.agent.pull_seconds)
             if image not in self.agent.failing_images:
@@ -226,7 +227,7 @@ class PodRuntime(Workload):
             sup.wait("ImagePullBackOff", f'Back-off pulling image "{image}"')
             await asyncio.sleep(self.agent.backoff(attempts))
         self.agent.pulled_images.add(image)
-        took = (self.store.clock() - began).total_seconds()
+        took = (self.client.clock() - began).total_seconds()
         self.event("Pulled", f'Successfully pulled image "{image}" in {took:.3f}s ({took:.3f}s including waiting)')
 
     # -- volumes -------------------------------------------------------------------
@@ -279,7 +280,7 @@ class PodRuntime(Workload):
     def _claim_dir(self, volume: str, claim: str, ephemeral: bool = False) -> Path:
         """The directory of a bound claim; LaunchError while it is missing, unbound or (ephemeral) not the Pod's own."""
         if ephemeral:
-            pvc = get_or_none(self.store, PVCS, self.namespace, claim)
+            pvc = get_or_none(self.client, PVCS, self.namespace, claim)
             if pvc is not None and not is_owned_by(pvc, self.obj):
                 raise LaunchError(
                     "FailedMount",
@@ -287,7 +288,7 @@ class PodRuntime(Workload):
                 )
         consumer = Consumer("Pod", self.namespace, self.name, self.uid, self.node)
         try:
-            path = attach_claim(self.agent.cluster, self.namespace, claim, consumer)
+            path = attach_claim(self.agent.cluster, self.namespace, claim, consumer, self.client)
         except MultiAttachError as e:
             raise LaunchError("FailedAttachVolume", e.message) from None
         if path is None:
@@ -510,7 +511,7 @@ class PodRuntime(Workload):
 
     def build_status(self, current: dict) -> dict:
         status = dict(current)
-        now = rfc3339(self.store.clock())
+        now = rfc3339(self.client.clock())
         phase = self.phase()
         conditions = list(status.get("conditions") or [])
         unready = [sup.name for sup in self.containers if not sup.ready]

@@ -104,8 +104,9 @@ from ..errors import ApiError
 from ..kinds import Kind
 from .base import Controller
 from .kubelet import PodRuntime, container_log_path, image_repository
-from .refs import NODES, PODS, VMIS, get_or_none
+from .refs import CONFIG_MAPS, LEASES, NODES, PODS, PVCS, SECRETS, VMIS, get_or_none
 from .runtime import AddressPool, base_env
+from .scheduler import DEFAULT_NODES, register_nodes
 from .virthandler import GuestRuntime
 from .workload import Workload
 
@@ -135,10 +136,24 @@ class NodeAgent(Controller):
         what a container with neither ``command`` nor ``args`` runs: the
         command for its image (``{"repo/name:tag" or "repo/name": [...]}``),
         else ``default_command`` (``["jupyterhub-singleuser"]``).
+    ``conflict_wait``
+        seconds a status write that met a 409 Conflict waits for the
+        client's cache to catch up before it is made again (default 5).
+    ``lease_seconds``
+        on the real control plane: how often each node's Lease in
+        ``kube-node-lease`` is renewed (default 10, a kubelet's), so that
+        kube-controller-manager's node lifecycle controller keeps it Ready.
+
+    On the real control plane (``cluster.real_control_plane``) the agent also
+    plays each kubelet's registration: it registers the cluster's Nodes
+    (``cluster.nodes``, else the scheduler's default ones) with their
+    capacity and keeps their Leases fresh; on the embedded cluster the
+    scheduler registers them.
     """
 
     name = "nodeagent"
     watches = (PODS, VMIS, NODES)
+    reads = (PVCS, SECRETS, CONFIG_MAPS)
 
     def __init__(self, cluster):
         super().__init__(cluster)
@@ -158,6 +173,8 @@ class NodeAgent(Controller):
         self.vmis_dir = cluster.state_dir / "vmis"
         self._background: set[asyncio.Task] = set()
         self.jupyter_config = self._image_jupyter_config(cluster.state_dir / "image" / "jupyter")
+        self.lease_seconds = 10.0
+        self.conflict_wait = 5.0
 
     # -- helpers shared by pods and guests -------------------------------------------
 
@@ -206,8 +223,15 @@ class NodeAgent(Controller):
         return list(self.image_commands.get(image) or self.image_commands.get(image_repository(image)) or self.default_command)
 
     def node_ready(self, name: str) -> bool:
-        """Whether node ``name`` is reachable: its Ready condition is True (an unknown node counts as ready)."""
-        node = get_or_none(self.store, NODES, None, name)
+        """Whether node ``name`` is reachable: its Ready condition is True (an unknown node counts as ready).
+
+        On the real control plane always True: this agent is every node's
+        kubelet, and it keeps running whatever the node lifecycle controller
+        concludes (reachability is a knob of the embedded cluster only).
+        """
+        if self.real_control_plane:
+            return True
+        node = get_or_none(self.client, NODES, None, name)
         if node is None:
             return True
         ready = find_condition((node.get("status") or {}).get("conditions"), "Ready")
@@ -215,7 +239,7 @@ class NodeAgent(Controller):
 
     def host_ip(self, name: str) -> str:
         """The node's InternalIP, or 127.0.0.1."""
-        node = get_or_none(self.store, NODES, None, name) or {}
+        node = get_or_none(self.client, NODES, None, name) or {}
         for address in (node.get("status") or {}).get("addresses") or []:
             if address.get("type") == "InternalIP":
                 return address["address"]
@@ -225,7 +249,7 @@ class NodeAgent(Controller):
         """The data of a Secret (base64-decoded) or ConfigMap as bytes; None if it does not exist."""
         plural = "secrets" if kind == "Secret" else "configmaps"
         try:
-            obj = self.store.get(self.store.kind("", "v1", plural), namespace, name or "")
+            obj = self.client.get(self.client.kind("", "v1", plural), namespace, name or "")
         except ApiError:
             return None
         data = {key: base64.b64decode(value) for key, value in (obj.get("data") or {}).items()} if kind == "Secret" else {
@@ -236,7 +260,7 @@ class NodeAgent(Controller):
         data.update({key: value.encode() for key, value in (obj.get("stringData") or {}).items()})
         return data
 
-    def write_status(self, runtime: Workload) -> dict | None:
+    async def write_status(self, runtime: Workload) -> dict | None:
         """Replace the status of the runtime's object with ``runtime.build_status(current status)``.
 
         Nothing is written while the runtime's node is not Ready. Returns the
@@ -248,23 +272,45 @@ class NodeAgent(Controller):
         def rebuild(current: dict) -> None:
             current["status"] = runtime.build_status(current.get("status") or {})
 
-        return self.update(runtime.obj, rebuild, "status")
+        return await self.update(runtime.obj, rebuild, "status")
 
-    def update(self, obj: dict, mutate, subresource: str | None = None) -> dict | None:
-        """Apply ``mutate`` to the stored copy of ``obj`` (same uid) and write it back; None if that failed."""
-        kind = self.store.kind_of(obj["apiVersion"], obj["kind"])
+    async def update(self, obj: dict, mutate, subresource: str | None = None, attempts: int = 20) -> dict | None:
+        """Apply ``mutate`` to the stored copy of ``obj`` (same uid) and write it back; None if that failed.
+
+        The write is conditional on the copy's resourceVersion (custom
+        resources take no other update); on a 409 Conflict the copy is read
+        again (the client's cache may lag its watch a moment) and the change
+        made again (once the cache has moved past the copy that conflicted,
+        or after ``conflict_wait`` seconds), up to ``attempts`` times.
+        """
+        kind = self.client.kind_of(obj["apiVersion"], obj["kind"])
         meta = obj["metadata"]
-        try:
-            current = self.store.get(kind, meta["namespace"], meta["name"])
-            if current["metadata"]["uid"] != meta["uid"]:
+        for attempt in range(attempts):
+            version = None
+            try:
+                current = self.client.get(kind, meta["namespace"], meta["name"])
+                if current["metadata"]["uid"] != meta["uid"]:
+                    return None
+                version = current["metadata"].get("resourceVersion")
+                mutate(current)
+                return await self.client.replace(kind, meta["namespace"], meta["name"], current, subresource=subresource)
+            except ApiError as e:
+                if e.code == 409 and attempt + 1 < attempts:
+                    await self._cache_moved(kind, meta, version)
+                    continue
+                level = logging.WARNING if e.code == 422 else logging.DEBUG
+                log.log(level, "nodeagent: cannot update %s %s/%s: %s", obj["kind"], meta["namespace"], meta["name"], e.message)
                 return None
-            mutate(current)
-            current["metadata"].pop("resourceVersion", None)
-            return self.store.replace(kind, meta["namespace"], meta["name"], current, subresource=subresource)
-        except ApiError as e:
-            level = logging.WARNING if e.code == 422 else logging.DEBUG
-            log.log(level, "nodeagent: cannot update %s %s/%s: %s", obj["kind"], meta["namespace"], meta["name"], e.message)
-            return None
+        return None
+
+    async def _cache_moved(self, kind: Kind, meta: dict, version: str | None) -> None:
+        """Wait (up to ``conflict_wait`` seconds) until the cached copy is no longer at ``version``."""
+        deadline = asyncio.get_running_loop().time() + self.conflict_wait
+        while asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.02)
+            cached = get_or_none(self.client, (kind.group, kind.version, kind.plural), meta["namespace"], meta["name"])
+            if cached is None or cached["metadata"].get("resourceVersion") != version:
+                return
 
     def _spawn(self, coro, name: str) -> asyncio.Task:
         task = asyncio.create_task(coro, name=name)
@@ -283,24 +329,24 @@ class NodeAgent(Controller):
         if kind.key == NODES:
             self._node_changed(obj["metadata"]["name"])
         elif kind.key == PODS:
-            self._reconcile_workload(PodRuntime, obj, deleted)
+            await self._reconcile_workload(PodRuntime, obj, deleted)
         elif kind.key == VMIS:
-            self._reconcile_workload(GuestRuntime, obj, deleted)
+            await self._reconcile_workload(GuestRuntime, obj, deleted)
 
     def _node_changed(self, node: str) -> None:
         """A node came back (or went away): look again at everything on it."""
         if not self.node_ready(node):
             return
         for key in (PODS, VMIS):
-            kind = self.store.kind(*key)
-            for obj in self.store.objects(kind):
+            kind = self.client.kind(*key)
+            for obj in self.client.objects(kind):
                 if node in (obj["spec"].get("nodeName"), (obj.get("status") or {}).get("nodeName")):
                     self._queue.put_nowait((kind, obj, False))
         for runtime in self.runtimes.values():
             if runtime.node == node:
                 runtime.publish()
 
-    def _reconcile_workload(self, runtime_class: type[Workload], obj: dict, deleted: bool) -> None:
+    async def _reconcile_workload(self, runtime_class: type[Workload], obj: dict, deleted: bool) -> None:
         """Start what was placed here, retire what was deleted, leave unreachable nodes alone."""
         meta = obj["metadata"]
         runtime = self.runtimes.get(meta["uid"])
@@ -315,7 +361,7 @@ class NodeAgent(Controller):
             runtime.obj = obj
         if meta.get("deletionTimestamp"):
             if runtime is None:
-                runtime_class.finish(self, obj)
+                await runtime_class.finish(self, obj)
             elif not runtime.terminating:
                 runtime.terminating = True
                 self._spawn(runtime.retire(confirm=True), f"retire-{meta['name']}")
@@ -334,6 +380,46 @@ class NodeAgent(Controller):
         return min(seconds, self.max_grace_seconds)
 
     # -- start and stop ----------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.real_control_plane:
+            specs = self.cluster.nodes or DEFAULT_NODES
+            await register_nodes(self.client, specs)
+            await self.client.watch((LEASES,))
+            await self._renew_leases([spec["name"] for spec in specs])
+            self._tasks.append(asyncio.create_task(self._lease_loop([s["name"] for s in specs]), name="nodeagent-leases"))
+        await super().start()
+
+    async def _lease_loop(self, nodes: list[str]) -> None:
+        while True:
+            await asyncio.sleep(self.lease_seconds)
+            await self._renew_leases(nodes)
+
+    async def _renew_leases(self, nodes: list[str]) -> None:
+        """Renew (or create) each node's Lease in ``kube-node-lease``, as its kubelet's heartbeat."""
+        kind = self.client.kind(*LEASES)
+        now = self.client.clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        for name in nodes:
+            node = get_or_none(self.client, NODES, None, name)
+            current = get_or_none(self.client, LEASES, "kube-node-lease", name)
+            lease = current or {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": name, "namespace": "kube-node-lease"},
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now},
+            }
+            lease["spec"].update(holderIdentity=name, leaseDurationSeconds=40, renewTime=now)
+            if node is not None:
+                lease["metadata"]["ownerReferences"] = [
+                    {"apiVersion": "v1", "kind": "Node", "name": name, "uid": node["metadata"]["uid"]}
+                ]
+            try:
+                if current is not None:
+                    await self.client.replace(kind, "kube-node-lease", name, lease)
+                else:
+                    await self.client.create(kind, "kube-node-lease", lease)
+            except ApiError as e:
+                log.warning("nodeagent: renewing the Lease of node %s: %s", name, e.message)
 
     async def stop(self) -> None:
         """Stop reconciling and end every process this agent started (the cluster is going away)."""

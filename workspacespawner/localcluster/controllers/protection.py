@@ -55,17 +55,17 @@ class ProtectionController(Controller):
         meta = obj["metadata"]
         if kind.key == PVCS:
             if not deleted:
-                self._sync(PVCS, meta["namespace"], meta["name"])
+                await self._sync(PVCS, meta["namespace"], meta["name"])
         elif kind.key == PVS:
             if not deleted:
-                self._sync(PVS, None, meta["name"])
+                await self._sync(PVS, None, meta["name"])
         else:
             # A user of claims changed or went away: look again at the claims it names.
             for claim in claim_names((obj.get("spec") or {}).get("volumes")):
-                self._sync(PVCS, meta["namespace"], claim)
+                await self._sync(PVCS, meta["namespace"], claim)
 
-    def _sync(self, key, namespace: str | None, name: str) -> None:
-        obj = get_or_none(self.store, key, namespace, name)
+    async def _sync(self, key, namespace: str | None, name: str) -> None:
+        obj = get_or_none(self.client, key, namespace, name)
         if obj is None:
             return
         finalizer = PVC_PROTECTION if key == PVCS else PV_PROTECTION
@@ -73,16 +73,16 @@ class ProtectionController(Controller):
         if not obj["metadata"].get("deletionTimestamp"):
             if finalizer not in finalizers:
                 obj["metadata"]["finalizers"] = [*finalizers, finalizer]
-                self.store.replace(self.store.kind(*key), namespace, name, obj)
+                await self.client.replace(self.client.kind(*key), namespace, name, obj)
             return
         if finalizer not in finalizers or self._in_use(key, obj):
             return
         obj["metadata"]["finalizers"] = [f for f in finalizers if f != finalizer]
-        self.store.replace(self.store.kind(*key), namespace, name, obj)
+        await self.client.replace(self.client.kind(*key), namespace, name, obj)
         log.debug("%s %s: protection finalizer removed", obj["kind"], name)
 
     def _in_use(self, key, obj: dict) -> bool:
         if key == PVS:
             return (obj.get("status") or {}).get("phase") == "Bound"
         meta = obj["metadata"]
-        return bool(claim_users(self.store, meta["namespace"], meta["name"]))
+        return bool(claim_users(self.client, meta["namespace"], meta["name"]))

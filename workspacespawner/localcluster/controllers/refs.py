@@ -5,7 +5,6 @@ they watch, and small lookups every controller needs (get-or-None, owner referen
 from __future__ import annotations
 
 from ..errors import ApiError
-from ..store import Store
 
 PODS = ("", "v1", "pods")
 NODES = ("", "v1", "nodes")
@@ -17,10 +16,13 @@ VMS = ("kubevirt.io", "v1", "virtualmachines")
 VMIS = ("kubevirt.io", "v1", "virtualmachineinstances")
 DATA_VOLUMES = ("cdi.kubevirt.io", "v1beta1", "datavolumes")
 DATA_SOURCES = ("cdi.kubevirt.io", "v1beta1", "datasources")
+SECRETS = ("", "v1", "secrets")
+CONFIG_MAPS = ("", "v1", "configmaps")
+LEASES = ("coordination.k8s.io", "v1", "leases")
 
 
-def get_or_none(store: Store, key: tuple[str, str, str], namespace: str | None, name: str) -> dict | None:
-    """A copy of the object, or None when it does not exist."""
+def get_or_none(store, key: tuple[str, str, str], namespace: str | None, name: str) -> dict | None:
+    """A copy of the object from ``store`` (a Store or a :class:`~..client.Client`), or None when it does not exist."""
     try:
         return store.get(store.kind(*key), namespace, name)
     except ApiError as e:

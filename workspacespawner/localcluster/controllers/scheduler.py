@@ -60,13 +60,12 @@ from decimal import Decimal
 
 from ..conditions import remove_condition, set_condition
 from ..defaults import is_extended_resource
-from ..events import record_event
 from ..selectors import Requirement
 from ..store import rfc3339
 from ..validation import parse_quantity
 from ..version import GIT_VERSION
 from .base import Controller
-from .refs import NODES, PODS, PVCS, VMIS, get_or_none
+from .refs import NODES, PODS, PVCS, STORAGE_CLASSES, VMIS, get_or_none
 from .volumebinding import claims_problem, pod_claims, select_node
 
 log = logging.getLogger("workspacespawner.localcluster.scheduler")
@@ -305,11 +304,51 @@ def unschedulable_message(node_count: int, reasons: Counter) -> str:
     return f"0/{node_count} nodes are available: {', '.join(parts)}."
 
 
+async def set_node_ready(client, name: str, ready: bool) -> None:
+    """Mark node ``name`` Ready, or unreachable (``Ready=Unknown`` plus the unreachable taints), through ``client``."""
+    kind = client.kind(*NODES)
+    node = client.get(kind, None, name)
+    now = rfc3339(client.clock())
+    taints = [t for t in node["spec"].get("taints") or [] if t.get("key") != UNREACHABLE]
+    if not ready:
+        taints += [{"key": UNREACHABLE, "effect": effect, "timeAdded": now} for effect in ("NoSchedule", "NoExecute")]
+    if taints:
+        node["spec"]["taints"] = taints
+    else:
+        node["spec"].pop("taints", None)
+    node = await client.replace(kind, None, name, node)
+    _set_node_conditions(node, ready, now)
+    await client.replace(kind, None, name, node, subresource="status")
+
+
+async def register_nodes(client, specs: list[dict]) -> None:
+    """Register a Node per spec (see :func:`make_node`), as kubelets do; one already registered reports Ready again."""
+    await client.watch((NODES,))
+    kind = client.kind(*NODES)
+    for index, spec in enumerate(specs):
+        if get_or_none(client, NODES, None, spec["name"]) is not None:
+            await set_node_ready(client, spec["name"], True)  # its kubelet, restarted, reports again
+            continue
+        node = make_node(spec, index, rfc3339(client.clock()))
+        status = node.pop("status")
+        created = await client.create(kind, None, node)
+        created["status"] = status
+        # Unconditional, as a kubelet's status update: the node lifecycle controller may have tainted it meanwhile.
+        created["metadata"].pop("resourceVersion", None)
+        await client.replace(kind, None, spec["name"], created, subresource="status")
+
+
 class Scheduler(Controller):
-    """Places Pods and VMIs on the cluster's Nodes (see the module docstring)."""
+    """Places Pods and VMIs on the cluster's Nodes (see the module docstring).
+
+    On the real control plane (``cluster.real_control_plane``) kube-scheduler
+    places Pods and the node agent registers the Nodes; this scheduler then
+    places only VMIs (which stand for their virt-launcher Pods here).
+    """
 
     name = "scheduler"
     watches = (PODS, VMIS, NODES, PVCS)
+    reads = (STORAGE_CLASSES,)
 
     def __init__(self, cluster):
         super().__init__(cluster)
@@ -318,44 +357,24 @@ class Scheduler(Controller):
         self.autoscaler_max = 4
 
     async def start(self) -> None:
-        kind = self.store.kind(*NODES)
-        for index, spec in enumerate(self.cluster.nodes or DEFAULT_NODES):
-            if get_or_none(self.store, NODES, None, spec["name"]) is not None:
-                self.set_node_ready(spec["name"], True)  # its kubelet, restarted, reports again
-                continue
-            node = make_node(spec, index, rfc3339(self.store.clock()))
-            status = node.pop("status")
-            created = self.store.create(kind, None, node)
-            created["status"] = status
-            self.store.replace(kind, None, spec["name"], created, subresource="status")
+        if not self.real_control_plane:
+            await register_nodes(self.client, self.cluster.nodes or DEFAULT_NODES)
         await super().start()
 
-    def set_node_ready(self, name: str, ready: bool) -> None:
-        """Mark node ``name`` Ready, or unreachable (``Ready=Unknown`` plus the unreachable taints)."""
-        kind = self.store.kind(*NODES)
-        node = self.store.get(kind, None, name)
-        now = rfc3339(self.store.clock())
-        taints = [t for t in node["spec"].get("taints") or [] if t.get("key") != UNREACHABLE]
-        if not ready:
-            taints += [{"key": UNREACHABLE, "effect": effect, "timeAdded": now} for effect in ("NoSchedule", "NoExecute")]
-        if taints:
-            node["spec"]["taints"] = taints
-        else:
-            node["spec"].pop("taints", None)
-        node = self.store.replace(kind, None, name, node)
-        _set_node_conditions(node, ready, now)
-        self.store.replace(kind, None, name, node, subresource="status")
+    async def set_node_ready(self, name: str, ready: bool) -> None:
+        """Mark node ``name`` Ready, or unreachable (see :func:`set_node_ready`)."""
+        await set_node_ready(self.client, name, ready)
 
     # -- reconcile ---------------------------------------------------------
 
     async def reconcile(self, kind, obj, deleted) -> None:
         phase = (obj.get("status") or {}).get("phase")
         if kind.key == PVCS:
-            self._retry_claimants(obj)
+            await self._retry_claimants(obj)
         elif kind.key == NODES or deleted or phase in TERMINATED:
-            self._retry_all()  # capacity changed or was freed
+            await self._retry_all()  # capacity changed or was freed
         elif self._waiting(kind.key, obj):
-            self._schedule(kind.key, obj, retry=False)
+            await self._schedule(kind.key, obj, retry=False)
 
     def _waiting(self, key, obj: dict) -> bool:
         if obj["metadata"].get("deletionTimestamp"):
@@ -363,58 +382,58 @@ class Scheduler(Controller):
         if key == PODS:
             spec = obj.get("spec") or {}
             return (
-                not spec.get("nodeName")
+                not self.real_control_plane
+                and not spec.get("nodeName")
                 and spec.get("schedulerName", COMPONENT) == COMPONENT
                 and (obj.get("status") or {}).get("phase", "Pending") == "Pending"
             )
         status = obj.get("status") or {}
         return status.get("phase") == "Scheduling" and not status.get("nodeName")
 
-    def _retry_all(self) -> None:
+    async def _retry_all(self) -> None:
         for key in (PODS, VMIS):
-            for obj in self.store.objects(self.store.kind(*key)):
+            for obj in self.client.objects(self.client.kind(*key)):
                 if self._waiting(key, obj):
-                    self._schedule(key, copy.deepcopy(obj), retry=True)
+                    await self._schedule(key, copy.deepcopy(obj), retry=True)
 
-    def _retry_claimants(self, pvc: dict) -> None:
+    async def _retry_claimants(self, pvc: dict) -> None:
         """Try again the waiting Pods that use claim ``pvc`` (created, bound or deleted)."""
         meta = pvc["metadata"]
-        for pod in self.store.objects(self.store.kind(*PODS)):
+        for pod in self.client.objects(self.client.kind(*PODS)):
             if pod["metadata"]["namespace"] == meta["namespace"] and self._waiting(PODS, pod) and any(
                 name == meta["name"] for name, _ephemeral in pod_claims(pod)
             ):
-                self._schedule(PODS, copy.deepcopy(pod), retry=True)
+                await self._schedule(PODS, copy.deepcopy(pod), retry=True)
 
     def _usage(self) -> dict[str, dict]:
         """Per node: the summed requests of the non-terminated Pods and VMIs placed there."""
-        nodes = {n["metadata"]["name"]: _resources(n.get("status", {}).get("allocatable")) for n in self.store.objects(self.store.kind(*NODES))}
+        nodes = {n["metadata"]["name"]: _resources(n.get("status", {}).get("allocatable")) for n in self.client.objects(self.client.kind(*NODES))}
         usage: dict[str, dict] = {name: {} for name in nodes}
-        for pod in self.store.objects(self.store.kind(*PODS)):
+        for pod in self.client.objects(self.client.kind(*PODS)):
             node = (pod.get("spec") or {}).get("nodeName")
             if node in usage and (pod.get("status") or {}).get("phase") not in TERMINATED:
                 usage[node] = _add(usage[node], _on_node(pod_requests(pod), nodes[node]))
-        for vmi in self.store.objects(self.store.kind(*VMIS)):
+        for vmi in self.client.objects(self.client.kind(*VMIS)):
             status = vmi.get("status") or {}
             if status.get("nodeName") in usage and status.get("phase") not in TERMINATED:
                 node = status["nodeName"]
                 usage[node] = _add(usage[node], _on_node(vmi_requests(vmi), nodes[node]))
         return usage
 
-    def _schedule(self, key, obj: dict, *, retry: bool) -> None:
-        waiting_claims: list[dict] = []
-        if key == PODS:
-            problem, waiting_claims = claims_problem(self.store, obj)
-            if problem:
-                nodes = self.store.objects(self.store.kind(*NODES))
-                self._unschedulable(key, obj, f"0/{len(nodes)} nodes are available: {problem}.", retry)
-                return
+    async def _schedule(self, key, obj: dict, *, retry: bool) -> None:
         requests = pod_requests(obj) if key == PODS else vmi_requests(obj)
         spec = obj.get("spec") or {}
         tolerations = None if key == PODS else vmi_tolerations(obj)
         usage = self._usage()
         reasons: Counter = Counter()
         fits = []
-        nodes = self.store.objects(self.store.kind(*NODES))
+        nodes = self.client.objects(self.client.kind(*NODES))
+        waiting_claims: list[dict] = []
+        if key == PODS:
+            problem, waiting_claims = claims_problem(self.client, obj)
+            if problem:
+                await self._unschedulable(key, obj, f"0/{len(nodes)} nodes are available: {problem}.", retry)
+                return
         for node in nodes:
             why = filter_node(spec, requests, node, usage[node["metadata"]["name"]], tolerations)
             reasons.update(why)
@@ -423,11 +442,11 @@ class Scheduler(Controller):
         if fits:
             best = max(fits, key=lambda n: (self._free_share(n, usage), n["metadata"]["name"]))
             if waiting_claims:  # bound once its claims are (a claim's change retries it)
-                select_node(self.store, waiting_claims, best["metadata"]["name"])
+                await select_node(self.client, waiting_claims, best["metadata"]["name"])
                 return
-            self._bind(key, obj, best["metadata"]["name"])
+            await self._bind(key, obj, best["metadata"]["name"])
         else:
-            self._unschedulable(key, obj, unschedulable_message(len(nodes), reasons), retry)
+            await self._unschedulable(key, obj, unschedulable_message(len(nodes), reasons), retry)
 
     @staticmethod
     def _free_share(node: dict, usage: dict) -> Decimal:
@@ -443,46 +462,44 @@ class Scheduler(Controller):
 
     # -- outcomes ----------------------------------------------------------
 
-    def _bind(self, key, obj: dict, node: str) -> None:
+    async def _bind(self, key, obj: dict, node: str) -> None:
         meta = obj["metadata"]
-        kind = self.store.kind(*key)
-        current = get_or_none(self.store, key, meta["namespace"], meta["name"])
+        kind = self.client.kind(*key)
+        current = get_or_none(self.client, key, meta["namespace"], meta["name"])
         if current is None or not self._waiting(key, current):
             return
-        now = rfc3339(self.store.clock())
+        now = rfc3339(self.client.clock())
         if key == PODS:
             current["spec"]["nodeName"] = node
-            current = self.store.replace(kind, meta["namespace"], meta["name"], current)
+            current = await self.client.replace(kind, meta["namespace"], meta["name"], current)
             status = current.setdefault("status", {})
             set_condition(status.setdefault("conditions", []), "PodScheduled", "True", now=now)
         else:
             current["metadata"].setdefault("labels", {})["kubevirt.io/nodeName"] = node
-            current = self.store.replace(kind, meta["namespace"], meta["name"], current)
+            current = await self.client.replace(kind, meta["namespace"], meta["name"], current)
             status = current.setdefault("status", {})
             remove_condition(status.setdefault("conditions", []), "PodScheduled")
             status.update(nodeName=node, phase="Scheduled")
-        self.store.replace(kind, meta["namespace"], meta["name"], current, subresource="status")
-        record_event(self.store, current, "Scheduled", f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}", component=COMPONENT)
+        await self.client.replace(kind, meta["namespace"], meta["name"], current, subresource="status")
+        await self.client.record_event(current, "Scheduled", f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}", component=COMPONENT)
         log.debug("bound %s %s/%s to %s", kind.kind, meta["namespace"], meta["name"], node)
 
-    def _unschedulable(self, key, obj: dict, message: str, retry: bool) -> None:
+    async def _unschedulable(self, key, obj: dict, message: str, retry: bool) -> None:
         meta = obj["metadata"]
-        kind = self.store.kind(*key)
-        current = get_or_none(self.store, key, meta["namespace"], meta["name"])
+        kind = self.client.kind(*key)
+        current = get_or_none(self.client, key, meta["namespace"], meta["name"])
         if current is None:
             return
         conditions = current.setdefault("status", {}).setdefault("conditions", [])
         before = copy.deepcopy(conditions)
-        set_condition(conditions, "PodScheduled", "False", "Unschedulable", message, now=rfc3339(self.store.clock()))
+        set_condition(conditions, "PodScheduled", "False", "Unschedulable", message, now=rfc3339(self.client.clock()))
         if conditions == before and not retry:
             return  # already reported; the next retry re-reports
         if conditions != before:
-            current = self.store.replace(kind, meta["namespace"], meta["name"], current, subresource="status")
-        record_event(self.store, current, "FailedScheduling", message, type="Warning", component=COMPONENT)
+            current = await self.client.replace(kind, meta["namespace"], meta["name"], current, subresource="status")
+        await self.client.record_event(current, "FailedScheduling", message, type="Warning", component=COMPONENT)
         if self.autoscaler_scale_up:
-            record_event(
-                self.store,
-                current,
+            await self.client.record_event(current,
                 "TriggeredScaleUp",
                 f"pod triggered scale-up: [{{{self.autoscaler_group} 0->1 (max: {self.autoscaler_max})}}]",
                 component="cluster-autoscaler",

@@ -11,7 +11,10 @@ Running, Ready VMI whose labels match (the labels of its VM's template,
 ``ports``). Terminating pods are not endpoints. With no endpoint, or none
 accepting, the connection is closed. Bytes are piped both ways with
 half-close passed through; a Service deleted or changed stops or moves its
-listeners.
+listeners. The same on the real control plane, whose ClusterIP range is
+inside loopback too (``127.64.0.0/16``): there is no kube-proxy there
+but this one. Services without a selector (``kubernetes`` among them) are
+never proxied, and so never dialled.
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ class ServiceProxy(Controller):
 
     name = "serviceproxy"
     watches = (SERVICES,)
+    reads = (PODS, VMIS)
     resync = 5.0
 
     def __init__(self, cluster):
@@ -129,7 +133,7 @@ class ServiceProxy(Controller):
 
     def endpoints(self, namespace: str, name: str, port: int) -> list[tuple[str, int]]:
         """The ready (ip, port) endpoints behind ``port`` of Service ``namespace/name``."""
-        service = get_or_none(self.store, SERVICES, namespace, name)
+        service = get_or_none(self.client, SERVICES, namespace, name)
         if service is None:
             return []
         spec = service["spec"]
@@ -139,7 +143,7 @@ class ServiceProxy(Controller):
         target, selector = entry.get("targetPort", port), spec.get("selector") or {}
         found = []
         for key, endpoint in ((PODS, _pod_endpoint), (VMIS, _vmi_endpoint)):
-            for obj in self.store.objects(self.store.kind(*key)):
+            for obj in self.client.objects(self.client.kind(*key)):
                 if _selected(obj, namespace, selector):
                     address = endpoint(obj, target)
                     if address is not None:

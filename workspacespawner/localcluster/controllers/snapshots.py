@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 
-from ..events import record_event
 from ..store import rfc3339
 from ..volumes import claim_path, copy_tree, remove_tree, snapshot_path
 from .base import Controller
@@ -36,7 +35,7 @@ class SnapshotController(Controller):
         if kind.key == PVCS:
             if not deleted and obj.get("status", {}).get("phase") == "Bound":
                 # A claim that became Bound may be the source snapshots were waiting for.
-                for snapshot in self.store.objects(self.store.kind(*VOLUME_SNAPSHOTS)):
+                for snapshot in self.client.objects(self.client.kind(*VOLUME_SNAPSHOTS)):
                     if snapshot["metadata"]["namespace"] == meta["namespace"]:
                         await self._take(copy.deepcopy(snapshot))
         elif deleted:
@@ -45,7 +44,7 @@ class SnapshotController(Controller):
             await self._take(obj)
 
     async def _take(self, snapshot: dict) -> None:
-        snapshot = get_or_none(self.store, VOLUME_SNAPSHOTS, snapshot["metadata"]["namespace"], snapshot["metadata"]["name"])
+        snapshot = get_or_none(self.client, VOLUME_SNAPSHOTS, snapshot["metadata"]["namespace"], snapshot["metadata"]["name"])
         if snapshot is None:
             return
         meta = snapshot["metadata"]
@@ -56,35 +55,35 @@ class SnapshotController(Controller):
         content = f"snapcontent-{uid}"
         claim_name = snapshot["spec"]["source"].get("persistentVolumeClaimName")
         if not claim_name:
-            self._fail(snapshot, content, "pre-provisioned snapshots (volumeSnapshotContentName) are not supported by the local cluster")
+            await self._fail(snapshot, content, "pre-provisioned snapshots (volumeSnapshotContentName) are not supported by the local cluster")
             return
-        source = claim_path(self.cluster, namespace, claim_name)
+        source = claim_path(self.cluster, namespace, claim_name, self.client)
         if source is None:
-            self._fail(snapshot, content, f'cannot get claim from snapshot: persistentvolumeclaims "{claim_name}" not found or not bound')
+            await self._fail(snapshot, content, f'cannot get claim from snapshot: persistentvolumeclaims "{claim_name}" not found or not bound')
             return
-        claim = get_or_none(self.store, PVCS, namespace, claim_name)
-        now = rfc3339(self.store.clock())
+        claim = get_or_none(self.client, PVCS, namespace, claim_name)
+        now = rfc3339(self.client.clock())
         restore_size = claim["status"].get("capacity", {}).get("storage", "0")
-        self._write_status(
+        await self._write_status(
             snapshot, {"boundVolumeSnapshotContentName": content, "creationTime": now, "readyToUse": False, "restoreSize": restore_size}
         )
         await copy_tree(source, snapshot_path(self.cluster, namespace, uid))
-        current = get_or_none(self.store, VOLUME_SNAPSHOTS, namespace, meta["name"])
+        current = get_or_none(self.client, VOLUME_SNAPSHOTS, namespace, meta["name"])
         if current is None or current["metadata"]["uid"] != uid:
             await remove_tree(snapshot_path(self.cluster, namespace, uid))
             return
-        self._write_status(current, {**current.get("status", {}), "readyToUse": True})
-        record_event(self.store, current, "SnapshotReady", f"Snapshot {namespace}/{meta['name']} is ready to use.", component=COMPONENT)
+        await self._write_status(current, {**current.get("status", {}), "readyToUse": True})
+        await self.client.record_event(current, "SnapshotReady", f"Snapshot {namespace}/{meta['name']} is ready to use.", component=COMPONENT)
 
-    def _fail(self, snapshot: dict, content: str, detail: str) -> None:
+    async def _fail(self, snapshot: dict, content: str, detail: str) -> None:
         message = f"Failed to create snapshot content with error {detail}"
         if ((snapshot.get("status") or {}).get("error") or {}).get("message") == message:
             return
-        self._write_status(snapshot, {"readyToUse": False, "error": {"message": message, "time": rfc3339(self.store.clock())}})
-        record_event(self.store, snapshot, "SnapshotContentCreationFailed", message, type="Warning", component=COMPONENT)
+        await self._write_status(snapshot, {"readyToUse": False, "error": {"message": message, "time": rfc3339(self.client.clock())}})
+        await self.client.record_event(snapshot, "SnapshotContentCreationFailed", message, type="Warning", component=COMPONENT)
 
-    def _write_status(self, snapshot: dict, status: dict) -> None:
+    async def _write_status(self, snapshot: dict, status: dict) -> None:
         snapshot = copy.deepcopy(snapshot)
         snapshot["status"] = status
         meta = snapshot["metadata"]
-        self.store.replace(self.store.kind(*VOLUME_SNAPSHOTS), meta["namespace"], meta["name"], snapshot, subresource="status")
+        await self.client.replace(self.client.kind(*VOLUME_SNAPSHOTS), meta["namespace"], meta["name"], snapshot, subresource="status")

@@ -43,7 +43,6 @@ import logging
 
 from ..defaults import DEFAULT_CLASS_ANNOTATIONS, default_storage_class
 from ..errors import ApiError
-from ..events import record_event
 from ..store import rfc3339
 from ..validation import parse_quantity
 from ..volumes import claim_path, copy_tree, remove_tree, snapshot_path, volume_path
@@ -93,13 +92,13 @@ def default_storage_classes(binding_mode: str) -> list[dict]:
     ]
 
 
-def ensure_storage_classes(cluster) -> None:
-    """Create the local cluster's StorageClasses that are missing (existing ones are left as they are)."""
-    store = cluster.store
+async def ensure_storage_classes(cluster, client=None) -> None:
+    """Create the local cluster's StorageClasses that are missing (existing ones are left as they are), through ``client`` (default ``cluster.client``)."""
+    store = client or cluster.client
     kind = store.kind(*STORAGE_CLASSES)
     for storage_class in default_storage_classes(cluster.volume_binding_mode):
         if get_or_none(store, STORAGE_CLASSES, None, storage_class["metadata"]["name"]) is None:
-            store.create(kind, None, storage_class)
+            await store.create(kind, None, storage_class)
 
 
 def storage_class_for(store, pvc: dict) -> tuple[str, dict | None]:
@@ -161,7 +160,7 @@ def make_persistent_volume(pvc: dict, storage_class: dict, pv_name: str) -> dict
     }
 
 
-def bind_claim(store, pvc: dict, pv: dict) -> dict:
+async def bind_claim(store, pvc: dict, pv: dict) -> dict:
     """Bind ``pvc`` and ``pv`` to each other (both objects and statuses); returns the bound PVC.
 
     The binder's two halves: the PV's ``claimRef`` and phase ``Bound``, then
@@ -180,9 +179,9 @@ def bind_claim(store, pvc: dict, pv: dict) -> dict:
             "name": meta["name"],
             "uid": meta["uid"],
         }
-        pv = store.replace(pv_kind, None, name, pv)
+        pv = await store.replace(pv_kind, None, name, pv)
     pv["status"] = {"phase": "Bound"}
-    store.replace(pv_kind, None, name, pv, subresource="status")
+    await store.replace(pv_kind, None, name, pv, subresource="status")
     claim = store.get(pvc_kind, meta["namespace"], meta["name"])
     claim["spec"]["volumeName"] = name
     annotations = claim["metadata"].setdefault("annotations", {})
@@ -192,23 +191,29 @@ def bind_claim(store, pvc: dict, pv: dict) -> dict:
     if provisioner:
         annotations["volume.kubernetes.io/storage-provisioner"] = provisioner
         annotations["volume.beta.kubernetes.io/storage-provisioner"] = provisioner
-    claim = store.replace(pvc_kind, meta["namespace"], meta["name"], claim)
+    claim = await store.replace(pvc_kind, meta["namespace"], meta["name"], claim)
     claim["status"] = {
         "phase": "Bound",
         "accessModes": list(pv["spec"].get("accessModes") or []),
         "capacity": dict(pv["spec"].get("capacity") or {}),
     }
-    return store.replace(pvc_kind, meta["namespace"], meta["name"], claim, subresource="status")
+    return await store.replace(pvc_kind, meta["namespace"], meta["name"], claim, subresource="status")
 
 
-async def provision_volume(cluster, pvc: dict, storage_class: dict, *, source=None) -> dict | None:
+async def provision_volume(cluster, pvc: dict, storage_class: dict, *, source=None, client=None) -> dict | None:
     """Provision a PersistentVolume ``pvc-<uid>`` for ``pvc`` and bind the two; returns the bound PVC.
+
+    On the real control plane (``cluster.real_control_plane``, whose
+    kube-controller-manager binds), only the volume is created, its
+    ``claimRef`` naming the claim, as ceph-csi's external-provisioner does;
+    the claim is returned as it was.
 
     ``source`` is a directory whose content the new volume starts with (a
     snapshot restore or a clone); None starts empty. Returns None if the claim
     went away while its data was being copied (the volume is then removed).
+    Reads and writes go through ``client`` (default ``cluster.client``).
     """
-    store = cluster.store
+    store = client or cluster.client
     meta = pvc["metadata"]
     pv_name = f"pvc-{meta['uid']}"
     path = volume_path(cluster, pv_name)
@@ -224,10 +229,10 @@ async def provision_volume(cluster, pvc: dict, storage_class: dict, *, source=No
         return current  # provisioned meanwhile by another caller
     pv = get_or_none(store, PVS, None, pv_name)
     if pv is None:
-        pv = store.create(store.kind(*PVS), None, make_persistent_volume(current, storage_class, pv_name))
-    bound = bind_claim(store, current, pv)
-    record_event(
-        store,
+        pv = await store.create(store.kind(*PVS), None, make_persistent_volume(current, storage_class, pv_name))
+    # The external-provisioner only creates the volume; the PV binder binds (here, or kube-controller-manager's).
+    bound = await bind_claim(store, current, pv) if not getattr(cluster, "real_control_plane", False) else current
+    await store.record_event(
         bound,
         "ProvisioningSucceeded",
         f"Successfully provisioned volume {pv_name}",
@@ -241,6 +246,13 @@ class StorageController(Controller):
 
     Knob: ``resize_seconds`` (seconds, default 0) between a PVC's request
     growing and its ``status.capacity`` following.
+
+    On the real control plane (``cluster.real_control_plane``) it
+    plays only ceph-csi's sidecars: kube-controller-manager's PV controller
+    binds claims (static and provisioned), marks volumes Available and
+    Released; this controller provisions volumes, expands them, and deletes a
+    Released volume whose reclaim policy is ``Delete``, as external-provisioner
+    does.
     """
 
     name = "storage"
@@ -249,9 +261,10 @@ class StorageController(Controller):
     def __init__(self, cluster):
         super().__init__(cluster)
         self.resize_seconds = 0.0
+        self.binder = not self.real_control_plane
 
     async def start(self) -> None:
-        ensure_storage_classes(self.cluster)
+        await ensure_storage_classes(self.cluster, self.client)
         await super().start()
 
     async def reconcile(self, kind, obj, deleted) -> None:
@@ -265,7 +278,7 @@ class StorageController(Controller):
         elif not deleted:
             wanted = self._unblocked_claims(kind.key, obj)
             namespace = obj["metadata"].get("namespace")
-            for pvc in self.store.objects(self.store.kind(*PVCS)):
+            for pvc in self.client.objects(self.client.kind(*PVCS)):
                 meta = pvc["metadata"]
                 if pvc.get("status", {}).get("phase") != "Pending" or namespace not in (None, meta["namespace"]):
                     continue
@@ -288,19 +301,20 @@ class StorageController(Controller):
 
     async def _sync_claim(self, pvc: dict) -> None:
         meta = pvc["metadata"]
-        pvc = get_or_none(self.store, PVCS, meta["namespace"], meta["name"])
+        pvc = get_or_none(self.client, PVCS, meta["namespace"], meta["name"])
         if pvc is None or pvc["metadata"].get("deletionTimestamp"):
             return
         if pvc.get("status", {}).get("phase") == "Bound":
             await self._expand(pvc)
         elif pvc.get("status", {}).get("phase") == "Pending":
             if pvc["spec"].get("volumeName"):
-                self._bind_static(pvc)
+                if self.binder:
+                    await self._bind_static(pvc)
             else:
                 await self._provision(pvc)
 
-    def _bind_static(self, pvc: dict) -> None:
-        pv = get_or_none(self.store, PVS, None, pvc["spec"]["volumeName"])
+    async def _bind_static(self, pvc: dict) -> None:
+        pv = get_or_none(self.client, PVS, None, pvc["spec"]["volumeName"])
         if pv is None or pv.get("status", {}).get("phase") == "Released":
             return
         ref = pv["spec"].get("claimRef") or {}
@@ -309,27 +323,24 @@ class StorageController(Controller):
             return
         if ref.get("uid") not in (None, meta["uid"]):
             return
-        bind_claim(self.store, pvc, pv)
+        await bind_claim(self.client, pvc, pv)
 
     async def _provision(self, pvc: dict) -> None:
-        class_name, storage_class = storage_class_for(self.store, pvc)
+        class_name, storage_class = storage_class_for(self.client, pvc)
         if not class_name:
             return  # storageClassName "" asks for static binding only
         if storage_class is None:
-            self._warn(pvc, "ProvisioningFailed", f'storageclass.storage.k8s.io "{class_name}" not found')
+            await self._warn(pvc, "ProvisioningFailed", f'storageclass.storage.k8s.io "{class_name}" not found')
             return
-        if storage_class.get("volumeBindingMode") == "WaitForFirstConsumer" and not self._select_node(pvc):
-            record_event(
-                self.store,
-                pvc,
+        if storage_class.get("volumeBindingMode") == "WaitForFirstConsumer" and not await self._select_node(pvc):
+            await self.client.record_event(pvc,
                 "WaitForFirstConsumer",
                 "waiting for first consumer to be created before binding",
                 component=COMPONENT,
             )
             return
         if storage_class["provisioner"] not in PROVISIONERS:
-            record_event(
-                self.store,
+            await self.client.record_event(
                 pvc,
                 "ExternalProvisioning",
                 f"Waiting for a volume to be created either by the external provisioner '{storage_class['provisioner']}' "
@@ -340,11 +351,11 @@ class StorageController(Controller):
             return
         source, problem = self._data_source(pvc)
         if problem:
-            self._warn(pvc, "ProvisioningFailed", problem, component=f"{storage_class['provisioner']}_csi-provisioner")
+            await self._warn(pvc, "ProvisioningFailed", problem, component=f"{storage_class['provisioner']}_csi-provisioner")
             return
-        await provision_volume(self.cluster, pvc, storage_class, source=source)
+        await provision_volume(self.cluster, pvc, storage_class, source=source, client=self.client)
 
-    def _select_node(self, pvc: dict) -> str | None:
+    async def _select_node(self, pvc: dict) -> str | None:
         """The node a WaitForFirstConsumer claim is provisioned for: annotated, or its consumer's."""
         meta = pvc["metadata"]
         node = meta.get("annotations", {}).get(SELECTED_NODE_ANNOTATION)
@@ -353,16 +364,16 @@ class StorageController(Controller):
         node = self._consumer_node(meta["namespace"], meta["name"])
         if node:
             pvc["metadata"].setdefault("annotations", {})[SELECTED_NODE_ANNOTATION] = node
-            self.store.replace(self.store.kind(*PVCS), meta["namespace"], meta["name"], pvc)
+            await self.client.replace(self.client.kind(*PVCS), meta["namespace"], meta["name"], pvc)
         return node
 
     def _consumer_node(self, namespace: str, claim: str) -> str | None:
         """The node of a Pod or VMI placed there that uses ``claim`` (directly or as its DataVolume)."""
-        for pod in self.store.objects(self.store.kind(*PODS)):
+        for pod in self.client.objects(self.client.kind(*PODS)):
             node = pod.get("spec", {}).get("nodeName")
             if pod["metadata"]["namespace"] == namespace and node and claim in claim_names(pod["spec"].get("volumes"), pod["metadata"]["name"]):
                 return node
-        for vmi in self.store.objects(self.store.kind(*VMIS)):
+        for vmi in self.client.objects(self.client.kind(*VMIS)):
             node = (vmi.get("status") or {}).get("nodeName")
             if vmi["metadata"]["namespace"] == namespace and node and claim in claim_names(vmi["spec"].get("volumes")):
                 return node
@@ -377,21 +388,21 @@ class StorageController(Controller):
         name, kind = ref.get("name"), ref.get("kind")
         prefix = f"error getting handle for DataSource Type {kind} by Name {name}"
         if kind == "VolumeSnapshot" and ref.get("apiGroup") == VOLUME_SNAPSHOTS[0]:
-            snapshot = get_or_none(self.store, VOLUME_SNAPSHOTS, namespace, name)
+            snapshot = get_or_none(self.client, VOLUME_SNAPSHOTS, namespace, name)
             if snapshot is None:
                 return None, f'{prefix}: error getting snapshot {name} from api server: volumesnapshots.snapshot.storage.k8s.io "{name}" not found'
             if not (snapshot.get("status") or {}).get("readyToUse"):
                 return None, f"{prefix}: snapshot {name} is not Ready"
             return snapshot_path(self.cluster, namespace, snapshot["metadata"]["uid"]), None
         if kind == "PersistentVolumeClaim" and not ref.get("apiGroup"):
-            path = claim_path(self.cluster, namespace, name)
+            path = claim_path(self.cluster, namespace, name, self.client)
             if path is None:
                 return None, f'{prefix}: persistentvolumeclaims "{name}" not found or not bound'
             return path, None
         return None, None  # other populators are not served here: provision empty
 
-    def _warn(self, pvc: dict, reason: str, message: str, component: str = COMPONENT) -> None:
-        record_event(self.store, pvc, reason, message, type="Warning", component=component)
+    async def _warn(self, pvc: dict, reason: str, message: str, component: str = COMPONENT) -> None:
+        await self.client.record_event(pvc, reason, message, type="Warning", component=component)
 
     # -- expansion ---------------------------------------------------------
 
@@ -403,31 +414,33 @@ class StorageController(Controller):
                 return
         except ValueError:
             return
-        _, storage_class = storage_class_for(self.store, pvc)
+        _, storage_class = storage_class_for(self.client, pvc)
         if not storage_class or not storage_class.get("allowVolumeExpansion"):
             return
         meta = pvc["metadata"]
         pv_name = pvc["spec"]["volumeName"]
         component = f"{storage_class['provisioner']}_csi-resizer"
-        record_event(self.store, pvc, "Resizing", f"External resizer is resizing volume {pv_name}", component=component)
+        await self.client.record_event(pvc, "Resizing", f"External resizer is resizing volume {pv_name}", component=component)
         if self.resize_seconds:
             await asyncio.sleep(self.resize_seconds)
-        pv = get_or_none(self.store, PVS, None, pv_name)
+        pv = get_or_none(self.client, PVS, None, pv_name)
         if pv is not None:
             pv["spec"]["capacity"]["storage"] = want
-            self.store.replace(self.store.kind(*PVS), None, pv_name, pv)
-        pvc = get_or_none(self.store, PVCS, meta["namespace"], meta["name"])
+            await self.client.replace(self.client.kind(*PVS), None, pv_name, pv)
+        pvc = get_or_none(self.client, PVCS, meta["namespace"], meta["name"])
         if pvc is None:
             return
         pvc["status"].setdefault("capacity", {})["storage"] = want
-        self.store.replace(self.store.kind(*PVCS), meta["namespace"], meta["name"], pvc, subresource="status")
-        record_event(self.store, pvc, "VolumeResizeSuccessful", "Resize volume succeeded", component=component)
+        await self.client.replace(self.client.kind(*PVCS), meta["namespace"], meta["name"], pvc, subresource="status")
+        await self.client.record_event(pvc, "VolumeResizeSuccessful", "Resize volume succeeded", component=component)
 
     # -- reclaim -----------------------------------------------------------
 
     async def _release_volumes_of(self, pvc: dict) -> None:
+        if not self.binder:
+            return  # the PV controller marks them Released; _sync_volume reclaims then
         uid = pvc["metadata"]["uid"]
-        for pv in self.store.objects(self.store.kind(*PVS)):
+        for pv in self.client.objects(self.client.kind(*PVS)):
             if (pv["spec"].get("claimRef") or {}).get("uid") == uid:
                 await self._reclaim(copy.deepcopy(pv))
 
@@ -437,28 +450,35 @@ class StorageController(Controller):
             if pv["spec"].get("persistentVolumeReclaimPolicy", "Delete") == "Delete":
                 await remove_tree(volume_path(self.cluster, name))
             return
-        pv = get_or_none(self.store, PVS, None, name)
+        pv = get_or_none(self.client, PVS, None, name)
         if pv is None:
             return
         ref = pv["spec"].get("claimRef") or {}
         phase = (pv.get("status") or {}).get("phase")
+        if not self.binder:
+            if phase == "Released" and pv["metadata"].get("annotations", {}).get("pv.kubernetes.io/provisioned-by") in (
+                RBD_PROVISIONER,
+                CEPHFS_PROVISIONER,
+            ):
+                await self._reclaim(pv)
+            return
         if phase == "Pending":
             # A volume created by hand (statically): Available until a claim binds it.
             pv["status"] = {"phase": "Available"}
-            self.store.replace(self.store.kind(*PVS), None, name, pv, subresource="status")
+            await self.client.replace(self.client.kind(*PVS), None, name, pv, subresource="status")
         elif phase == "Bound" and ref.get("uid"):
-            claim = get_or_none(self.store, PVCS, ref.get("namespace"), ref.get("name", ""))
+            claim = get_or_none(self.client, PVCS, ref.get("namespace"), ref.get("name", ""))
             if claim is None or claim["metadata"]["uid"] != ref["uid"]:
                 await self._reclaim(pv)
 
     async def _reclaim(self, pv: dict) -> None:
         name = pv["metadata"]["name"]
         if (pv.get("status") or {}).get("phase") != "Released":
-            pv["status"] = {"phase": "Released", "lastPhaseTransitionTime": rfc3339(self.store.clock())}
-            self.store.replace(self.store.kind(*PVS), None, name, pv, subresource="status")
+            pv["status"] = {"phase": "Released", "lastPhaseTransitionTime": rfc3339(self.client.clock())}
+            await self.client.replace(self.client.kind(*PVS), None, name, pv, subresource="status")
         if pv["spec"].get("persistentVolumeReclaimPolicy", "Delete") == "Delete":
             try:
-                self.store.delete(self.store.kind(*PVS), None, name)
+                await self.client.delete(self.client.kind(*PVS), None, name)
             except ApiError as e:
                 if e.code != 404:
                     raise

@@ -50,7 +50,6 @@ import uuid
 
 from ..conditions import find_condition, has_condition, remove_condition, set_condition
 from ..errors import ApiError
-from ..events import record_event
 from ..runstrategy import FINAL_PHASES, run_strategy
 from ..store import rfc3339
 from .base import Controller
@@ -132,44 +131,44 @@ class VirtController(Controller):
         namespace = meta["namespace"]
         if kind.key == VMS:
             if not deleted:
-                self._sync_vm(namespace, meta["name"])
+                await self._sync_vm(namespace, meta["name"])
         elif kind.key == VMIS:
             if not deleted:
-                self._sync_vmi(namespace, meta["name"])
-            self._sync_vm(namespace, meta["name"])
+                await self._sync_vmi(namespace, meta["name"])
+            await self._sync_vm(namespace, meta["name"])
         else:
             # A disk changed: VMs and VMIs using it may move on.
             for key in (VMIS, VMS):
-                for other in self.store.objects(self.store.kind(*key)):
+                for other in self.client.objects(self.client.kind(*key)):
                     spec = other.get("spec") or {}
                     volumes = (spec.get("template") or {}).get("spec", {}).get("volumes") if key == VMS else spec.get("volumes")
                     if other["metadata"]["namespace"] == namespace and meta["name"] in claim_names(volumes):
                         sync = self._sync_vm if key == VMS else self._sync_vmi
-                        sync(namespace, other["metadata"]["name"])
+                        await sync(namespace, other["metadata"]["name"])
 
     # -- VMIs ----------------------------------------------------------------
 
-    def _sync_vmi(self, namespace: str, name: str) -> None:
-        vmi = get_or_none(self.store, VMIS, namespace, name)
+    async def _sync_vmi(self, namespace: str, name: str) -> None:
+        vmi = get_or_none(self.client, VMIS, namespace, name)
         if vmi is None:
             return
-        kind = self.store.kind(*VMIS)
+        kind = self.client.kind(*VMIS)
         meta = vmi["metadata"]
         status = vmi.setdefault("status", {})
         if meta.get("deletionTimestamp"):
             unplaced = not status.get("nodeName") or status.get("phase") in FINAL_PHASES
             if unplaced and FINALIZER in (meta.get("finalizers") or []):
-                self._drop_finalizer(vmi)
+                await self._drop_finalizer(vmi)
             return
         if status.get("phase") not in (None, "", "Pending"):
             return
         if FINALIZER not in (meta.get("finalizers") or []):
             meta.setdefault("finalizers", []).append(FINALIZER)
-            vmi = self.store.replace(kind, namespace, name, vmi)
+            vmi = await self.client.replace(kind, namespace, name, vmi)
             status = vmi.setdefault("status", {})
         conditions = status.setdefault("conditions", [])
         missing = self._missing_claim(namespace, vmi["spec"].get("volumes"))
-        now = rfc3339(self.store.clock())
+        now = rfc3339(self.client.clock())
         if missing:
             status["phase"] = "Pending"
             set_condition(conditions, "Synchronized", "False", "FailedPvcNotFound",
@@ -182,27 +181,27 @@ class VirtController(Controller):
             status["phase"] = "Pending"
         if not conditions:
             status.pop("conditions")
-        self.store.replace(kind, namespace, name, vmi, subresource="status")
+        await self.client.replace(kind, namespace, name, vmi, subresource="status")
 
-    def _drop_finalizer(self, vmi: dict) -> None:
+    async def _drop_finalizer(self, vmi: dict) -> None:
         meta = vmi["metadata"]
         meta["finalizers"] = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
-        self.store.replace(self.store.kind(*VMIS), meta["namespace"], meta["name"], vmi)
+        await self.client.replace(self.client.kind(*VMIS), meta["namespace"], meta["name"], vmi)
 
     def _missing_claim(self, namespace: str, volumes: list | None) -> str | None:
         """The first PVC or DataVolume a VMI uses that does not exist."""
         for volume in volumes or []:
             claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
-            if claim and get_or_none(self.store, PVCS, namespace, claim) is None:
+            if claim and get_or_none(self.client, PVCS, namespace, claim) is None:
                 return claim
             dv = (volume.get("dataVolume") or {}).get("name")
-            if dv and get_or_none(self.store, DATA_VOLUMES, namespace, dv) is None and get_or_none(self.store, PVCS, namespace, dv) is None:
+            if dv and get_or_none(self.client, DATA_VOLUMES, namespace, dv) is None and get_or_none(self.client, PVCS, namespace, dv) is None:
                 return dv
         return None
 
     def _data_volumes(self, namespace: str, volumes: list | None) -> list[dict]:
         names = [(v.get("dataVolume") or {}).get("name") for v in volumes or []]
-        found = (get_or_none(self.store, DATA_VOLUMES, namespace, n) for n in names if n)
+        found = (get_or_none(self.client, DATA_VOLUMES, namespace, n) for n in names if n)
         return [dv for dv in found if dv is not None]
 
     def _volumes_ready(self, namespace: str, volumes: list | None) -> bool:
@@ -210,19 +209,19 @@ class VirtController(Controller):
 
     # -- VMs -----------------------------------------------------------------
 
-    def _sync_vm(self, namespace: str, name: str) -> None:
-        vm = get_or_none(self.store, VMS, namespace, name)
+    async def _sync_vm(self, namespace: str, name: str) -> None:
+        vm = get_or_none(self.client, VMS, namespace, name)
         if vm is None:
             return
         if not vm["metadata"].get("deletionTimestamp"):
-            vm = self._ensure_firmware_uuid(vm)
-        vmi = get_or_none(self.store, VMIS, namespace, name)
+            vm = await self._ensure_firmware_uuid(vm)
+        vmi = get_or_none(self.client, VMIS, namespace, name)
         status = copy.deepcopy(vm.get("status") or {})
         requests = status.get("stateChangeRequests") or []
         if requests and self._request_done(requests[0], vmi):
             requests = requests[1:]
         if not vm["metadata"].get("deletionTimestamp"):
-            vmi = self._apply_run_strategy(vm, vmi, status, requests)
+            vmi = await self._apply_run_strategy(vm, vmi, status, requests)
         if requests:
             status["stateChangeRequests"] = requests
         else:
@@ -230,16 +229,16 @@ class VirtController(Controller):
         self._fill_status(vm, vmi, status, requests)
         if status != (vm.get("status") or {}):
             vm["status"] = status
-            self.store.replace(self.store.kind(*VMS), namespace, name, vm, subresource="status")
+            await self.client.replace(self.client.kind(*VMS), namespace, name, vm, subresource="status")
 
-    def _ensure_firmware_uuid(self, vm: dict) -> dict:
+    async def _ensure_firmware_uuid(self, vm: dict) -> dict:
         """Write the legacy firmware UUID into a VM that has none (a spec change: the VM's generation moves on)."""
         domain = vm["spec"]["template"]["spec"].setdefault("domain", {})
         firmware = domain.get("firmware") or {}
         if firmware.get("uuid"):
             return vm
         domain["firmware"] = {**firmware, "uuid": legacy_firmware_uuid(vm["metadata"]["name"])}
-        return self.store.replace(self.store.kind(*VMS), vm["metadata"]["namespace"], vm["metadata"]["name"], vm)
+        return await self.client.replace(self.client.kind(*VMS), vm["metadata"]["namespace"], vm["metadata"]["name"], vm)
 
     @staticmethod
     def _request_done(request: dict, vmi: dict | None) -> bool:
@@ -252,7 +251,7 @@ class VirtController(Controller):
 
     def _in_backoff(self, status: dict) -> bool:
         retry = (status.get("startFailure") or {}).get("retryAfterTimestamp")
-        return bool(retry) and _parse_time(retry) > self.store.clock()
+        return bool(retry) and _parse_time(retry) > self.client.clock()
 
     def _start_expected(self, vm: dict, status: dict, requests: list) -> bool:
         """KubeVirt's isVMIStartExpected: the run strategy (or a Start request) wants a VMI, and no back-off holds it."""
@@ -269,22 +268,22 @@ class VirtController(Controller):
         first = requests[0] if requests else {}
         return first.get("action") == "Stop" and vmi is not None and first.get("uid") == vmi["metadata"]["uid"]
 
-    def _apply_run_strategy(self, vm: dict, vmi: dict | None, status: dict, requests: list) -> dict | None:
+    async def _apply_run_strategy(self, vm: dict, vmi: dict | None, status: dict, requests: list) -> dict | None:
         """Act on the run strategy and requests; returns the VMI as it is afterwards."""
         strategy = run_strategy(vm)
         if vmi is not None and vmi["metadata"].get("deletionTimestamp"):
             return vmi  # wait for the old VMI to go
         if vmi is not None and self._stop_expected(vm, vmi, requests):
-            return self._delete_vmi(vm, vmi)
+            return await self._delete_vmi(vm, vmi)
         if vmi is not None and _phase(vmi) == "Running":
             status.pop("startFailure", None)
         restart = (strategy == "Always" and _phase(vmi) in FINAL_PHASES) or (strategy == "RerunOnFailure" and _phase(vmi) == "Failed")
         if vmi is not None and restart:
             if _phase(vmi) == "Failed":
                 self._record_failure(vm, vmi, status)
-            return self._delete_vmi(vm, vmi)
+            return await self._delete_vmi(vm, vmi)
         if vmi is None and self._start_expected(vm, status, requests) and self._can_create(vm):
-            return self._create_vmi(vm, status)
+            return await self._create_vmi(vm, status)
         return vmi
 
     def _can_create(self, vm: dict) -> bool:
@@ -292,31 +291,29 @@ class VirtController(Controller):
         volumes = _template_spec(vm).get("volumes")
         return self._volumes_ready(vm["metadata"]["namespace"], volumes)
 
-    def _create_vmi(self, vm: dict, status: dict) -> dict:
-        vmi = self.store.create(self.store.kind(*VMIS), vm["metadata"]["namespace"], make_vmi(vm))
+    async def _create_vmi(self, vm: dict, status: dict) -> dict:
+        vmi = await self.client.create(self.client.kind(*VMIS), vm["metadata"]["namespace"], make_vmi(vm))
         status["observedGeneration"] = status["desiredGeneration"] = vm["metadata"].get("generation", 1)
-        record_event(
-            self.store, vm, "SuccessfulCreate",
+        await self.client.record_event(vm, "SuccessfulCreate",
             f"Started the virtual machine by creating the new virtual machine instance {vmi['metadata']['name']}",
             component=COMPONENT,
         )
         return vmi
 
-    def _delete_vmi(self, vm: dict, vmi: dict) -> dict | None:
+    async def _delete_vmi(self, vm: dict, vmi: dict) -> dict | None:
         meta = vmi["metadata"]
         if _phase(vmi) in FINAL_PHASES and FINALIZER in (meta.get("finalizers") or []):
-            self._drop_finalizer(vmi)  # nothing runs any more: let it go at once
+            await self._drop_finalizer(vmi)  # nothing runs any more: let it go at once
         try:
-            self.store.delete(self.store.kind(*VMIS), meta["namespace"], meta["name"])
+            await self.client.delete(self.client.kind(*VMIS), meta["namespace"], meta["name"])
         except ApiError as e:
             if e.code != 404:
                 raise
-        record_event(
-            self.store, vm, "SuccessfulDelete",
+        await self.client.record_event(vm, "SuccessfulDelete",
             f"Stopped the virtual machine by deleting the virtual machine instance {meta['uid']}",
             component=COMPONENT,
         )
-        return get_or_none(self.store, VMIS, meta["namespace"], meta["name"])
+        return get_or_none(self.client, VMIS, meta["namespace"], meta["name"])
 
     def _record_failure(self, vm: dict, vmi: dict, status: dict) -> None:
         failure = status.get("startFailure") or {}
@@ -324,7 +321,7 @@ class VirtController(Controller):
             return
         count = int(failure.get("consecutiveFailCount", 0)) + 1
         delay = min(self.crashloop_max_seconds, self.crashloop_seconds * 2 ** (count - 1))
-        now = self.store.clock()
+        now = self.client.clock()
         # The wire carries whole seconds: round the retry time up so the back-off is never cut short.
         retry = (now + datetime.timedelta(seconds=delay + 1)).replace(microsecond=0)
         status["startFailure"] = {
@@ -337,12 +334,12 @@ class VirtController(Controller):
         self._timers.append(asyncio.get_running_loop().call_later(wake, self._requeue, vm))
 
     def _requeue(self, vm: dict) -> None:
-        self._queue.put_nowait((self.store.kind(*VMS), vm, False))
+        self._queue.put_nowait((self.client.kind(*VMS), vm, False))
 
     # -- status --------------------------------------------------------------
 
     def _fill_status(self, vm: dict, vmi: dict | None, status: dict, requests: list) -> None:
-        now = rfc3339(self.store.clock())
+        now = rfc3339(self.client.clock())
         status["created"] = vmi is not None
         status["ready"] = vmi is not None and has_condition(vmi, "Ready", "True") and not vmi["metadata"].get("deletionTimestamp")
         status["runStrategy"] = run_strategy(vm)
@@ -395,7 +392,7 @@ class VirtController(Controller):
 
     def _has_unbound_claim(self, namespace: str, volumes: list | None) -> bool:
         for claim in claim_names(volumes):
-            pvc = get_or_none(self.store, PVCS, namespace, claim)
+            pvc = get_or_none(self.client, PVCS, namespace, claim)
             if pvc is not None and _phase(pvc) != "Bound":
                 return True
         return False

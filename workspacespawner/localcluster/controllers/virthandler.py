@@ -76,13 +76,13 @@ class GuestRuntime(Workload):
         return vmi["status"].get("phase") == "Scheduled"
 
     @staticmethod
-    def finish(agent, vmi: dict) -> None:
+    async def finish(agent, vmi: dict) -> None:
         """Lift virt-handler's finalizer so the deleted VMI goes."""
 
         def lift(current: dict) -> None:
             current["metadata"]["finalizers"] = [f for f in current["metadata"].get("finalizers") or [] if f != VMI_FINALIZER]
 
-        agent.update(vmi, lift)
+        await agent.update(vmi, lift)
 
     # -- boot ------------------------------------------------------------------------
 
@@ -135,7 +135,7 @@ class GuestRuntime(Workload):
             return None
         consumer = Consumer("VirtualMachineInstance", self.namespace, self.name, self.uid, self.node)
         try:
-            path = attach_claim(self.agent.cluster, self.namespace, claim, consumer)
+            path = attach_claim(self.agent.cluster, self.namespace, claim, consumer, self.client)
         except MultiAttachError as e:
             raise LaunchError("FailedAttachVolume", e.message) from None
         if path is None:
@@ -205,7 +205,7 @@ class GuestRuntime(Workload):
             policy=unit.restart,
             delay=lambda failures: unit.restart_sec,
             on_change=lambda sup, what: self.publish(),
-            clock=self.store.clock,
+            clock=self.client.clock,
             max_failures=START_LIMIT,
         )
 
@@ -260,7 +260,8 @@ class GuestRuntime(Workload):
             self.phase = "Succeeded"
             self.event("Stopped", "The VirtualMachineInstance was shut down.")
         self.publish()
-        self.finish(self.agent, self.obj)
+        await self.flush()
+        await self.finish(self.agent, self.obj)
 
     # -- status ----------------------------------------------------------------------
 
@@ -276,7 +277,7 @@ class GuestRuntime(Workload):
 
     def build_status(self, current: dict) -> dict:
         status = dict(current)
-        now = rfc3339(self.store.clock())
+        now = rfc3339(self.client.clock())
         if status.get("phase") != self.phase:
             status["phase"] = self.phase
             status["phaseTransitionTimestamps"] = [

@@ -34,13 +34,16 @@ def pod_claims(pod: dict) -> list[tuple[str, bool]]:
     return out
 
 
-def claims_problem(store, pod: dict) -> tuple[str | None, list[dict]]:
-    """Why no node can take ``pod`` for its claims (None: the claims allow it), and its unbound WaitForFirstConsumer claims."""
+def claims_problem(client, pod: dict) -> tuple[str | None, list[dict]]:
+    """Why no node can take ``pod`` for its claims (None: the claims allow it), and its unbound WaitForFirstConsumer claims.
+
+    ``client`` is the scheduler's :class:`~..client.Client` (its cached reads).
+    """
     namespace = pod["metadata"]["namespace"]
     waiting: list[dict] = []
     unbound_immediate = False
     for name, ephemeral in pod_claims(pod):
-        pvc = get_or_none(store, PVCS, namespace, name)
+        pvc = get_or_none(client, PVCS, namespace, name)
         if pvc is None:
             if ephemeral:
                 return f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{name}"', []
@@ -49,7 +52,7 @@ def claims_problem(store, pod: dict) -> tuple[str | None, list[dict]]:
             return f'persistentvolumeclaim "{name}" is being deleted', []
         if (pvc.get("status") or {}).get("phase") == "Bound":
             continue
-        _class_name, storage_class = storage_class_for(store, pvc)
+        _class_name, storage_class = storage_class_for(client, pvc)
         if (storage_class or {}).get("volumeBindingMode") == "WaitForFirstConsumer":
             waiting.append(pvc)
         else:
@@ -59,12 +62,12 @@ def claims_problem(store, pod: dict) -> tuple[str | None, list[dict]]:
     return None, waiting
 
 
-def select_node(store, claims: list[dict], node: str) -> None:
+async def select_node(client, claims: list[dict], node: str) -> None:
     """Annotate each WaitForFirstConsumer claim with the node chosen for its Pod (once; the provisioner reads it)."""
-    kind = store.kind(*PVCS)
+    kind = client.kind(*PVCS)
     for pvc in claims:
         annotations = pvc["metadata"].setdefault("annotations", {})
         if annotations.get(SELECTED_NODE_ANNOTATION):
             continue
         annotations[SELECTED_NODE_ANNOTATION] = node
-        store.replace(kind, pvc["metadata"]["namespace"], pvc["metadata"]["name"], pvc)
+        await client.replace(kind, pvc["metadata"]["namespace"], pvc["metadata"]["name"], pvc)

@@ -1,5 +1,6 @@
 """``python -m workspacespawner.localcluster.realplane --state DIR``: run the
-real control plane in the foreground until Ctrl-C or SIGTERM."""
+real control plane, with our agents as its API clients (see :mod:`.agents`),
+in the foreground until Ctrl-C or SIGTERM."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import signal
 import sys
 import threading
 
-from .plane import DEFAULT_SERVICE_CIDR, RealControlPlane
+from .agents import RealCluster
+from .plane import DEFAULT_SERVICE_CIDR
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,13 +27,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def serve(state_dir, bin_dir=None, service_cidr=DEFAULT_SERVICE_CIDR, kubeconfig_copy=None) -> int:
-    """Start, print the kubeconfig, wait for SIGINT/SIGTERM, stop."""
+    """Start the plane and the agents, print the kubeconfig, wait for SIGINT/SIGTERM, stop."""
     stop = threading.Event()
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, lambda *_: stop.set())
-    plane = RealControlPlane(state_dir, bin_dir, service_cidr=service_cidr)
+    cluster = RealCluster(state_dir, bin_dir, service_cidr=service_cidr)
+    plane = cluster.plane
     try:
-        plane.start()
+        cluster.start()
         kubeconfig = plane.kubeconfig
         if kubeconfig_copy:
             import shutil
@@ -43,7 +46,7 @@ def serve(state_dir, bin_dir=None, service_cidr=DEFAULT_SERVICE_CIDR, kubeconfig
         stop.wait()
     finally:
         print("stopping real control plane", file=sys.stderr)
-        plane.stop()
+        cluster.stop()
     return 0
 
 

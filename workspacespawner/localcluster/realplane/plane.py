@@ -418,8 +418,11 @@ class RealControlPlane:
             f"--kubelet-client-key={pk('apiserver-kubelet-client.key')}",
             "--authorization-mode=Node,RBAC",
             # the default admission plugins stay on; NodeRestriction goes with
-            # the Node authorizer (as kubeadm does)
-            "--enable-admission-plugins=NodeRestriction",
+            # the Node authorizer (as kubeadm does); ExtendedResourceToleration
+            # as GPU clusters with tainted GPU nodes run it (GKE does): a Pod
+            # asking for nvidia.com/gpu tolerates the GPU taint, as on the
+            # embedded cluster
+            "--enable-admission-plugins=NodeRestriction,ExtendedResourceToleration",
             "--allow-privileged=true",
             f"--service-cluster-ip-range={self.service_cidr}",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",

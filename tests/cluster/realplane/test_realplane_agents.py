@@ -1,0 +1,114 @@
+"""Our controllers as API clients of the real control plane: the node agent
+registers Nodes and renews their Leases, a Pod created by kubectl is placed
+by kube-scheduler on our Node and runs as a local process until Ready, and a
+PVC on ceph-rbd is provisioned by our provisioner and bound by
+kube-controller-manager.
+
+Runs only with WORKSPACESPAWNER_CONTROL_PLANE=real and WORKSPACESPAWNER_K8S_BIN.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import subprocess
+
+from kubernetes_asyncio import client
+
+from .test_realplane_api import eventually, gone, run_kubectl
+
+
+async def test_nodes_registered_with_capacity_and_fresh_leases(realcluster, cluster_api):
+    core = client.CoreV1Api(cluster_api)
+    nodes = {n.metadata.name: n for n in (await core.list_node()).items}
+    assert set(nodes) == {"cpu-node-1", "gpu-node-1"}
+    gpu = nodes["gpu-node-1"].status
+    assert gpu.capacity["nvidia.com/gpu"] == "8" and gpu.allocatable["cpu"] == "32" and gpu.capacity["memory"] == "256Gi"
+    assert "nvidia.com/gpu" not in nodes["cpu-node-1"].status.capacity
+
+    leases = client.CoordinationV1Api(cluster_api)
+
+    async def renewed_twice():
+        first = await leases.read_namespaced_lease("gpu-node-1", "kube-node-lease")
+        assert first.spec.holder_identity == "gpu-node-1"
+        return first.spec.renew_time
+
+    first = await renewed_twice()
+
+    async def later():
+        lease = await leases.read_namespaced_lease("gpu-node-1", "kube-node-lease")
+        return lease.spec.renew_time > first
+
+    await eventually(later, 30, what="the Lease renewed")
+    for node in (await core.list_node()).items:
+        ready = [c for c in node.status.conditions if c.type == "Ready"]
+        assert ready and ready[0].status == "True", node.status.conditions
+        age = datetime.datetime.now(datetime.UTC) - (await leases.read_namespaced_lease(node.metadata.name, "kube-node-lease")).spec.renew_time
+        assert age < datetime.timedelta(seconds=40)
+
+
+async def test_kubectl_pod_scheduled_by_kube_scheduler_runs_and_is_ready(realcluster, kubectl, cluster_api, cluster_namespace):
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "sleeper", "namespace": cluster_namespace},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "python:3.11",
+                    "command": ["python3", "-c", "import time; print('up', flush=True); time.sleep(600)"],
+                }
+            ],
+            "terminationGracePeriodSeconds": 5,
+        },
+    }
+    subprocess.run(
+        [kubectl, f"--kubeconfig={realcluster.kubeconfig}", "create", "-f", "-"],
+        input=json.dumps(pod), text=True, check=True, capture_output=True, timeout=60,
+    )
+    core = client.CoreV1Api(cluster_api)
+
+    async def ready():
+        got = await core.read_namespaced_pod("sleeper", cluster_namespace)
+        conditions = {c.type: c.status for c in got.status.conditions or []}
+        return got.status.phase == "Running" and conditions.get("Ready") == "True" and got
+
+    got = await eventually(ready, 60, what="the Pod Running and Ready")
+    assert got.spec.node_name == "cpu-node-1"  # kube-scheduler: the GPU node is tainted
+    events = await core.list_namespaced_event(cluster_namespace)
+    # kube-scheduler writes events.k8s.io Events: core/v1 shows its name as reportingComponent, not source
+    by = {(e.reason, e.source.component or e.reporting_component) for e in events.items}
+    assert ("Scheduled", "default-scheduler") in by and ("Started", "kubelet") in by, by
+    assert got.status.pod_ip.startswith("127.")
+    out = run_kubectl(kubectl, realcluster.kubeconfig, "get", "pod", "sleeper", "-n", cluster_namespace, "-o", "wide").stdout
+    assert "Running" in out and "cpu-node-1" in out
+
+    await core.delete_namespaced_pod("sleeper", cluster_namespace)
+
+    async def pod_gone():
+        return await gone(core.read_namespaced_pod, "sleeper", cluster_namespace)
+
+    await eventually(pod_gone, 60, what="the Pod deleted (the node agent confirms)")
+
+
+async def test_pvc_on_ceph_rbd_binds(realcluster, cluster_api, cluster_namespace):
+    core = client.CoreV1Api(cluster_api)
+    await core.create_namespaced_persistent_volume_claim(
+        cluster_namespace,
+        {
+            "metadata": {"name": "home"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}},
+        },
+    )
+
+    async def bound():
+        pvc = await core.read_namespaced_persistent_volume_claim("home", cluster_namespace)
+        return pvc.status.phase == "Bound" and pvc
+
+    pvc = await eventually(bound, 60, what="the PVC Bound")
+    assert pvc.spec.storage_class_name == "ceph-rbd"  # the default class, from DefaultStorageClass admission
+    pv = await core.read_persistent_volume(pvc.spec.volume_name)
+    assert pv.spec.csi.driver == "rbd.csi.ceph.com" and pv.spec.claim_ref.uid == pvc.metadata.uid
+    assert pv.status.phase == "Bound"
+    assert pvc.status.capacity["storage"] == "2Gi"

@@ -1,0 +1,72 @@
+"""The two control planes the hub-level tests run on: the embedded cluster, and the real one.
+
+A test module opts in by building its cluster on the ``control_plane``
+fixture (see ``tests/conftest.py``): every test of it then runs once per
+plane, ``embedded`` always, ``real`` when ``WORKSPACESPAWNER_CONTROL_PLANE=real``
+and ``WORKSPACESPAWNER_K8S_BIN`` name the binaries tools/k8s/build.sh built
+(skipped otherwise). A test that needs what only the embedded cluster has
+(a fault knob inside the API server, its store, a node made unreachable)
+says so with ``@pytest.mark.embedded_only("why")`` and runs there only.
+
+:func:`running` gives the cluster object tests use either way: a
+``LocalCluster`` (embedded) or the real plane's ``PlaneAgents``; both have
+``kubeconfig`` (admin), ``client`` (see ``workspacespawner.localcluster.client``)
+and ``controllers`` (their knobs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+import pytest
+
+PLANES = ("embedded", "real")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+
+def real_plane_bin() -> Path | None:
+    """The binaries' folder when the real tier is asked for and complete, else None."""
+    if os.environ.get("WORKSPACESPAWNER_CONTROL_PLANE") != "real" or not os.environ.get("WORKSPACESPAWNER_K8S_BIN"):
+        return None
+    bin_dir = Path(os.environ["WORKSPACESPAWNER_K8S_BIN"])
+    missing = [b for b in BINARIES if not os.access(bin_dir / b, os.X_OK)]
+    if missing:
+        pytest.fail(f"WORKSPACESPAWNER_K8S_BIN={bin_dir} lacks {', '.join(missing)}")
+    return bin_dir
+
+
+def skip_unless_real() -> Path:
+    """The binaries' folder, or skip the test with the reason."""
+    bin_dir = real_plane_bin()
+    if bin_dir is None:
+        pytest.skip("real control plane tier: set WORKSPACESPAWNER_CONTROL_PLANE=real and WORKSPACESPAWNER_K8S_BIN")
+    return bin_dir
+
+
+@contextlib.contextmanager
+def running(plane: str, state_dir, golden: bool = False, **options):
+    """A started cluster on ``plane`` (``embedded`` or ``real``), stopped on exit; with ``golden``, holding
+    the demo's golden image (for VM profiles). Yields the cluster object (see the module docstring)."""
+    from workspacespawner.localcluster import ClusterThread
+
+    if plane == "embedded":
+        thread = ClusterThread(state_dir=state_dir, **options)
+        stop = thread.stop
+        cluster = thread.start()
+    else:
+        from workspacespawner.localcluster.realplane.agents import RealCluster
+
+        real = RealCluster(state_dir, skip_unless_real(), **options).start()
+        thread, stop, cluster = real.thread, real.stop, real.agents
+    try:
+        if golden:
+            from workspacespawner.demo import GOLDEN_FILES, GOLDEN_IMAGE
+            from workspacespawner.localcluster.goldenimage import make_golden_image
+
+            thread.call(make_golden_image, *GOLDEN_IMAGE, GOLDEN_FILES, timeout=120)
+        yield cluster
+    finally:
+        stop()
+

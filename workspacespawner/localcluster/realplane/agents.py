@@ -1,0 +1,310 @@
+"""Our controllers as ordinary API clients of the real control plane.
+
+:class:`PlaneAgents` runs, against a :class:`~.plane.RealControlPlane`, the
+parts a real cluster gets from elsewhere (see :data:`AGENTS`): the node
+agent (every node's kubelet and virt-handler: it registers the Nodes with
+cpu, memory and ``nvidia.com/gpu`` capacity, renews their Leases, runs Pods
+as local processes and reports through ``pods/status``), the ceph-csi
+provisioner (``storage``), the snapshot controller, CDI, virt-controller,
+the VMI half of our scheduler (a VMI stands for its virt-launcher Pod
+here, and kube-scheduler does not know VMIs), and virt-api's VM
+subresources behind the aggregator (:mod:`.virtapi`), and kube-proxy's part
+(``serviceproxy``: every selector Service's ClusterIP, inside loopback,
+forwarded to a ready endpoint). kube-scheduler places Pods;
+kube-controller-manager binds PersistentVolumes and collects garbage, so
+our binder, protection and Pod scheduling stay off (``real_control_plane``
+tells each controller).
+
+Each agent has credentials of its own: a ServiceAccount in ``kube-system``
+named ``localcluster-<agent>``, bound to a ClusterRole of the same name
+holding only what it reads and writes (:data:`RULES`), and a token
+kubeconfig from the TokenRequest API. Every client dials 127.0.0.1 only (the
+kubeconfigs name the API server's loopback address, never the
+``kubernetes`` Service).
+
+:func:`install` prepares the plane (the KubeVirt and CDI CRDs, the agents'
+ServiceAccounts, roles and kubeconfigs), synchronously, once per start;
+then ``await PlaneAgents(plane).start()`` on an event loop (or
+``ClusterThread(cluster=PlaneAgents(plane))``).
+
+Test infrastructure: not imported by the product.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import yaml
+
+from ..attacher import Attacher
+from ..client import ApiServerClient
+from ..store import utcnow
+from . import CRDS_DIR
+
+log = logging.getLogger(__name__)
+
+#: The agents run on the real control plane, in start order (names of :data:`~..controllers.CONTROLLERS`).
+AGENTS = ("storage", "snapshots", "cdi", "scheduler", "virt", "nodeagent", "serviceproxy", "virtapi")
+
+_READ = ["get", "list", "watch"]
+_EVENTS = {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "update", "patch"]}
+
+#: Each agent's ClusterRole rules: what its controller reads (cached by list+watch) and writes.
+RULES: dict[str, list[dict]] = {
+    "storage": [
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": [*_READ, "update", "patch"]},
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims/status"], "verbs": ["update", "patch"]},
+        {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": [*_READ, "create", "update", "patch", "delete"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": _READ},
+        {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": [*_READ, "create"]},
+        {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachineinstances"], "verbs": _READ},
+        {"apiGroups": ["snapshot.storage.k8s.io"], "resources": ["volumesnapshots"], "verbs": _READ},
+        _EVENTS,
+    ],
+    "snapshots": [
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": _READ},
+        {"apiGroups": ["snapshot.storage.k8s.io"], "resources": ["volumesnapshots"], "verbs": _READ},
+        {"apiGroups": ["snapshot.storage.k8s.io"], "resources": ["volumesnapshots/status"], "verbs": ["update"]},
+        _EVENTS,
+    ],
+    "cdi": [
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": [*_READ, "create", "update", "patch"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": _READ},
+        {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": _READ},
+        {"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes", "datasources"], "verbs": [*_READ, "update"]},
+        {"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes/status", "datasources/status"], "verbs": ["update"]},
+        {"apiGroups": ["snapshot.storage.k8s.io"], "resources": ["volumesnapshots"], "verbs": _READ},
+        _EVENTS,
+    ],
+    "scheduler": [
+        {"apiGroups": [""], "resources": ["pods", "nodes", "persistentvolumeclaims"], "verbs": _READ},
+        {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": _READ},
+        {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachineinstances"], "verbs": [*_READ, "update"]},
+        _EVENTS,
+    ],
+    "virt": [
+        {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": _READ},
+        {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachines"], "verbs": [*_READ, "update"]},
+        {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachines/status"], "verbs": ["update"]},
+        {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachineinstances"], "verbs": [*_READ, "create", "update", "delete"]},
+        {"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes"], "verbs": _READ},
+        _EVENTS,
+    ],
+    "serviceproxy": [
+        {"apiGroups": [""], "resources": ["services", "pods"], "verbs": _READ},
+        {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachineinstances"], "verbs": _READ},
+    ],
+    "virtapi": [
+        {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachines", "virtualmachineinstances"], "verbs": [*_READ, "update"]},
+        {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachines/status"], "verbs": ["update"]},
+    ],
+    "nodeagent": [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": [*_READ, "create", "update"]},
+        {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["update"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": [*_READ, "create", "update"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": [*_READ, "delete"]},
+        {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["update"]},
+        {"apiGroups": [""], "resources": ["secrets", "configmaps", "persistentvolumeclaims"], "verbs": _READ},
+        {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachineinstances"], "verbs": [*_READ, "update"]},
+        _EVENTS,
+    ],
+}
+
+NAMESPACE = "kube-system"
+
+
+def _ok(status: int, body, what: str, accept=(200, 201)) -> None:
+    if status not in accept:
+        raise RuntimeError(f"{what}: HTTP {status}: {body}")
+
+
+def _create_or_replace(plane, collection: str, obj: dict) -> None:
+    status, body = plane.request("POST", collection, obj)
+    if status == 409:
+        current_status, current = plane.request("GET", f"{collection}/{obj['metadata']['name']}")
+        _ok(current_status, current, f"reading {obj['metadata']['name']}")
+        obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}}
+        status, body = plane.request("PUT", f"{collection}/{obj['metadata']['name']}", obj)
+    _ok(status, body, f"writing {obj['kind']} {obj['metadata']['name']}")
+
+
+def wait_condition(plane, path: str, condition: str, deadline: float) -> None:
+    """Poll ``path`` (admin GET) until its ``status.conditions`` has ``condition`` True; RuntimeError after ``deadline`` (monotonic)."""
+    while True:
+        status, obj = plane.request("GET", path)
+        conditions = (obj.get("status") or {}).get("conditions") or [] if status == 200 else []
+        if any(c["type"] == condition and c["status"] == "True" for c in conditions):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{path}: not {condition} in time: {conditions}")
+        time.sleep(0.2)
+
+
+def install_crds(plane, timeout: float = 60.0) -> None:
+    """Create (or update) the KubeVirt and CDI CRDs of :data:`~.CRDS_DIR` and wait until each is Established."""
+    names = []
+    for path in sorted(Path(CRDS_DIR).glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        _create_or_replace(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        names.append(crd["metadata"]["name"])
+    deadline = time.monotonic() + timeout
+    for name in names:
+        wait_condition(plane, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", "Established", deadline)
+
+def install_agent(plane, agent: str) -> Path:
+    """The ServiceAccount, ClusterRole and binding of ``agent``; returns its token kubeconfig."""
+    name = f"localcluster-{agent}"
+    _create_or_replace(
+        plane,
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name}, "rules": RULES[agent]},
+    )
+    _create_or_replace(
+        plane,
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}],
+        },
+    )
+    return plane.serviceaccount_kubeconfig(
+        NAMESPACE, name, plane.state_dir / "agents" / f"{agent}.kubeconfig", expiration_seconds=86400
+    )
+
+
+def install(plane, agents=AGENTS) -> dict[str, Path]:
+    """Prepare ``plane`` for the agents: CRDs, then each agent's credentials. Returns {agent: kubeconfig}."""
+    install_crds(plane)
+    return {agent: install_agent(plane, agent) for agent in agents}
+
+
+class PlaneAgents:
+    """The agents of :data:`AGENTS` against a started :class:`~.plane.RealControlPlane` (see the module docstring).
+
+    Shaped like :class:`~..cluster.LocalCluster` for the controllers:
+    ``state_dir`` (volume directories, pod and guest files, under
+    ``<plane state>/agents``), ``nodes`` (node specs, None for the default
+    two), ``volume_binding_mode`` of ``ceph-rbd``, ``attacher``,
+    ``controllers`` by name, ``client_for(name)``, and
+    ``real_control_plane = True``. ``kubeconfigs`` ({agent: path}) come
+    from :func:`install` (run here when not given).
+    """
+
+    real_control_plane = True
+
+    def __init__(self, plane, *, agents=AGENTS, nodes=None, volume_binding_mode: str = "Immediate", kubeconfigs=None):
+        self.plane = plane
+        self.agents = tuple(agents)
+        self.state_dir = Path(plane.state_dir) / "agents"
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.nodes = nodes
+        self.volume_binding_mode = volume_binding_mode
+        self.attacher = Attacher(utcnow)
+        self.kubeconfigs = kubeconfigs
+        self.controllers: dict = {}
+        self.clients: dict[str, ApiServerClient] = {}
+        self.kubeconfig = plane.kubeconfig
+        self.url = plane.url
+
+    def client_for(self, name: str) -> ApiServerClient:
+        """The client of agent ``name`` (its own ServiceAccount's credentials)."""
+        return self.clients[name]
+
+    @property
+    def client(self) -> ApiServerClient:
+        """A client with the plane's admin credentials, for setup (golden images, :mod:`..volumes` lookups by tests)."""
+        return self.clients["admin"]
+
+    async def start(self) -> PlaneAgents:
+        """Connect each agent with its credentials and start its controller. Returns self."""
+        import asyncio
+
+        from kubernetes_asyncio import config
+
+        from ..controllers import CONTROLLERS
+        from .virtapi import VirtApi
+
+        factories = {**CONTROLLERS, VirtApi.name: VirtApi}
+
+        if self.kubeconfigs is None:
+            self.kubeconfigs = await asyncio.to_thread(install, self.plane, self.agents)
+        for agent, kubeconfig in {**self.kubeconfigs, "admin": self.plane.kubeconfig}.items():
+            api = await config.new_client_from_config(config_file=str(kubeconfig))
+            self.clients[agent] = ApiServerClient(api)
+        for agent in self.agents:
+            self.controllers[agent] = factories[agent](self)
+        for controller in self.controllers.values():
+            await controller.start()
+        log.info("agents %s running against %s", ", ".join(self.agents), self.plane.url)
+        return self
+
+    async def stop(self) -> None:
+        """Stop the controllers (the node agent ends its processes), then close the clients."""
+        for controller in reversed(list(self.controllers.values())):
+            await controller.stop()
+        for client in self.clients.values():
+            await client.close()
+            await client.api.close()
+        self.clients.clear()
+
+
+
+class RealCluster:
+    """A :class:`~.plane.RealControlPlane` with its :class:`PlaneAgents` on a thread of their own.
+
+    ``start()`` starts the plane, installs the agents' CRDs and credentials
+    and starts the agents (``thread.call(fn)`` reaches them on their loop, as
+    with :class:`~..cluster.ClusterThread`); ``stop()`` stops the agents, then
+    the plane. ``kubeconfig`` is the plane's admin kubeconfig;
+    ``service_cidr`` the plane's ClusterIP range. Other keyword
+    arguments go to :class:`PlaneAgents` (``nodes``, ``volume_binding_mode``,
+    ``agents``).
+    """
+
+    def __init__(self, state_dir, bin_dir=None, *, service_cidr=None, **agent_kwargs):
+        from .plane import DEFAULT_SERVICE_CIDR, RealControlPlane
+
+        self.plane = RealControlPlane(state_dir, bin_dir, service_cidr=service_cidr or DEFAULT_SERVICE_CIDR)
+        self.agent_kwargs = agent_kwargs
+        self.thread = None
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.plane.kubeconfig
+
+    @property
+    def agents(self) -> PlaneAgents:
+        return self.thread.cluster
+
+    def start(self) -> RealCluster:
+        from ..cluster import ClusterThread
+
+        self.plane.start()
+        try:
+            agents = self.agent_kwargs.get("agents", AGENTS)
+            kubeconfigs = install(self.plane, agents)
+            self.thread = ClusterThread(cluster=PlaneAgents(self.plane, kubeconfigs=kubeconfigs, **self.agent_kwargs))
+            self.thread.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        try:
+            if self.thread is not None:
+                self.thread.stop()
+                self.thread = None
+        finally:
+            self.plane.stop()
+
+    def __enter__(self) -> RealCluster:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
