@@ -11,9 +11,11 @@ What a start does, in order (the one place each step is called from):
    the home PersistentVolumeClaim (:mod:`.storage.home`), the storage tiers
    (:mod:`.storage.prepare`), then the backend's compute
    (:mod:`.backends.container`, :mod:`.backends.vm`); the reservation
-   becomes a metered run, or is released on failure.
+   becomes a metered run right before compute is created (released if the
+   start fails before that).
 
-``stop`` stops compute only; disks are never deleted here. Deletion of a
+``stop`` stops compute only; disks are never deleted here. A run is
+closed only once its compute is observed gone in the shared watch caches. Deletion of a
 user or server moves its disks to ``Retained``.
 """
 
@@ -134,14 +136,23 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         return await self.backend.poll()
 
     async def stop(self, now=False):
-        """Stop compute only: the Pod, or the VM (its VMI). Disks, the VM object and its Service stay."""
+        """Stop compute only: the Pod, or the VM (its VMI). Disks, the VM object and its Service stay.
+
+        Inside a start (kubespawner stops a Pod of the same name when its
+        create answers 409 AlreadyExists, then creates it again) only the
+        old compute goes: the run and the phase stay the start's. The run
+        closes once the compute is observed gone (see :meth:`_close_run_if_gone`).
+        """
+        if self.lifecycle.starting:
+            await self.backend.stop(now)
+            return
         await self.lifecycle.stopping(self._ref())
         await self.backend.stop(now)
-        await self.services.quota.stopped(self.user.name, self.name)
+        await self._close_run_if_gone()
 
     async def run_post_stop_hook(self):
         """Close the metered run and record the phase also when JupyterHub found the server gone (it then skips stop())."""
-        await self.services.quota.stopped(self.user.name, self.name, gone=True)
+        await self._close_run_if_gone(gone=True)
         await self.lifecycle.stopped(self._ref())
         return await useroptions.maybe_await(super().run_post_stop_hook())
 
@@ -151,6 +162,18 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             self._use_backend("vm")  # an earlier VM start left a root disk: retain it too
         shared = home.home_is_shared(self.home_pvc_name_template, self.name or "")
         await self.lifecycle.delete_forever(self.backend.ref(home_pvc=None if shared else self.home_pvc_name))
+
+    async def _close_run_if_gone(self, *, gone: bool = False) -> None:
+        """Close the server's run (now, or at its last sighting if ``gone``) unless the watch caches still hold its compute.
+
+        Compute that is still there (a stop whose DELETE kept failing) stays
+        metered: the enforcer's reconciliation closes the run once it is gone.
+        """
+        alive = _alive_workspaces()
+        if alive is not None and (self.user.name, self.name or "") in alive:
+            self.log.warning("The compute of %s is still there: its run stays open until it is gone", self._log_name)
+            return
+        await self.services.quota.stopped(self.user.name, self.name, gone=gone)
 
     def options_from_form(self, formdata):
         """Turn the spawn form into user_options, refusing a tampered form with 400/403 before anything starts."""
@@ -213,7 +236,8 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             if isinstance(e, WorkspaceError):
                 raise as_spawn_failure(e, self) from e
             raise
-        await self.services.quota.running(self.reservation)
+        finally:
+            self.services.quota.start_done(self.user.name, self.name or "")
         await self.lifecycle.running(self._ref())
         return url
 
@@ -229,6 +253,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         limit = disks.disk_limit(self.services.quota.settings, self.user.name, groups, self.disk_limit)
         await self.lifecycle.disks_ready(ref, pvc, home_size=self.home_size, limit=limit, server=self.name or "", say=self.steps.say)
         await self.lifecycle.claim_disks(ref)
+        await self.services.quota.running(self.reservation)  # before any compute can exist
         self._tiers = await prepare_tiers(self.api, namespace=self.namespace, settings=self.storage_settings(),
                                           groups=groups, say=self.steps.say)
         ctx = StartContext(

@@ -100,7 +100,8 @@ class Enforcer:
     to stop a server (None: warn only). ``alive``: ``() -> set of (user,
     server) | None`` (may be async), the workspaces the cluster holds now,
     None while that is not known (watch caches not loaded): no
-    reconciliation then. ``alive_kinds``: the workspace kinds that view
+    reconciliation then. Starts under way in this hub (the service's
+    ``starting``) count as alive: their compute may not be cached yet. ``alive_kinds``: the workspace kinds that view
     covers (``("container",)`` if it reads Pods only; None: all kinds).
     """
 
@@ -126,7 +127,7 @@ class Enforcer:
         seen = self.alive()
         if asyncio.iscoroutine(seen):
             seen = await seen
-        return None if seen is None else set(seen)
+        return None if seen is None else set(seen) | self.service.starting
 
     async def reconcile(self, now) -> list:
         """Step 1: close what the cluster no longer holds; returns the runs closed."""
