@@ -21,6 +21,8 @@ user or server moves its disks to ``Retained``.
 
 from __future__ import annotations
 
+import asyncio
+
 from kubespawner import KubeSpawner
 from kubespawner.clients import shared_client
 from traitlets import default
@@ -88,6 +90,16 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         self.lifecycle = WorkspaceLifecycle(
             kube=self.services.kube, audit=self.services.audit, kind=self.backend, settings=settings, label=self._log_name
         )
+        self.services.register(self.user.name, self.name or "", lambda: self.active)
+        self._start_reconciler()
+
+    def _start_reconciler(self) -> None:
+        """Start the hub's compute reconciler on the running loop (JupyterHub builds spawners on it; else at a start)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self.services.start_reconciler(_compute_objects, interval=self.reconcile_interval)
 
     def _vm_backend(self) -> VMBackend:
         naming = VMNaming(
@@ -225,6 +237,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
 
     async def _start(self):
         self.steps.reset()
+        self._start_reconciler()
         try:
             if not self._prepared:  # started without JupyterHub's spawn (no pre-spawn hook): do its part here
                 await self.run_pre_spawn_hook()
@@ -303,10 +316,16 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             yield item
 
 
+def _compute_objects() -> list[dict] | None:
+    """Every Pod and VMI the shared watch caches hold (the API's JSON); None until they have loaded."""
+    caches = watches.compute_caches()
+    return None if caches is None else [obj for cache in caches for obj in list(cache.resources.values())]
+
+
 def _alive_workspaces() -> set[tuple[str, str]] | None:
     """(user, server) of every Pod and VMI the shared watch caches hold; None until they have loaded."""
-    caches = watches.compute_caches()
-    return None if caches is None else alive_from_objects(obj for cache in caches for obj in list(cache.resources.values()))
+    objects = _compute_objects()
+    return None if objects is None else alive_from_objects(objects)
 
 
 def check_hub_config(config) -> None:

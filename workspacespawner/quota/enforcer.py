@@ -25,6 +25,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
+from workspacespawner.core import names
+from workspacespawner.core.tasks import PeriodicPass
 from workspacespawner.quota import metrics, policy
 from workspacespawner.quota.announce import ANNOUNCEMENTS
 from workspacespawner.quota.hubapi import SpawnPending
@@ -38,26 +40,12 @@ RESTOP_AFTER = timedelta(minutes=5)
 
 EVENT_REASONS = {"warn": "QuotaLow", "grace": "QuotaExhausted", "stop": "QuotaStop"}
 
-#: kubespawner's annotations on a server's Pod: the exact user and server names.
-USER_ANNOTATIONS = ("hub.jupyter.org/username", "workspacespawner.io/owner-name")
-SERVER_ANNOTATION = "hub.jupyter.org/servername"
-
-
 def alive_from_objects(objects) -> set[tuple[str, str]]:
-    """``(user, server)`` of every object (raw JSON dict) in ``objects`` that names its owner.
+    """``(user, server)`` of every object (raw JSON dict) in ``objects`` that names its owner (:func:`names.server_of`).
 
-    Reads kubespawner's ``hub.jupyter.org/username`` and
-    ``hub.jupyter.org/servername`` annotations (our owner-name annotation
-    stands in for the first). Objects being deleted still count: their
-    compute is still held.
+    Objects being deleted still count: their compute is still held.
     """
-    alive = set()
-    for obj in objects:
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        user = next((annotations[key] for key in USER_ANNOTATIONS if annotations.get(key)), None)
-        if user:
-            alive.add((user, annotations.get(SERVER_ANNOTATION, "")))
-    return alive
+    return {owner for obj in objects if (owner := names.server_of(obj.get("metadata") or {})) is not None}
 
 
 def verdict_message(verdict: Verdict, reset, stop_tz) -> str:
@@ -91,8 +79,8 @@ def exhausted_message(limit: float, reset) -> str:
     return f"You have used all {number(limit)} card-hours of this month. CPU profiles remain available; GPU profiles again from {when(reset)}."
 
 
-class Enforcer:
-    """The periodic pass for one hub process (see the module docstring).
+class Enforcer(PeriodicPass):
+    """The periodic pass for one hub process (see the module docstring), every ``enforce_interval`` seconds.
 
     ``service``: the :class:`~workspacespawner.quota.service.QuotaService`
     (settings, ledger calls in its worker thread, groups and events of the
@@ -104,6 +92,8 @@ class Enforcer:
     ``starting``) count as alive: their compute may not be cached yet. ``alive_kinds``: the workspace kinds that view
     covers (``("container",)`` if it reads Pods only; None: all kinds).
     """
+
+    name = "workspacespawner-quota"
 
     def __init__(
         self,
@@ -117,7 +107,6 @@ class Enforcer:
         self.stop = stop
         self.alive = alive
         self.alive_kinds = alive_kinds
-        self.task: asyncio.Task | None = None
         self._told: dict[str, str] = {}
         self._asked_stop: dict[tuple[str, str], object] = {}
 
@@ -233,29 +222,11 @@ class Enforcer:
         log.warning("Stopped %s's GPU server %r: %s", run.user, run.server_name, reason)
         return True
 
-    async def run_forever(self) -> None:
-        """Pass after pass, ``enforce_interval`` apart; an error is logged and the next pass runs anyway."""
-        while True:
-            try:
-                await self.tick()
-            except LedgerUnavailable as e:
-                log.warning("Quota pass skipped: %s", e)
-            except Exception:
-                log.exception("Quota pass failed")
-            await asyncio.sleep(self.service.settings.enforce_interval)
+    def interval(self) -> float:
+        return self.service.settings.enforce_interval
 
-    def start(self) -> asyncio.Task:
-        """Run :meth:`run_forever` as a task of the running event loop (once)."""
-        if self.task is None or self.task.done():
-            self.task = asyncio.get_running_loop().create_task(self.run_forever(), name="workspacespawner-quota")
-        return self.task
-
-    async def close(self) -> None:
-        """Cancel the task and wait for it."""
-        if self.task is not None:
-            self.task.cancel()
-            try:
-                await self.task
-            except asyncio.CancelledError:
-                pass
-            self.task = None
+    def failed(self, error: Exception) -> None:
+        if isinstance(error, LedgerUnavailable):
+            log.warning("Quota pass skipped: %s", error)
+        else:
+            log.error("Quota pass failed: %s", error, exc_info=error)

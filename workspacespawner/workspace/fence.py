@@ -14,7 +14,9 @@ a VM's own VMI:
   ``still-stopping``, 409);
 * this workspace's own Pod, still there (leaked by a stop that failed, or
   never placed): deleted gracefully and waited for, so that kubespawner
-  never force-deletes a Pod that may still hold the disk;
+  never force-deletes a Pod that may still hold the disk; while the API
+  refuses the DELETE (5xx, 429) it is tried again for up to ``wait``
+  seconds, the user reading that it is still being removed;
 * any other (another server of the user using the same home): refused,
   ``disk-in-use`` (409).
 
@@ -38,12 +40,15 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
+from kubernetes_asyncio.client.rest import ApiException
+
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE, VMI
 from workspacespawner.k8s.kubevirt import stop_vm
 from workspacespawner.k8s.objects import holders, node_of, pointer, terminating
+from workspacespawner.k8s.owned import TRANSIENT_STATUSES
 from workspacespawner.workspace import lifecycle
 from workspacespawner.workspace.lifecycle import SYSTEM, Phase, Status, WorkspaceRef
 
@@ -99,6 +104,27 @@ async def _wait_gone(kube, obj: dict, wait: float, interval: float, progress: Pr
         await asyncio.sleep(interval)
 
 
+async def _delete_leftover(kube, obj: dict, wait: float, interval: float, progress: Progress) -> bool:
+    """Delete the workspace's own leftover Pod (by uid), trying again for ``wait`` seconds while the API refuses; True once asked."""
+    meta = obj["metadata"]
+    loop = asyncio.get_running_loop()
+    deadline, said = loop.time() + wait, False
+    while True:
+        try:
+            await kube.delete(POD, meta["namespace"], meta["name"], uid=meta["uid"])
+            return True
+        except ApiException as e:
+            if e.status not in TRANSIENT_STATUSES or loop.time() >= deadline:
+                if e.status in TRANSIENT_STATUSES:
+                    return False
+                raise
+            log.warning("Deleting leftover Pod %s/%s: the API answered %s; trying again", meta["namespace"], meta["name"], e.status)
+        if not said:
+            progress(f"Your previous {_what(obj)} is still being removed; waiting for it before starting")
+            said = True
+        await asyncio.sleep(interval)
+
+
 async def check_before_start(
     kube,
     *,
@@ -139,7 +165,11 @@ async def check_before_start(
             )
         if own and not terminating(obj):
             log.warning("Deleting leftover Pod %s/%s of %s before its workspace starts again", namespace, name, user_name)
-            await kube.delete(POD, namespace, name, uid=obj["metadata"]["uid"])
+            if not await _delete_leftover(kube, obj, wait, interval, say):
+                raise refusal(
+                    "still-stopping",
+                    f"Your previous {_what(obj)} is still being removed; nothing was started. Please try again in a minute.",
+                )
         if not await _wait_gone(kube, obj, wait, interval, say):
             raise refusal(
                 "still-stopping",
