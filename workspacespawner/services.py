@@ -17,7 +17,9 @@ JupyterHub.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+
+from prometheus_client import Gauge
 
 from workspacespawner.core.tasks import BackgroundTasks
 from workspacespawner.db.engine import DatabaseUnavailable
@@ -29,6 +31,8 @@ from workspacespawner.workspace.audit import AuditLog
 from workspacespawner.workspace.reconciler import ComputeReconciler
 
 log = logging.getLogger("workspacespawner")
+
+PENDING = Gauge("workspacespawner_pending_writes", "Writes the hub tries again at each reconciler pass (a deleted user's retention)")
 
 
 class HubServices:
@@ -45,7 +49,23 @@ class HubServices:
         self.kube = Kube(core_api, custom_api) if core_api is not None else None
         self.tasks = BackgroundTasks()
         self._active: dict[tuple[str, str], Callable[[], bool]] = {}
+        self._retries: dict[object, Callable[[], Awaitable[bool]]] = {}
         self.reconciler: ComputeReconciler | None = None
+
+    def retry_later(self, key, attempt: Callable[[], Awaitable[bool]]) -> None:
+        """Try ``attempt()`` again at each reconciler pass until it returns True (a deleted user's retention write).
+
+        ``key`` names what it writes: a later call with the same key replaces the earlier one.
+        """
+        self._retries[key] = attempt
+        PENDING.set(len(self._retries))
+
+    async def retry_pending(self) -> None:
+        """One try of every :meth:`retry_later` attempt; those that succeed are forgotten."""
+        for key, attempt in list(self._retries.items()):
+            if await attempt():
+                self._retries.pop(key, None)
+        PENDING.set(len(self._retries))
 
     def register(self, user: str, server: str, active: Callable[[], bool]) -> None:
         """A server of this hub: ``active()`` says whether the hub has it running, starting or stopping (the latest call wins)."""
@@ -62,7 +82,7 @@ class HubServices:
             return None
         if self.reconciler is None:
             self.reconciler = ComputeReconciler(self.kube, objects=objects, believed_running=self.believed_running,
-                                                interval=interval)
+                                                interval=interval, retry=self.retry_pending)
         self.reconciler.start()
         return self.reconciler
 

@@ -19,6 +19,10 @@ what the hub believes of its ``(user, server)``
   ``workspacespawner orphans`` (:mod:`workspacespawner.admin.orphans`);
   ``workspacespawner orphans --remove`` removes them. Never removed here: the hub cannot tell whose it is.
 
+Each pass first tries again the writes the hub could not make (a deleted
+user's disks marked ``Retained``, see
+:meth:`~workspacespawner.workspace.tracker.WorkspaceLifecycle.delete_forever`).
+
 Shapes: objects are the API's JSON dicts (``kind`` ``Pod`` or
 ``VirtualMachineInstance``); ``interval`` is seconds. API followed: core/v1
 Pod DELETE with ``DeleteOptions.preconditions.uid``; the ``stop``
@@ -99,13 +103,16 @@ class ComputeReconciler(PeriodicPass):
     ``kube``: a :class:`~workspacespawner.k8s.api.Kube`; ``objects``:
     ``() -> list of dict | None``, every Pod and VMI the shared watch caches
     hold (None until they have loaded: no pass then); ``believed_running``:
-    ``(user, server) -> bool | None``; ``interval``: seconds between passes.
+    ``(user, server) -> bool | None``; ``interval``: seconds between passes;
+    ``retry``: an ``async ()`` run first at each pass (the hub's writes to
+    try again, :meth:`~workspacespawner.services.HubServices.retry_pending`).
     """
 
     name = "workspacespawner-reconciler"
 
-    def __init__(self, kube, *, objects, believed_running, interval: float = 30.0):
+    def __init__(self, kube, *, objects, believed_running, interval: float = 30.0, retry=None):
         self.kube = kube
+        self.retry = retry
         self.objects = objects
         self.believed_running = believed_running
         self.every = interval
@@ -114,6 +121,8 @@ class ComputeReconciler(PeriodicPass):
 
     async def tick(self) -> list[Found]:
         """One pass: remove ghosts, report orphans; returns what it found (empty while the caches are not loaded)."""
+        if self.retry is not None:
+            await self.retry()
         objects = self.objects()
         if objects is None:
             return []
