@@ -199,6 +199,15 @@ def test_crash_recovery_closes_runs_the_cluster_no_longer_holds(ledger):
     assert ledger.usage("ann", JUNE, back).card_hours == pytest.approx(3 + 1 + 0 + 3 + 30 / 3600)
 
 
+def test_a_run_watched_until_it_went_is_closed_when_seen_gone(ledger):
+    """Issue #13: a ghost removed while the hub watched is charged to the pass that saw it gone, not the one before."""
+    reservation = ledger.check_and_reserve("ann", Request(gpus=1), Limits(max_concurrent=1), NOW).reservation
+    ledger.open_run(reservation, NOW)
+    ledger.close_orphans({("ann", "")}, NOW + timedelta(minutes=10), watched=timedelta(minutes=2))
+    [run] = ledger.close_orphans(set(), NOW + timedelta(minutes=11), watched=timedelta(minutes=2), min_age=timedelta(0))
+    assert run.stopped == NOW + timedelta(minutes=11)
+
+
 def test_a_view_of_pods_only_leaves_vm_runs_alone(ledger):
     limits = Limits(max_concurrent=5)
     for server, kind in (("box", "vm"), ("lab", "container")):

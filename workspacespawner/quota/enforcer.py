@@ -6,7 +6,8 @@ Each pass (every ``WorkspaceQuota.enforce_interval`` seconds):
    source (the shared watch caches: every ``(user, server)`` whose Pod or
    VMI exists): open runs seen alive get their ``last_seen``, runs whose
    workspace vanished (a crash, a stop missed while the hub was down) are
-   closed at their last sighting, stale reservations are cleaned up.
+   closed at their last sighting, or, if seen at the pass before, when
+   seen gone; stale reservations are cleaned up.
 2. Reads this month's usage of every user with card-hours or an active
    workspace (one query), refreshes the Prometheus gauges.
 3. For each user with open GPU runs whose groups are known (a spawner of
@@ -129,6 +130,7 @@ class Enforcer(PeriodicPass):
             seen,
             now,
             min_age=timedelta(seconds=2 * settings.enforce_interval),
+            watched=timedelta(seconds=2 * settings.enforce_interval),
             reservation_timeout=timedelta(seconds=settings.reservation_timeout),
             kinds=self.alive_kinds,
         )

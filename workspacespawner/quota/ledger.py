@@ -380,6 +380,7 @@ class Ledger:
         min_age: timedelta = timedelta(minutes=2),
         reservation_timeout: timedelta = timedelta(minutes=30),
         kinds: Iterable[str] | None = None,
+        watched: timedelta | None = None,
     ) -> list[Run]:
         """Reconcile with the cluster: ``alive`` is every ``(user, server_name)`` running at ``seen_at``.
 
@@ -388,6 +389,10 @@ class Ledger:
           run opened after the cluster was looked at is spared), is closed
           at its last sighting: never left open forever, never counted
           twice, and never charged for the time the hub could not see it.
+          With ``watched``: one last seen within ``watched`` of ``seen_at``
+          was watched without a gap and is closed at ``seen_at``, when it
+          was seen gone (its GPU was held until the previous pass and maybe
+          up to this one: every held second is charged).
         - A reservation older than ``reservation_timeout`` (its start
           never finished, e.g. the hub died mid-start) is opened from when it
           was made if the workspace is alive, dropped otherwise.
@@ -411,7 +416,9 @@ class Ledger:
             for run in active:
                 is_alive = (run.user, run.server_name) in alive
                 if run.state == OPEN and not is_alive and run.started <= seen_at - min_age:
-                    done = self._end(conn, run, None, "gone")
+                    last = run.last_seen and policy.aware(run.last_seen)
+                    watched_until_now = watched is not None and last is not None and seen_at - last <= watched
+                    done = self._end(conn, run, seen_at if watched_until_now else None, "gone")
                     if done is not None:
                         closed.append(done)
                 elif run.state == RESERVED and run.started <= seen_at - reservation_timeout:
