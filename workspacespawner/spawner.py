@@ -22,6 +22,7 @@ user or server moves its disks to ``Retained``.
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 
 from kubespawner import KubeSpawner
 from kubespawner.clients import shared_client
@@ -91,15 +92,22 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             kube=self.services.kube, audit=self.services.audit, kind=self.backend, settings=settings, label=self._log_name
         )
         self.services.register(self.user.name, self.name or "", lambda: self.active)
-        self._start_reconciler()
+        self._start_hub_tasks()
 
-    def _start_reconciler(self) -> None:
-        """Start the hub's compute reconciler on the running loop (JupyterHub builds spawners on it; else at a start)."""
+    def _start_hub_tasks(self) -> None:
+        """Start the hub's compute reconciler and quota enforcer on the running loop (once per hub process).
+
+        JupyterHub builds spawners on its loop, so they start with the first
+        spawner (at hub start-up, with its running servers'), not only at
+        the first start.
+        """
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             return
         self.services.start_reconciler(_compute_objects, interval=self.reconcile_interval)
+        if self.hub is not None:
+            self.services.quota.start_enforcer(hub_api_url=self.hub.api_url, alive=_alive_workspaces)
 
     def _vm_backend(self) -> VMBackend:
         naming = VMNaming(
@@ -173,7 +181,9 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         if self.backend is not self._vm and self._vm.ident is not None:
             self._use_backend("vm")  # an earlier VM start left a root disk: retain it too
         shared = home.home_is_shared(self.home_pvc_name_template, self.name or "")
-        await self.lifecycle.delete_forever(self.backend.ref(home_pvc=None if shared else self.home_pvc_name))
+        ref = self.backend.ref(home_pvc=None if shared else self.home_pvc_name)
+        if not await self.lifecycle.delete_forever(ref):  # the API refused: the reconciler tries again at each pass
+            self.services.retry_later(("retain", ref), partial(self.lifecycle.delete_forever, ref))
 
     async def _close_run_if_gone(self, *, gone: bool = False) -> None:
         """Close the server's run (now, or at its last sighting if ``gone``) unless the watch caches still hold its compute.
@@ -227,8 +237,6 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         groups = useroptions.group_names(self)
         quota.track(TrackedWorkspace(self.user.name, self.name or "", self.namespace, self.backend.event_object(),
                                      frozenset(groups), self.api))
-        if self.hub is not None:
-            quota.start_enforcer(hub_api_url=self.hub.api_url, alive=_alive_workspaces)
         if quota.enabled:
             request = await quota_request(self.services.kube, namespace=self.namespace, user_name=self.user.name,
                                           profile=self.profile, server_name=self.name, home_pvc=self.home_pvc_name,
@@ -237,7 +245,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
 
     async def _start(self):
         self.steps.reset()
-        self._start_reconciler()
+        self._start_hub_tasks()
         try:
             if not self._prepared:  # started without JupyterHub's spawn (no pre-spawn hook): do its part here
                 await self.run_pre_spawn_hook()
