@@ -227,8 +227,22 @@ def test_a_restarted_server_closes_its_stale_run(ledger):
     ledger.close_orphans({("ann", "")}, NOW + timedelta(hours=2))
     # the hub lost track of it; JupyterHub starts the (stopped) server again
     again = ledger.check_and_reserve("ann", Request(gpus=1), limits, NOW + timedelta(hours=5))
-    assert again.allowed
-    assert ledger.get(first.id).stopped == NOW + timedelta(hours=2)
+    assert again.allowed  # decided as if the old run ended now (not a second concurrent server)
+    assert ledger.get(first.id).state == OPEN  # its compute may still be going until the start's fence saw it gone
+    ledger.open_run(again.reservation, NOW + timedelta(hours=5), watched=timedelta(minutes=2))
+    assert ledger.get(first.id).stopped == NOW + timedelta(hours=2)  # unseen for hours: closed at its last sighting
+
+
+def test_a_ghost_watched_until_the_next_start_is_charged_until_that_start(ledger):
+    """Issue #13: the next start closes the old run only when its compute is gone (the run opens), not at the reservation."""
+    limits = Limits(max_concurrent=1)
+    first = ledger.check_and_reserve("ann", Request(gpus=1), limits, NOW).reservation
+    ledger.open_run(first, NOW)
+    ledger.close_orphans({("ann", "")}, NOW + timedelta(minutes=10))  # its stop failed: still there, still seen
+    again = ledger.check_and_reserve("ann", Request(gpus=1), limits, NOW + timedelta(minutes=10, seconds=30)).reservation
+    ledger.open_run(again, NOW + timedelta(minutes=11), watched=timedelta(minutes=2))  # the fence saw the ghost go
+    assert ledger.get(first.id).stopped == NOW + timedelta(minutes=11)
+    assert ledger.get(again.id).state == OPEN
 
 
 def make_v1_schema(url: str, *, with_version_table: bool) -> None:

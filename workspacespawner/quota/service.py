@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from workspacespawner.db.executor import DatabaseExecutor
 from workspacespawner.quota import metrics, policy
@@ -135,7 +136,8 @@ class QuotaService:
             return None
         self._starting.add((reservation.user, reservation.server_name))
         try:
-            return await self.call(self.ledger.open_run, reservation, policy.utcnow())
+            watched = timedelta(seconds=2 * self.settings.enforce_interval)
+            return await self.call(self.ledger.open_run, reservation, policy.utcnow(), watched=watched)
         except LedgerUnavailable as e:
             # The reservation row stays; the enforcer opens it once the ledger is back (close_orphans).
             log.error("Could not open the run of %s's server %r: %s", reservation.user, reservation.server_name, e)
