@@ -133,6 +133,7 @@ class WorkspaceLifecycle:
                 claims=[name for _kind, name in ref.disks()],
                 own_pod=ref.pod,
                 own_vmi=ref.vm,
+                server=ref.server_name,
                 wait=self.settings.fence_wait_seconds,
                 progress=say,
             )
