@@ -83,6 +83,8 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         self.reservation = None
         self._configured: dict = {}
         self._options_loaded = self._prepared = False
+        #: This start asked for compute (its run opened); a failed one that did not leaves nothing for stop() to wait on.
+        self._compute_asked = self._refused_before_compute = False
         self._tiers: PreparedTiers | None = None
         self.steps = StartSteps()
         self._container, self._vm = ContainerBackend(self), self._vm_backend()
@@ -160,11 +162,18 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
 
         Inside a start (kubespawner stops a Pod of the same name when its
         create answers 409 AlreadyExists, then creates it again) only the
-        old compute goes: the run and the phase stay the start's. The run
-        closes once the compute is observed gone (see :meth:`_close_run_if_gone`).
+        old compute goes: the run and the phase stay the start's. After a
+        start that failed before asking for compute (a fence refusal: the old
+        Pod stuck on a lost node), JupyterHub's cleanup stops nothing, so the
+        refusal reaches the user at once. The run closes once the compute is
+        observed gone (see :meth:`_close_run_if_gone`).
         """
         if self.lifecycle.starting:
             await self.backend.stop(now)
+            return
+        if self._refused_before_compute:  # JupyterHub's cleanup of a start refused before it made anything
+            self._refused_before_compute = False
+            self.log.info("The start of %s made no compute; nothing to stop", self._log_name)
             return
         await self.lifecycle.stopping(self._ref())
         await self.backend.stop(now)
@@ -246,12 +255,14 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
     async def _start(self):
         self.steps.reset()
         self._start_hub_tasks()
+        self._compute_asked = self._refused_before_compute = False
         try:
             if not self._prepared:  # started without JupyterHub's spawn (no pre-spawn hook): do its part here
                 await self.run_pre_spawn_hook()
             self._prepared = False
             url = await self._start_workspace()
         except BaseException as e:
+            self._refused_before_compute = not self._compute_asked
             await self.services.quota.release(self.reservation)
             await self.lifecycle.start_failed(self._ref(), e)
             if isinstance(e, WorkspaceError):
@@ -274,6 +285,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         limit = disks.disk_limit(self.services.quota.settings, self.user.name, groups, self.disk_limit)
         await self.lifecycle.disks_ready(ref, pvc, home_size=self.home_size, limit=limit, server=self.name or "", say=self.steps.say)
         await self.lifecycle.claim_disks(ref)
+        self._compute_asked = True
         await self.services.quota.running(self.reservation)  # before any compute can exist
         self._tiers = await prepare_tiers(self.api, namespace=self.namespace, settings=self.storage_settings(),
                                           groups=groups, say=self.steps.say)
