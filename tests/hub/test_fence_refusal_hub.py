@@ -14,7 +14,7 @@ from __future__ import annotations
 import kubernetes
 import pytest
 
-from tests.support.faultcases import wait_until
+from tests.support.faultcases import matrix_case, wait_until
 from tests.support.hubharness import Hub, config_pieces
 from tests.support.invariants import assert_invariants
 from workspacespawner.core import names
@@ -38,6 +38,7 @@ def hub(cluster_thread, tmp_path_factory):
     hub.stop()
 
 
+@matrix_case("lost-node-refusal", "node loss", "node NotReady, the old Pod stuck Terminating: the refusal reaches the spawn page")
 def test_refusal_on_a_lost_node_reaches_the_spawn_page(hub, cluster_thread):
     cluster = cluster_thread.cluster
     client = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
