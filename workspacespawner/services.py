@@ -3,7 +3,9 @@
 :class:`HubServices` holds what a spawner must not own and must not build
 per user: the quota service (settings, ledger, enforcer), the audit log on
 the ledger's database, the Kubernetes facade over the hub's shared API
-clients, and the set that keeps background tasks alive. The spawner gets
+clients, the set that keeps background tasks alive, and the compute
+reconciler (:mod:`.workspace.reconciler`) with what it reads: whether each
+server of this hub is active. The spawner gets
 it with :func:`hub_services` on construction; services take explicit
 arguments (refs, statuses, frozen settings) and never read a spawner.
 
@@ -15,6 +17,9 @@ JupyterHub.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
+
+from prometheus_client import Gauge
 
 from workspacespawner.core.tasks import BackgroundTasks
 from workspacespawner.db.engine import DatabaseUnavailable
@@ -23,8 +28,11 @@ from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.quota.service import QuotaService
 from workspacespawner.workspace.audit import AuditLog
+from workspacespawner.workspace.reconciler import ComputeReconciler
 
 log = logging.getLogger("workspacespawner")
+
+PENDING = Gauge("workspacespawner_pending_writes", "Writes the hub tries again at each reconciler pass (a deleted user's retention)")
 
 
 class HubServices:
@@ -40,10 +48,49 @@ class HubServices:
         self.audit = AuditLog(self.quota.ledger)
         self.kube = Kube(core_api, custom_api) if core_api is not None else None
         self.tasks = BackgroundTasks()
+        self._active: dict[tuple[str, str], Callable[[], bool]] = {}
+        self._retries: dict[object, Callable[[], Awaitable[bool]]] = {}
+        self.reconciler: ComputeReconciler | None = None
+
+    def retry_later(self, key, attempt: Callable[[], Awaitable[bool]]) -> None:
+        """Try ``attempt()`` again at each reconciler pass until it returns True (a deleted user's retention write).
+
+        ``key`` names what it writes: a later call with the same key replaces the earlier one.
+        """
+        self._retries[key] = attempt
+        PENDING.set(len(self._retries))
+
+    async def retry_pending(self) -> None:
+        """One try of every :meth:`retry_later` attempt; those that succeed are forgotten."""
+        for key, attempt in list(self._retries.items()):
+            if await attempt():
+                self._retries.pop(key, None)
+        PENDING.set(len(self._retries))
+
+    def register(self, user: str, server: str, active: Callable[[], bool]) -> None:
+        """A server of this hub: ``active()`` says whether the hub has it running, starting or stopping (the latest call wins)."""
+        self._active[(user, server)] = active
+
+    def believed_running(self, user: str, server: str) -> bool | None:
+        """Whether the hub has ``(user, server)`` running, starting or stopping; None when it is no server of this hub."""
+        active = self._active.get((user, server))
+        return None if active is None else bool(active())
+
+    def start_reconciler(self, objects: Callable[[], list | None], *, interval: float) -> ComputeReconciler | None:
+        """Start the process's compute reconciler once (needs the Kube facade and a running loop); later calls return it."""
+        if self.kube is None:
+            return None
+        if self.reconciler is None:
+            self.reconciler = ComputeReconciler(self.kube, objects=objects, believed_running=self.believed_running,
+                                                interval=interval, retry=self.retry_pending)
+        self.reconciler.start()
+        return self.reconciler
 
     async def close(self) -> None:
-        """Stop the background tasks, the enforcer and the database connections."""
+        """Stop the background tasks, the reconciler, the enforcer and the database connections."""
         await self.tasks.close()
+        if self.reconciler is not None:
+            await self.reconciler.close()
         await self.quota.close()
 
 

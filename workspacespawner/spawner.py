@@ -11,13 +11,18 @@ What a start does, in order (the one place each step is called from):
    the home PersistentVolumeClaim (:mod:`.storage.home`), the storage tiers
    (:mod:`.storage.prepare`), then the backend's compute
    (:mod:`.backends.container`, :mod:`.backends.vm`); the reservation
-   becomes a metered run, or is released on failure.
+   becomes a metered run right before compute is created (released if the
+   start fails before that).
 
-``stop`` stops compute only; disks are never deleted here. Deletion of a
+``stop`` stops compute only; disks are never deleted here. A run is
+closed only once its compute is observed gone in the shared watch caches. Deletion of a
 user or server moves its disks to ``Retained``.
 """
 
 from __future__ import annotations
+
+import asyncio
+from functools import partial
 
 from kubespawner import KubeSpawner
 from kubespawner.clients import shared_client
@@ -80,6 +85,8 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         self.reservation = None
         self._configured: dict = {}
         self._options_loaded = self._prepared = False
+        #: This start asked for compute (its run opened); a failed one that did not leaves nothing for stop() to wait on.
+        self._compute_asked = self._refused_before_compute = False
         self._tiers: PreparedTiers | None = None
         self.steps = StartSteps()
         self._container, self._vm = ContainerBackend(self), self._vm_backend()
@@ -88,6 +95,23 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         self.lifecycle = WorkspaceLifecycle(
             kube=self.services.kube, audit=self.services.audit, kind=self.backend, settings=settings, label=self._log_name
         )
+        self.services.register(self.user.name, self.name or "", lambda: self.active)
+        self._start_hub_tasks()
+
+    def _start_hub_tasks(self) -> None:
+        """Start the hub's compute reconciler and quota enforcer on the running loop (once per hub process).
+
+        JupyterHub builds spawners on its loop, so they start with the first
+        spawner (at hub start-up, with its running servers'), not only at
+        the first start.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self.services.start_reconciler(_compute_objects, interval=self.reconcile_interval)
+        if self.hub is not None:
+            self.services.quota.start_enforcer(hub_api_url=self.hub.api_url, alive=_alive_workspaces)
 
     def _vm_backend(self) -> VMBackend:
         naming = VMNaming(
@@ -155,14 +179,30 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         return await super()._start_reflector(kind, reflector_class, replace=replace, **kwargs)
 
     async def stop(self, now=False):
-        """Stop compute only: the Pod, or the VM (its VMI). Disks, the VM object and its Service stay."""
+        """Stop compute only: the Pod, or the VM (its VMI). Disks, the VM object and its Service stay.
+
+        Inside a start (kubespawner stops a Pod of the same name when its
+        create answers 409 AlreadyExists, then creates it again) only the
+        old compute goes: the run and the phase stay the start's. After a
+        start that failed before asking for compute (a fence refusal: the old
+        Pod stuck on a lost node), JupyterHub's cleanup stops nothing, so the
+        refusal reaches the user at once. The run closes once the compute is
+        observed gone (see :meth:`_close_run_if_gone`).
+        """
+        if self.lifecycle.starting:
+            await self.backend.stop(now)
+            return
+        if self._refused_before_compute:  # JupyterHub's cleanup of a start refused before it made anything
+            self._refused_before_compute = False
+            self.log.info("The start of %s made no compute; nothing to stop", self._log_name)
+            return
         await self.lifecycle.stopping(self._ref())
         await self.backend.stop(now)
-        await self.services.quota.stopped(self.user.name, self.name)
+        await self._close_run_if_gone()
 
     async def run_post_stop_hook(self):
         """Close the metered run and record the phase also when JupyterHub found the server gone (it then skips stop())."""
-        await self.services.quota.stopped(self.user.name, self.name, gone=True)
+        await self._close_run_if_gone(gone=True)
         await self.lifecycle.stopped(self._ref())
         return await useroptions.maybe_await(super().run_post_stop_hook())
 
@@ -171,7 +211,21 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         if self.backend is not self._vm and self._vm.ident is not None:
             self._use_backend("vm")  # an earlier VM start left a root disk: retain it too
         shared = home.home_is_shared(self.home_pvc_name_template, self.name or "")
-        await self.lifecycle.delete_forever(self.backend.ref(home_pvc=None if shared else self.home_pvc_name))
+        ref = self.backend.ref(home_pvc=None if shared else self.home_pvc_name)
+        if not await self.lifecycle.delete_forever(ref):  # the API refused: the reconciler tries again at each pass
+            self.services.retry_later(("retain", ref), partial(self.lifecycle.delete_forever, ref))
+
+    async def _close_run_if_gone(self, *, gone: bool = False) -> None:
+        """Close the server's run (now, or at its last sighting if ``gone``) unless the watch caches still hold its compute.
+
+        Compute that is still there (a stop whose DELETE kept failing) stays
+        metered: the enforcer's reconciliation closes the run once it is gone.
+        """
+        alive = _alive_workspaces()
+        if alive is not None and (self.user.name, self.name or "") in alive:
+            self.log.warning("The compute of %s is still there: its run stays open until it is gone", self._log_name)
+            return
+        await self.services.quota.stopped(self.user.name, self.name, gone=gone)
 
     def options_from_form(self, formdata):
         """Turn the spawn form into user_options, refusing a tampered form with 400/403 before anything starts."""
@@ -219,8 +273,6 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         groups = useroptions.group_names(self)
         quota.track(TrackedWorkspace(self.user.name, self.name or "", self.namespace, self.backend.event_object(),
                                      frozenset(groups), self.api))
-        if self.hub is not None:
-            quota.start_enforcer(hub_api_url=self.hub.api_url, alive=_alive_workspaces)
         if quota.enabled:
             request = await quota_request(self.services.kube, namespace=self.namespace, user_name=self.user.name,
                                           profile=self.profile, server_name=self.name, home_pvc=self.home_pvc_name,
@@ -229,12 +281,15 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
 
     async def _start(self):
         self.steps.reset()
+        self._start_hub_tasks()
+        self._compute_asked = self._refused_before_compute = False
         try:
             if not self._prepared:  # started without JupyterHub's spawn (no pre-spawn hook): do its part here
                 await self.run_pre_spawn_hook()
             self._prepared = False
             url = await self._start_workspace()
         except BaseException as e:
+            self._refused_before_compute = not self._compute_asked
             await self.services.quota.release(self.reservation)
             await self.lifecycle.start_failed(self._ref(), e)
             if isinstance(e, WorkspaceError):
@@ -242,7 +297,8 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             if outage_error(e) is not None:
                 raise as_spawn_failure(outage_error(e), self) from e
             raise
-        await self.services.quota.running(self.reservation)
+        finally:
+            self.services.quota.start_done(self.user.name, self.name or "")
         await self.lifecycle.running(self._ref())
         return url
 
@@ -258,12 +314,15 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         limit = disks.disk_limit(self.services.quota.settings, self.user.name, groups, self.disk_limit)
         await self.lifecycle.disks_ready(ref, pvc, home_size=self.home_size, limit=limit, server=self.name or "", say=self.steps.say)
         await self.lifecycle.claim_disks(ref)
+        self._compute_asked = True
+        await self.services.quota.running(self.reservation)  # before any compute can exist
         self._tiers = await prepare_tiers(self.api, namespace=self.namespace, settings=self.storage_settings(),
                                           groups=groups, say=self.steps.say)
         ctx = StartContext(
             env=self.get_env(), command=singleuser_command(self.cmd or ["jupyterhub-singleuser"], self.get_args()),
             tiers=self._tiers, home_mount_path=self.home_mount_path, say=self.steps.say,
             extra_labels=self._build_common_labels(self._expand_all(self.extra_labels)),
+            claim_disks=lambda: self.lifecycle.claim_disks(self._ref()),
         )
         return await self.backend.start(ctx)
 
@@ -315,10 +374,16 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             yield item
 
 
+def _compute_objects() -> list[dict] | None:
+    """Every Pod and VMI the shared watch caches hold (the API's JSON); None until they have loaded."""
+    caches = watches.compute_caches()
+    return None if caches is None else [obj for cache in caches for obj in list(cache.resources.values())]
+
+
 def _alive_workspaces() -> set[tuple[str, str]] | None:
     """(user, server) of every Pod and VMI the shared watch caches hold; None until they have loaded."""
-    caches = watches.compute_caches()
-    return None if caches is None else alive_from_objects(obj for cache in caches for obj in list(cache.resources.values()))
+    objects = _compute_objects()
+    return None if objects is None else alive_from_objects(objects)
 
 
 def check_hub_config(config) -> None:

@@ -56,6 +56,18 @@ async def test_leaked_own_pod_is_deleted_gracefully_before_start(kube_objects, c
     assert delete.body == {"propagationPolicy": "Background", "preconditions": {"uid": leaked["metadata"]["uid"]}}
 
 
+async def test_leaked_own_pod_whose_delete_keeps_failing_is_retried_with_progress(kube_objects, cluster):
+    """Issue #13 item 3: the owner's next start while the API refuses the DELETE a while: progress, then the start goes on."""
+    await make_home(kube_objects, USER)
+    await start_pod(kube_objects, USER, "jupyter-fay", "home-fay")
+    cluster.faults.add("DELETE", r"/pods/jupyter-fay$", status=503, reason="ServiceUnavailable", count=6)
+    steps = []
+    await fence.check_before_start(kube_objects, namespace=NS, user_name=USER, claims=["home-fay"], own_pod="jupyter-fay",
+                                   wait=60, interval=0.1, progress=steps.append)
+    assert await kube_objects.get(POD, NS, "jupyter-fay") is None
+    assert steps[0] == "Your previous server jupyter-fay is still being removed; waiting for it before starting"
+
+
 async def test_terminating_pod_is_waited_for_with_progress(kube_objects):
     await make_home(kube_objects, USER)
     await start_pod(kube_objects, USER, "jupyter-fay--old", "home-fay", grace=3, stubborn=True)

@@ -24,16 +24,42 @@ checked (DESIGN.md, Invariants 1 and 2-3):
   as Kubernetes does; the workspace must not). ``shared`` names claims
   allowed to be shared anyway (none of ours should be).
 
+Given the hub's quota ``ledger`` (a :class:`~workspacespawner.quota.ledger.Ledger`):
+
+* **every second of GPU compute inside an open run**: each Pod or VMI
+  with GPUs (from the Pod or VirtualMachine the API accepted, in the
+  request log) used its disks, by the attacher's history, only while a run
+  of its ``(user, server)`` with GPUs was open (opened before the attach,
+  closed, if at all, after the detach; :data:`SLACK` for the clocks of two
+  threads);
+* **no open run without compute once reconciled**: within
+  ``reconciled_within`` seconds every open run has a Pod or VMI of its
+  ``(user, server)`` in the cluster.
+
+And ``next_start``: a callable that starts (and stops) the user's server
+again, run last; whatever it raises fails the check.
+
 :func:`violations` returns the findings as plain sentences, for tests that
 want to expect one.
 """
 
 from __future__ import annotations
 
+import datetime
 import re
+import time
+
+import sqlalchemy as sa
+
+from workspacespawner.core import names
+from workspacespawner.quota.ledger import runs as RUNS
+from workspacespawner.quota.policy import OPEN
 
 _DISK_PATH = re.compile(r"/namespaces/(?P<ns>[^/]+)/(?P<plural>persistentvolumeclaims|datavolumes)(?:/(?P<name>[^/]+))?$")
 _EXCLUSIVE = {"ReadWriteOnce", "ReadWriteOncePod"}
+_COMPUTE_PATH = re.compile(r"/namespaces/(?P<ns>[^/]+)/(?P<plural>pods|virtualmachines)(?:/(?P<name>[^/]+))?$")
+#: How far apart two threads' clocks may put one moment (the cluster's attacher and the hub's ledger).
+SLACK = datetime.timedelta(seconds=1)
 
 
 def disk_deletes(cluster) -> list[tuple[str, str, str | None]]:
@@ -81,14 +107,101 @@ def violations(cluster, *, purged=(), shared=()) -> list[str]:
     return found
 
 
-def assert_invariants(cluster, *, purged=(), shared=()) -> None:
+def _gpus(plural: str, body: dict) -> int:
+    """GPUs a Pod or VirtualMachine body asks for: ``nvidia.com/gpu`` limits, or a VM's passed-through ``gpus``."""
+    spec = body.get("spec") or {}
+    if plural == "virtualmachines":
+        domain = (((spec.get("template") or {}).get("spec") or {}).get("domain") or {})
+        limits = (domain.get("resources") or {}).get("limits") or {}
+        return len((domain.get("devices") or {}).get("gpus") or []) or int(limits.get("nvidia.com/gpu", 0))
+    containers = (spec.get("containers") or []) + (spec.get("initContainers") or [])
+    return sum(int(((c.get("resources") or {}).get("limits") or {}).get("nvidia.com/gpu", 0)) for c in containers)
+
+
+def gpu_compute(cluster) -> list[tuple[str, str, str, datetime.datetime, datetime.datetime | None]]:
+    """``(consumer name, user, server, attached, detached or None)`` of every GPU Pod or VMI's use of its disks."""
+    made = []  # (time accepted, name, user, server, gpus), oldest first
+    for request in cluster.requests.records:
+        match = _COMPUTE_PATH.search(request.path)
+        if not match or request.method not in ("POST", "PUT") or not 200 <= request.status < 300 or not isinstance(request.body, dict):
+            continue
+        meta = request.body.get("metadata") or {}
+        if match["plural"] == "virtualmachines":
+            meta = ((request.body.get("spec") or {}).get("template") or {}).get("metadata") or meta
+        owner = names.server_of(meta)
+        name = (request.body.get("metadata") or {}).get("name") or match["name"]
+        if owner:
+            made.append((request.time, name, *owner, _gpus(match["plural"], request.body)))
+    uses: dict[str, list] = {}
+    for record in cluster.attacher.history:
+        consumer = record.consumer
+        spans = uses.setdefault(consumer.uid, [consumer.name, None, None])
+        if record.action == "attach" and spans[1] is None:
+            spans[1] = record.time
+        elif record.action == "detach":
+            spans[2] = record.time
+    found = []
+    for name, attached, detached in uses.values():
+        if attached is None:
+            continue
+        before = [m for m in made if m[1] == name and m[0] <= attached + SLACK]
+        if before and before[-1][4] > 0:
+            found.append((name, before[-1][2], before[-1][3], attached, detached))
+    return found
+
+
+def _runs(ledger) -> list:
+    with ledger.engine.connect() as conn:
+        return list(conn.execute(sa.select(RUNS)))
+
+
+def _aware(moment):
+    return None if moment is None else (moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC))
+
+
+def metering_violations(cluster, ledger) -> list[str]:
+    """GPU compute outside an open run of its server (see the module docstring), as sentences."""
+    found = []
+    runs = [r for r in _runs(ledger) if r.gpus > 0 and r.state != "reserved"]
+    for name, user, server, attached, detached in gpu_compute(cluster):
+        covering = [
+            r for r in runs if (r.user_name, r.server_name) == (user, server) and _aware(r.started) <= attached + SLACK
+            and (r.stopped is None or (detached is not None and _aware(r.stopped) >= detached - SLACK))
+        ]
+        if not covering:
+            theirs = [(r.state, str(r.started), str(r.stopped)) for r in runs if (r.user_name, r.server_name) == (user, server)]
+            found.append(f"GPU compute {name} of {user}'s server {server!r} ran from {attached} to {detached or 'now'} "
+                         f"outside an open run (its runs: {theirs})")
+    return found
+
+
+def open_runs_without_compute(cluster, ledger) -> list[str]:
+    """Open runs whose ``(user, server)`` has no Pod or VMI in the cluster, as sentences."""
+    store = cluster.store
+    alive = set()
+    for kind in (store.kind("", "v1", "pods"), store.kind("kubevirt.io", "v1", "virtualmachineinstances")):
+        alive |= {owner for obj in store.objects(kind) if (owner := names.server_of(obj["metadata"])) is not None}
+    return [f"run {r.id} of {r.user_name}'s server {r.server_name!r} is open with no compute"
+            for r in _runs(ledger) if r.state == OPEN and (r.user_name, r.server_name) not in alive]
+
+
+def assert_invariants(cluster, *, purged=(), shared=(), ledger=None, reconciled_within: float = 20.0, next_start=None) -> None:
     """Fail with every finding of :func:`violations` when any invariant is broken.
 
     ``cluster`` is the :class:`~workspacespawner.localcluster.LocalCluster`
     (for a :class:`~workspacespawner.localcluster.cluster.ClusterThread`,
     its ``.cluster``); ``purged`` the disk names the test purged (or let
     retention purge) on purpose; ``shared`` claim names allowed more than one
-    consumer at once.
+    consumer at once; ``ledger``, ``reconciled_within`` (seconds) and
+    ``next_start``: see the module docstring.
     """
     found = violations(cluster, purged=set(purged), shared=set(shared))
+    if ledger is not None:
+        found += metering_violations(cluster, ledger)
+        deadline = time.monotonic() + reconciled_within
+        while open_runs_without_compute(cluster, ledger) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        found += open_runs_without_compute(cluster, ledger)
     assert not found, "invariants broken:\n  " + "\n  ".join(found)
+    if next_start is not None:
+        next_start()

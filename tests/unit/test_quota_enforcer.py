@@ -32,7 +32,7 @@ from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.quota.enforcer import Enforcer, alive_from_objects
 from workspacespawner.quota.hubapi import HubApiStopper
 from workspacespawner.quota.ledger import Ledger
-from workspacespawner.quota.policy import CLOSED, Request
+from workspacespawner.quota.policy import CLOSED, OPEN, Request
 from workspacespawner.quota.refusal import QuotaRefused
 from workspacespawner.quota.service import QuotaService, TrackedWorkspace
 
@@ -87,8 +87,11 @@ async def service(tmp_path):
 
 
 async def start(service, user, server, gpus, groups=()):
+    """A start as the spawner makes it: reserve, open the run before compute, then the start ends (up)."""
     reservation = await service.reserve(user=user, groups=groups, request=Request(gpus=gpus, server_name=server))
-    return await service.running(reservation)
+    run_id = await service.running(reservation)
+    service.start_done(user, server)
+    return run_id
 
 
 def home_text(user: str) -> str:
@@ -266,3 +269,18 @@ async def test_a_pending_spawn_is_stopped_only_once_it_is_done(service, clock):
     finally:
         server.stop()
         RecordingHub.pending = {}
+
+
+async def test_a_start_under_way_is_never_reconciled_away(service, clock):
+    """The run opens before compute exists; until the start ends the enforcer counts it alive (its Pod may not be cached yet)."""
+    seen: set = set()
+    enforcer = Enforcer(service, alive=lambda: seen)
+    reservation = await service.reserve(user="ann", groups=(), request=Request(gpus=1, server_name=""))
+    run_id = await service.running(reservation)
+    clock.to(30)
+    await enforcer.tick()
+    assert service.ledger.get(run_id).state == OPEN
+    service.start_done("ann", "")
+    clock.to(60)
+    await enforcer.tick()
+    assert service.ledger.get(run_id).state == CLOSED

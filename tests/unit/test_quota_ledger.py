@@ -180,6 +180,15 @@ def test_crash_recovery_closes_runs_the_cluster_no_longer_holds(ledger):
     assert ledger.usage("ann", JUNE, back).card_hours == pytest.approx(3 + 1 + 0 + 3 + 30 / 3600)
 
 
+def test_a_run_watched_until_it_went_is_closed_when_seen_gone(ledger):
+    """Issue #13: a ghost removed while the hub watched is charged to the pass that saw it gone, not the one before."""
+    reservation = ledger.check_and_reserve("ann", Request(gpus=1), Limits(max_concurrent=1), NOW).reservation
+    ledger.open_run(reservation, NOW)
+    ledger.close_orphans({("ann", "")}, NOW + timedelta(minutes=10), watched=timedelta(minutes=2))
+    [run] = ledger.close_orphans(set(), NOW + timedelta(minutes=11), watched=timedelta(minutes=2), min_age=timedelta(0))
+    assert run.stopped == NOW + timedelta(minutes=11)
+
+
 def test_a_view_of_pods_only_leaves_vm_runs_alone(ledger):
     limits = Limits(max_concurrent=5)
     for server, kind in (("box", "vm"), ("lab", "container")):
@@ -199,8 +208,22 @@ def test_a_restarted_server_closes_its_stale_run(ledger):
     ledger.close_orphans({("ann", "")}, NOW + timedelta(hours=2))
     # the hub lost track of it; JupyterHub starts the (stopped) server again
     again = ledger.check_and_reserve("ann", Request(gpus=1), limits, NOW + timedelta(hours=5))
-    assert again.allowed
-    assert ledger.get(first.id).stopped == NOW + timedelta(hours=2)
+    assert again.allowed  # decided as if the old run ended now (not a second concurrent server)
+    assert ledger.get(first.id).state == OPEN  # its compute may still be going until the start's fence saw it gone
+    ledger.open_run(again.reservation, NOW + timedelta(hours=5), watched=timedelta(minutes=2))
+    assert ledger.get(first.id).stopped == NOW + timedelta(hours=2)  # unseen for hours: closed at its last sighting
+
+
+def test_a_ghost_watched_until_the_next_start_is_charged_until_that_start(ledger):
+    """Issue #13: the next start closes the old run only when its compute is gone (the run opens), not at the reservation."""
+    limits = Limits(max_concurrent=1)
+    first = ledger.check_and_reserve("ann", Request(gpus=1), limits, NOW).reservation
+    ledger.open_run(first, NOW)
+    ledger.close_orphans({("ann", "")}, NOW + timedelta(minutes=10))  # its stop failed: still there, still seen
+    again = ledger.check_and_reserve("ann", Request(gpus=1), limits, NOW + timedelta(minutes=10, seconds=30)).reservation
+    ledger.open_run(again, NOW + timedelta(minutes=11), watched=timedelta(minutes=2))  # the fence saw the ghost go
+    assert ledger.get(first.id).stopped == NOW + timedelta(minutes=11)
+    assert ledger.get(again.id).state == OPEN
 
 
 def make_v1_schema(url: str, *, with_version_table: bool) -> None:

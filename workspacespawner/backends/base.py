@@ -15,7 +15,7 @@ async contract, each method documented with what it may raise.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from workspacespawner.storage.prepare import PreparedTiers
@@ -31,7 +31,10 @@ class StartContext:
     its guest's unit; a container's comes from kubespawner); ``tiers``: the
     start's storage tiers; ``home_mount_path``: where the home appears;
     ``extra_labels``: labels every object of the start carries (z2jh's
-    network-access labels among them); ``say(message)``: a progress step.
+    network-access labels among them); ``say(message)``: a progress step;
+    ``claim_disks()``: takes the attach claim on the workspace's disks again,
+    for a backend that creates a disk in its start (a VM's first root disk),
+    before any compute can use it (raises the claim's 409 ``disk-attached``).
     """
 
     env: Mapping[str, str]
@@ -40,6 +43,7 @@ class StartContext:
     home_mount_path: str
     say: Callable[[str], None]
     extra_labels: Mapping[str, str] = field(default_factory=dict)
+    claim_disks: Callable[[], Awaitable[None]] | None = None
 
 
 class Backend(abc.ABC):

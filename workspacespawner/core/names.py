@@ -96,6 +96,21 @@ def owner_name(obj_meta: dict) -> str | None:
     return owner if owner is not None and owned_by(obj_meta, owner) else None
 
 
+#: kubespawner's annotations on a server's Pod (our VM template carries them too): the exact user and server names.
+USER_ANNOTATIONS = ("hub.jupyter.org/username", OWNER_ANNOTATION)
+SERVER_ANNOTATION = "hub.jupyter.org/servername"
+
+
+def server_of(obj_meta: dict) -> tuple[str, str] | None:
+    """``(user, server name)`` a Pod or VMI's metadata names in kubespawner's annotations (ours for the user), or None.
+
+    The server name is ``""`` for a user's default server.
+    """
+    annotations = obj_meta.get("annotations") or {}
+    user = next((annotations[key] for key in USER_ANNOTATIONS if annotations.get(key)), None)
+    return None if not user else (user, annotations.get(SERVER_ANNOTATION, ""))
+
+
 def labelled_for(obj_meta: dict, user_name: str) -> bool:
     """True if object metadata carries our owner labels for ``user_name`` (no name annotation needed).
 

@@ -43,3 +43,50 @@ class BackgroundTasks:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class PeriodicPass:
+    """A pass run over and over on the event loop, :meth:`interval` seconds apart, as one named task.
+
+    Subclasses define ``async tick()`` (one pass), ``interval()`` (seconds
+    to the next) and ``name`` (the task's name); :meth:`failed` logs a pass
+    that raised (override it to say more), and the next pass runs anyway.
+    """
+
+    name = "workspacespawner-pass"
+    task: asyncio.Task | None = None
+
+    async def tick(self):
+        raise NotImplementedError
+
+    def interval(self) -> float:
+        raise NotImplementedError
+
+    def failed(self, error: Exception) -> None:
+        """A pass raised ``error``: logged with its traceback."""
+        log.error("Pass %s failed: %s", self.name, error, exc_info=error)
+
+    async def run_forever(self) -> None:
+        """Pass after pass, :meth:`interval` seconds apart."""
+        while True:
+            try:
+                await self.tick()
+            except Exception as e:
+                self.failed(e)
+            await asyncio.sleep(self.interval())
+
+    def start(self) -> asyncio.Task:
+        """Run :meth:`run_forever` as a task of the running event loop (once)."""
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self.run_forever(), name=self.name)
+        return self.task
+
+    async def close(self) -> None:
+        """Cancel the task and wait for it."""
+        if self.task is not None:
+            self.task.cancel()
+            try:
+                await self.task
+            except asyncio.CancelledError:
+                pass
+            self.task = None

@@ -9,6 +9,7 @@ lock.
 
 from __future__ import annotations
 
+import datetime
 import re
 import threading
 from dataclasses import dataclass, field
@@ -94,7 +95,8 @@ class Request:
     ``query`` maps each query parameter to its (last) value; ``content_type``
     is the request's Content-Type without parameters ("" when absent);
     ``status`` the HTTP status answered; ``body`` the parsed JSON body of a
-    write (POST, PUT, PATCH, DELETE with a body), else None.
+    write (POST, PUT, PATCH, DELETE with a body), else None; ``time`` when
+    it was answered (UTC, set by :meth:`RequestLog.append` when not given).
     """
 
     method: str
@@ -103,6 +105,7 @@ class Request:
     content_type: str = ""
     status: int = 0
     body: object = None
+    time: datetime.datetime | None = None
 
 
 class RequestLog:
@@ -119,6 +122,8 @@ class RequestLog:
             return list(self._records)
 
     def append(self, request: Request) -> None:
+        if request.time is None:
+            request.time = datetime.datetime.now(datetime.UTC)
         with self._lock:
             self._records.append(request)
 

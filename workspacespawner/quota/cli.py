@@ -56,13 +56,8 @@ def load_hub_config(path: str | None) -> Config:
     return config
 
 
-def hub_groups(config: Config) -> dict[str, set[str]] | None:
-    """``{user: {group, ...}}`` from the hub's database, or None if it cannot be read.
-
-    Reads JupyterHub's ``users``, ``groups`` and ``user_group_map`` tables
-    with plain SQL (their schema since JupyterHub 1.0), so the admin
-    commands need no JupyterHub installed.
-    """
+def _read_hub_db(config: Config, read):
+    """``read(conn)`` on JupyterHub's database (``c.JupyterHub.db_url``), with plain SQL; None if it cannot be read."""
     import sqlalchemy as sa
 
     url = config.JupyterHub.get("db_url", "sqlite:///jupyterhub.sqlite")
@@ -72,18 +67,50 @@ def hub_groups(config: Config) -> dict[str, set[str]] | None:
     engine = sa.create_engine(parsed)
     try:
         with engine.connect() as conn:
-            groups: dict[str, set[str]] = {name: set() for (name,) in conn.execute(sa.text("SELECT name FROM users"))}
-            members = conn.execute(sa.text(
-                "SELECT users.name, groups.name FROM user_group_map"
-                " JOIN users ON users.id = user_group_map.user_id JOIN groups ON groups.id = user_group_map.group_id"
-            ))
-            for user, group in members:
-                groups.setdefault(user, set()).add(group)
-            return groups
+            return read(conn)
     except sa.exc.SQLAlchemyError:
         return None
     finally:
         engine.dispose()
+
+
+def hub_groups(config: Config) -> dict[str, set[str]] | None:
+    """``{user: {group, ...}}`` from the hub's database, or None if it cannot be read.
+
+    Reads JupyterHub's ``users``, ``groups`` and ``user_group_map`` tables
+    with plain SQL (their schema since JupyterHub 1.0), so the admin
+    commands need no JupyterHub installed.
+    """
+    import sqlalchemy as sa
+
+    def read(conn):
+        groups: dict[str, set[str]] = {name: set() for (name,) in conn.execute(sa.text("SELECT name FROM users"))}
+        members = conn.execute(sa.text(
+            "SELECT users.name, groups.name FROM user_group_map"
+            " JOIN users ON users.id = user_group_map.user_id JOIN groups ON groups.id = user_group_map.group_id"
+        ))
+        for user, group in members:
+            groups.setdefault(user, set()).add(group)
+        return groups
+
+    return _read_hub_db(config, read)
+
+
+def hub_servers(config: Config) -> tuple[set[str], set[tuple[str, str]]] | None:
+    """``(users, active)`` from the hub's database: every user name, and ``(user, server)`` of every server
+    JupyterHub has running, starting or stopping (a ``spawners`` row with a ``server_id``); None if unreadable.
+    """
+    import sqlalchemy as sa
+
+    def read(conn):
+        users = {name for (name,) in conn.execute(sa.text("SELECT name FROM users"))}
+        active = {(user, server or "") for user, server in conn.execute(sa.text(
+            "SELECT users.name, spawners.name FROM spawners JOIN users ON users.id = spawners.user_id"
+            " WHERE spawners.server_id IS NOT NULL"
+        ))}
+        return users, active
+
+    return _read_hub_db(config, read)
 
 
 def usage_rows(

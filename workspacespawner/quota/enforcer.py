@@ -6,7 +6,8 @@ Each pass (every ``WorkspaceQuota.enforce_interval`` seconds):
    source (the shared watch caches: every ``(user, server)`` whose Pod or
    VMI exists): open runs seen alive get their ``last_seen``, runs whose
    workspace vanished (a crash, a stop missed while the hub was down) are
-   closed at their last sighting, stale reservations are cleaned up.
+   closed at their last sighting, or, if seen at the pass before, when
+   seen gone; stale reservations are cleaned up.
 2. Reads this month's usage of every user with card-hours or an active
    workspace (one query), refreshes the Prometheus gauges.
 3. For each user with open GPU runs whose groups are known (a spawner of
@@ -25,6 +26,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
+from workspacespawner.core import names
+from workspacespawner.core.tasks import PeriodicPass
 from workspacespawner.quota import metrics, policy
 from workspacespawner.quota.announce import ANNOUNCEMENTS
 from workspacespawner.quota.hubapi import SpawnPending
@@ -38,26 +41,12 @@ RESTOP_AFTER = timedelta(minutes=5)
 
 EVENT_REASONS = {"warn": "QuotaLow", "grace": "QuotaExhausted", "stop": "QuotaStop"}
 
-#: kubespawner's annotations on a server's Pod: the exact user and server names.
-USER_ANNOTATIONS = ("hub.jupyter.org/username", "workspacespawner.io/owner-name")
-SERVER_ANNOTATION = "hub.jupyter.org/servername"
-
-
 def alive_from_objects(objects) -> set[tuple[str, str]]:
-    """``(user, server)`` of every object (raw JSON dict) in ``objects`` that names its owner.
+    """``(user, server)`` of every object (raw JSON dict) in ``objects`` that names its owner (:func:`names.server_of`).
 
-    Reads kubespawner's ``hub.jupyter.org/username`` and
-    ``hub.jupyter.org/servername`` annotations (our owner-name annotation
-    stands in for the first). Objects being deleted still count: their
-    compute is still held.
+    Objects being deleted still count: their compute is still held.
     """
-    alive = set()
-    for obj in objects:
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        user = next((annotations[key] for key in USER_ANNOTATIONS if annotations.get(key)), None)
-        if user:
-            alive.add((user, annotations.get(SERVER_ANNOTATION, "")))
-    return alive
+    return {owner for obj in objects if (owner := names.server_of(obj.get("metadata") or {})) is not None}
 
 
 def verdict_message(verdict: Verdict, reset, stop_tz) -> str:
@@ -91,8 +80,8 @@ def exhausted_message(limit: float, reset) -> str:
     return f"You have used all {number(limit)} card-hours of this month. CPU profiles remain available; GPU profiles again from {when(reset)}."
 
 
-class Enforcer:
-    """The periodic pass for one hub process (see the module docstring).
+class Enforcer(PeriodicPass):
+    """The periodic pass for one hub process (see the module docstring), every ``enforce_interval`` seconds.
 
     ``service``: the :class:`~workspacespawner.quota.service.QuotaService`
     (settings, ledger calls in its worker thread, groups and events of the
@@ -100,9 +89,12 @@ class Enforcer:
     to stop a server (None: warn only). ``alive``: ``() -> set of (user,
     server) | None`` (may be async), the workspaces the cluster holds now,
     None while that is not known (watch caches not loaded): no
-    reconciliation then. ``alive_kinds``: the workspace kinds that view
+    reconciliation then. Starts under way in this hub (the service's
+    ``starting``) count as alive: their compute may not be cached yet. ``alive_kinds``: the workspace kinds that view
     covers (``("container",)`` if it reads Pods only; None: all kinds).
     """
+
+    name = "workspacespawner-quota"
 
     def __init__(
         self,
@@ -116,7 +108,6 @@ class Enforcer:
         self.stop = stop
         self.alive = alive
         self.alive_kinds = alive_kinds
-        self.task: asyncio.Task | None = None
         self._told: dict[str, str] = {}
         self._asked_stop: dict[tuple[str, str], object] = {}
 
@@ -126,7 +117,7 @@ class Enforcer:
         seen = self.alive()
         if asyncio.iscoroutine(seen):
             seen = await seen
-        return None if seen is None else set(seen)
+        return None if seen is None else set(seen) | self.service.starting
 
     async def reconcile(self, now) -> list:
         """Step 1: close what the cluster no longer holds; returns the runs closed."""
@@ -139,6 +130,7 @@ class Enforcer:
             seen,
             now,
             min_age=timedelta(seconds=2 * settings.enforce_interval),
+            watched=timedelta(seconds=2 * settings.enforce_interval),
             reservation_timeout=timedelta(seconds=settings.reservation_timeout),
             kinds=self.alive_kinds,
         )
@@ -232,29 +224,11 @@ class Enforcer:
         log.warning("Stopped %s's GPU server %r: %s", run.user, run.server_name, reason)
         return True
 
-    async def run_forever(self) -> None:
-        """Pass after pass, ``enforce_interval`` apart; an error is logged and the next pass runs anyway."""
-        while True:
-            try:
-                await self.tick()
-            except LedgerUnavailable as e:
-                log.warning("Quota pass skipped: %s", e)
-            except Exception:
-                log.exception("Quota pass failed")
-            await asyncio.sleep(self.service.settings.enforce_interval)
+    def interval(self) -> float:
+        return self.service.settings.enforce_interval
 
-    def start(self) -> asyncio.Task:
-        """Run :meth:`run_forever` as a task of the running event loop (once)."""
-        if self.task is None or self.task.done():
-            self.task = asyncio.get_running_loop().create_task(self.run_forever(), name="workspacespawner-quota")
-        return self.task
-
-    async def close(self) -> None:
-        """Cancel the task and wait for it."""
-        if self.task is not None:
-            self.task.cancel()
-            try:
-                await self.task
-            except asyncio.CancelledError:
-                pass
-            self.task = None
+    def failed(self, error: Exception) -> None:
+        if isinstance(error, LedgerUnavailable):
+            log.warning("Quota pass skipped: %s", error)
+        else:
+            log.error("Quota pass failed: %s", error, exc_info=error)

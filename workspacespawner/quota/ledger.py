@@ -259,25 +259,31 @@ class Ledger:
     ) -> Decision:
         """Decide on a start and, if allowed, reserve its place, atomically for ``user``.
 
-        Under the user's lock: an older active row of the same server (left
-        by a crash: JupyterHub starts only stopped servers) is closed at its
-        last sighting, the month's usage is read, :func:`policy.decide`
-        decides, and an allowed start gets a ``reserved`` row, returned as
-        ``decision.reservation``. Two racing calls for the same user see each
-        other's reservations, never the same free place.
+        Under the user's lock: an older reservation of the same server (left
+        by a crash: JupyterHub starts only stopped servers) is dropped; an
+        older open run of it stays open (its compute may still be going: a
+        ghost being removed) and is decided on as if it ended now, until
+        :meth:`open_run` closes it. The month's usage is read,
+        :func:`policy.decide` decides, and an allowed start gets a
+        ``reserved`` row, returned as ``decision.reservation``. Two racing
+        calls for the same user see each other's reservations, never the
+        same free place.
         """
         now = policy.aware(now or policy.utcnow())
         period = policy.month_bounds(now, tz)
         with self._write() as conn:
             self._lock_users(conn, [user])
-            stale = conn.execute(
-                sa.select(runs).where(
-                    runs.c.user_name == user, runs.c.state.in_(ACTIVE_STATES), runs.c.server_name == request.server_name
-                )
-            ).all()
-            for row in stale:
-                self._end(conn, _run(row), None, "restarted")
-            usage = policy.usage_from_runs(self._runs_in(conn, period, user), period, now)
+            stale = set()
+            for row in self._active_of(conn, user, request.server_name):
+                if row.state == OPEN:
+                    stale.add(row.id)
+                else:
+                    self._end(conn, _run(row), None, "restarted")
+            seen = [
+                replace(run, state=CLOSED, stopped=now) if run.id in stale else run
+                for run in self._runs_in(conn, period, user)
+            ]
+            usage = policy.usage_from_runs(seen, period, now)
             decision = policy.decide(request, usage, limits, now, min_start_hours=min_start_hours)
             if not decision.allowed:
                 return decision
@@ -288,17 +294,37 @@ class Ledger:
 
     # -- the run's life --------------------------------------------------
 
-    @_guarded
-    def open_run(self, reservation: Reservation, started_at: datetime | None = None) -> int | None:
-        """The workspace reached Running: its reservation becomes an open run from ``started_at``.
+    @staticmethod
+    def _active_of(conn, user: str, server_name: str) -> list:
+        """Rows of ``(user, server_name)`` that are reserved or open."""
+        return conn.execute(
+            sa.select(runs).where(runs.c.user_name == user, runs.c.state.in_(ACTIVE_STATES), runs.c.server_name == server_name)
+        ).all()
 
-        A reservation made while the ledger was down (``id`` None) gets a new
-        open row. A reservation already released or closed (the start failed
-        or was stopped meanwhile) stays so: returns None. Returns the run id.
+    @_guarded
+    def open_run(
+        self, reservation: Reservation, started_at: datetime | None = None, *, watched: timedelta | None = None
+    ) -> int | None:
+        """Compute is about to be created: the reservation becomes an open run from ``started_at``.
+
+        An older open run of the same server (its start waited for the old
+        compute to go) is closed first: at ``started_at`` if it was seen
+        alive within ``watched`` of it, else at its last sighting (never
+        charging for time the hub did not see it). A reservation made while
+        the ledger was down (``id`` None) gets a new open row. A
+        reservation already released or closed (the start failed or was
+        stopped meanwhile) stays so: returns None. Returns the run id.
         """
         started_at = policy.aware(started_at or policy.utcnow())
         with self._write() as conn:
             self._lock_users(conn, [reservation.user])
+            for row in self._active_of(conn, reservation.user, reservation.server_name):
+                old = _run(row)
+                if old.state != OPEN or old.id == reservation.id:
+                    continue
+                last = old.last_seen and policy.aware(old.last_seen)
+                recent = watched is not None and last is not None and started_at - last <= watched
+                self._end(conn, old, started_at if recent else None, "restarted")
             if reservation.id is None:
                 query = runs.insert().values(
                     **_identity(reservation), started=started_at, last_seen=started_at, state=OPEN
@@ -380,6 +406,7 @@ class Ledger:
         min_age: timedelta = timedelta(minutes=2),
         reservation_timeout: timedelta = timedelta(minutes=30),
         kinds: Iterable[str] | None = None,
+        watched: timedelta | None = None,
     ) -> list[Run]:
         """Reconcile with the cluster: ``alive`` is every ``(user, server_name)`` running at ``seen_at``.
 
@@ -388,6 +415,10 @@ class Ledger:
           run opened after the cluster was looked at is spared), is closed
           at its last sighting: never left open forever, never counted
           twice, and never charged for the time the hub could not see it.
+          With ``watched``: one last seen within ``watched`` of ``seen_at``
+          was watched without a gap and is closed at ``seen_at``, when it
+          was seen gone (its GPU was held until the previous pass and maybe
+          up to this one: every held second is charged).
         - A reservation older than ``reservation_timeout`` (its start
           never finished, e.g. the hub died mid-start) is opened from when it
           was made if the workspace is alive, dropped otherwise.
@@ -411,7 +442,9 @@ class Ledger:
             for run in active:
                 is_alive = (run.user, run.server_name) in alive
                 if run.state == OPEN and not is_alive and run.started <= seen_at - min_age:
-                    done = self._end(conn, run, None, "gone")
+                    last = run.last_seen and policy.aware(run.last_seen)
+                    watched_until_now = watched is not None and last is not None and seen_at - last <= watched
+                    done = self._end(conn, run, seen_at if watched_until_now else None, "gone")
                     if done is not None:
                         closed.append(done)
                 elif run.state == RESERVED and run.started <= seen_at - reservation_timeout:

@@ -8,16 +8,23 @@ the database, and SQLite sees one writer from this process at a time.
 
 A start's life, from the spawner:
 
-``reserve``   before any Kubernetes object: check and reserve, or raise :class:`~.refusal.QuotaRefused`
-``running``   the workspace reached Running: the reservation becomes an open run
-``release``   the start failed before Running: drop the reservation
-``stopped``   the workspace stopped (or was found gone): close its run
+``reserve``     before any Kubernetes object: check and reserve, or raise :class:`~.refusal.QuotaRefused`
+``running``     right before compute (a Pod, a VM) is created: the reservation becomes an open run
+``start_done``  the start ended (up or failed): the enforcer's reconciliation may close the run once compute is gone
+``release``     the start failed before compute was asked for: drop the reservation (an open run stays)
+``stopped``     the workspace's compute is observed gone: close its run
+
+A run opens before compute can exist and is closed only once compute is
+observed gone (the spawner checks the shared watch caches first), so every
+second a GPU is held is inside an open run, also when kubespawner deletes
+and re-creates a Pod inside one start (its answer to 409 AlreadyExists).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from workspacespawner.db.executor import DatabaseExecutor
 from workspacespawner.quota import metrics, policy
@@ -71,6 +78,7 @@ class QuotaService:
         self.executor = self.ledger.executor
         self._workspaces: dict[tuple[str, str], TrackedWorkspace] = {}
         self._groups: dict[str, frozenset[str]] = {}
+        self._starting: set[tuple[str, str]] = set()
         self.enforcer: Enforcer | None = None
 
     @property
@@ -118,18 +126,34 @@ class QuotaService:
         raise QuotaRefused(decision, self.settings.contact)
 
     async def running(self, reservation: Reservation | None) -> int | None:
-        """The workspace reached Running: open its run from now. Returns the run id (None: not metered)."""
+        """Compute is about to be created: open the run from now. Returns the run id (None: not metered).
+
+        Until :meth:`start_done`, the enforcer counts the server as alive
+        (its compute may not be in the watch caches yet), so it never closes
+        the run of a start under way.
+        """
         if reservation is None or not self.enabled:
             return None
+        self._starting.add((reservation.user, reservation.server_name))
         try:
-            return await self.call(self.ledger.open_run, reservation, policy.utcnow())
+            watched = timedelta(seconds=2 * self.settings.enforce_interval)
+            return await self.call(self.ledger.open_run, reservation, policy.utcnow(), watched=watched)
         except LedgerUnavailable as e:
             # The reservation row stays; the enforcer opens it once the ledger is back (close_orphans).
             log.error("Could not open the run of %s's server %r: %s", reservation.user, reservation.server_name, e)
             return None
 
+    def start_done(self, user: str, server_name: str) -> None:
+        """The start of ``(user, server_name)`` ended, up or failed: its run is reconciled with the cluster from now on."""
+        self._starting.discard((user, server_name))
+
+    @property
+    def starting(self) -> set[tuple[str, str]]:
+        """``(user, server)`` of every start under way whose run is open (a copy)."""
+        return set(self._starting)
+
     async def release(self, reservation: Reservation | None) -> None:
-        """The start failed before Running: drop its reservation (errors are logged, not raised)."""
+        """The start failed: drop its reservation if no run was opened (errors are logged, not raised)."""
         if reservation is None or not self.enabled:
             return
         try:
@@ -140,7 +164,11 @@ class QuotaService:
             )
 
     async def stopped(self, user: str, server_name: str, *, gone: bool = False) -> None:
-        """The server stopped now, or (``gone``) was found already gone: close at its last sighting.
+        """The server's compute was observed gone now, or (``gone``) found gone: close now, or at its last sighting.
+
+        Call it only once compute is observed gone; while it is still there
+        the run stays open and the enforcer's reconciliation closes it when
+        the watch caches no longer hold it.
 
         Errors are logged, not raised: a run left open is closed by the
         enforcer's reconciliation once the ledger is back.

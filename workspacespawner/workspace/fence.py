@@ -14,7 +14,9 @@ a VM's own VMI:
   ``still-stopping``, 409);
 * this workspace's own Pod, still there (leaked by a stop that failed, or
   never placed): deleted gracefully and waited for, so that kubespawner
-  never force-deletes a Pod that may still hold the disk;
+  never force-deletes a Pod that may still hold the disk; while the API
+  refuses the DELETE (5xx, 429) it is tried again for up to ``wait``
+  seconds, the user reading that it is still being removed;
 * any other (another server of the user using the same home): refused,
   ``disk-in-use`` (409).
 
@@ -38,17 +40,22 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
+from kubernetes_asyncio.client.rest import ApiException
+
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE, VMI
 from workspacespawner.k8s.kubevirt import stop_vm
 from workspacespawner.k8s.objects import holders, node_of, pointer, terminating
+from workspacespawner.k8s.owned import TRANSIENT_STATUSES
 from workspacespawner.workspace import lifecycle
 from workspacespawner.workspace.lifecycle import SYSTEM, Phase, Status, WorkspaceRef
 
 log = logging.getLogger("workspacespawner")
 
+#: kubespawner's annotation with the exact user name, on what a spawner made (our VM template carries it too).
+KUBESPAWNER_USER = names.USER_ANNOTATIONS[0]
 #: KubeVirt's label on a virt-launcher Pod naming its VMI's uid.
 CREATED_BY_LABEL = "kubevirt.io/created-by"
 
@@ -99,6 +106,40 @@ async def _wait_gone(kube, obj: dict, wait: float, interval: float, progress: Pr
         await asyncio.sleep(interval)
 
 
+def _spawned_for(obj: dict, user_name: str, server: str) -> bool:
+    """Whether a spawner made ``obj`` for this server: kubespawner's user annotation (ours on a VMI) names it."""
+    annotations = obj["metadata"].get("annotations") or {}
+    return KUBESPAWNER_USER in annotations and names.server_of(obj["metadata"]) == (user_name, server)
+
+
+async def _delete_leftover(kube, obj: dict, wait: float, interval: float, progress: Progress) -> bool:
+    """Remove the server's leftover Pod (by uid) or VMI (its VM stopped), trying again for ``wait`` s while the API refuses.
+
+    True once the removal was asked for, False if the API refused it all along.
+    """
+    meta = obj["metadata"]
+    loop = asyncio.get_running_loop()
+    deadline, said = loop.time() + wait, False
+    while True:
+        try:
+            if obj["kind"] == VMI.kind:
+                await stop_vm(kube.custom_api.api_client, meta["namespace"], meta["name"])
+            else:
+                await kube.delete(POD, meta["namespace"], meta["name"], uid=meta["uid"])
+            return True
+        except ApiException as e:
+            if e.status not in TRANSIENT_STATUSES or loop.time() >= deadline:
+                if e.status in TRANSIENT_STATUSES:
+                    return False
+                raise
+            log.warning("Removing leftover %s %s/%s: the API answered %s; trying again", obj["kind"], meta["namespace"], meta["name"],
+                        e.status)
+        if not said:
+            progress(f"Your previous {_what(obj)} is still being removed; waiting for it before starting")
+            said = True
+        await asyncio.sleep(interval)
+
+
 async def check_before_start(
     kube,
     *,
@@ -107,6 +148,7 @@ async def check_before_start(
     claims: Iterable[str],
     own_pod: str | None = None,
     own_vmi: str | None = None,
+    server: str | None = None,
     wait: float = 120.0,
     interval: float = 1.0,
     progress: Progress | None = None,
@@ -115,7 +157,10 @@ async def check_before_start(
 
     ``own_pod``: this workspace's Pod name (deleted gracefully and waited for
     when found); ``own_vmi``: this workspace's VMI name (left to the VM's own
-    fence). ``wait`` and ``interval`` are seconds; ``progress(message)``
+    fence); ``server``: this server's name (``""`` for the default one): any
+    other Pod or VMI that kubespawner's annotations give to this same server
+    (left by its earlier start of another kind, whose stop failed) is
+    removed and waited for like a leftover Pod. ``wait`` and ``interval`` are seconds; ``progress(message)``
     shows a waiting step. Raises a 409 :class:`WorkspaceError`
     (``node-unreachable``, ``still-stopping``, ``disk-in-use``).
     """
@@ -131,15 +176,21 @@ async def check_before_start(
             continue
         if await kube.node_ready(node_of(obj)) is False:
             raise node_unreachable(obj, user_name)
-        own = obj["kind"] == POD.kind and name == own_pod
+        own = (obj["kind"] == POD.kind and name == own_pod) or (
+            server is not None and _spawned_for(obj, user_name, server)
+        )
         if not (own or terminating(obj)):
             raise refusal(
                 "disk-in-use",
                 f"Your disk is in use by your {_what(obj)}; stop that server first, then start this one.",
             )
         if own and not terminating(obj):
-            log.warning("Deleting leftover Pod %s/%s of %s before its workspace starts again", namespace, name, user_name)
-            await kube.delete(POD, namespace, name, uid=obj["metadata"]["uid"])
+            log.warning("Removing leftover %s %s/%s of %s before its workspace starts again", obj["kind"], namespace, name, user_name)
+            if not await _delete_leftover(kube, obj, wait, interval, say):
+                raise refusal(
+                    "still-stopping",
+                    f"Your previous {_what(obj)} is still being removed; nothing was started. Please try again in a minute.",
+                )
         if not await _wait_gone(kube, obj, wait, interval, say):
             raise refusal(
                 "still-stopping",

@@ -133,6 +133,7 @@ class WorkspaceLifecycle:
                 claims=[name for _kind, name in ref.disks()],
                 own_pod=ref.pod,
                 own_vmi=ref.vm,
+                server=ref.server_name,
                 wait=self.settings.fence_wait_seconds,
                 progress=say,
             )
@@ -225,12 +226,31 @@ class WorkspaceLifecycle:
         except Exception:
             log.exception("Could not release the attach claim of %s", self.label)
 
-    async def delete_forever(self, ref: WorkspaceRef) -> None:
-        """The user or server is deleted: its disks in ``ref`` go ``Retained``; nothing is deleted."""
-        status = await self.reconcile(ref)
-        self.status = await retention.retain(self.kube, ref, status, days=self.settings.retention_days, audit=self.audit)
+    async def delete_forever(self, ref: WorkspaceRef) -> bool:
+        """The user or server is deleted: its disks in ``ref`` go ``Retained``; nothing is deleted. Never raises.
+
+        Returns True once recorded. When the API refuses the write (JupyterHub
+        answers the deletion 204 whatever happens here), the disks are
+        marked ``Degraded`` (reason ``retention-pending``) if the API allows
+        that much, and False is returned: the caller tries again later
+        (:meth:`~workspacespawner.services.HubServices.retry_later`).
+        """
+        try:
+            status = await self.reconcile(ref)
+            self.status = await retention.retain(self.kube, ref, status, days=self.settings.retention_days, audit=self.audit)
+        except Exception as e:
+            log.error("Could not mark the disks of deleted %s Retained (%s); trying again later", self.label,
+                      getattr(e, "status", None) or e)
+            message = ("The user or server was deleted, but its disks could not be marked Retained yet; "
+                       "the hub tries again until it can.")
+            try:
+                await self._move(ref, Phase.DEGRADED, reason="retention-pending", message=message, observed=True)
+            except Exception as again:
+                log.error("Could not mark the disks of %s Degraded either (%s)", self.label, getattr(again, "status", None) or again)
+            return False
         log.info(
             "Kept the disks of %s as %s until %s (%s)",
             self.label, self.phase, lifecycle.rfc3339(self.status.retain_until),
             ", ".join(name for _kind, name in ref.disks()) or "none",
         )
+        return True

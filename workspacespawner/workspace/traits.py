@@ -57,3 +57,16 @@ class LifecycleTraits(HasTraits):
         config=True,
         help="""Seconds a start waits for the workspace's previous Pod or VMI, still shutting down, to go before refusing.""",
     )
+
+    reconcile_interval = Float(
+        30.0,
+        min=1,
+        max=3600,
+        config=True,
+        help="""Seconds between passes of the compute reconciler, from the shared watch caches (no per-user polling).
+
+        Each pass removes the Pods and VMIs of servers the hub shows stopped
+        (a stop whose DELETE kept failing) and reports those of no server of
+        the hub (orphans: log, the ``workspacespawner_orphan_compute`` gauge).
+        """,
+    )

@@ -28,6 +28,7 @@ from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s import events
 from workspacespawner.k8s.models import to_model
+from workspacespawner.k8s.owned import TRANSIENT_STATUSES
 from workspacespawner.storage import binding, home, tiers
 from workspacespawner.storage.prepare import PreparedTiers
 from workspacespawner.workspace.lifecycle import Observed, Status, WorkspaceRef
@@ -139,7 +140,11 @@ class ContainerBackend(Backend):
         return pod.metadata.uid
 
     async def _delete_pod(self, options, grace: int, uid: str) -> bool:
-        """One DELETE of the Pod with uid ``uid`` (for exponential_backoff): True when done or gone, False after a timeout."""
+        """One DELETE of the Pod with uid ``uid`` (for exponential_backoff): True when done or gone, False to try again.
+
+        Tried again after a client timeout or a transient answer (429, 5xx);
+        once the stop gives up, the hub's compute reconciler keeps removing it.
+        """
         s = self.spawner
         key = f"{s.namespace}/{s.pod_name}"
         s.log.info("Deleting pod %s (uid %s)", key, uid)
@@ -157,6 +162,9 @@ class ContainerBackend(Backend):
             if e.status == 409:  # the uid precondition: the Pod of that name is another one now
                 s.log.warning("Pod %s is no longer the one with uid %s; not deleting it", key, uid)
                 return True
+            if e.status in TRANSIENT_STATUSES:
+                s.log.warning("Deleting pod %s: the API answered %s %s; trying again", key, e.status, e.reason)
+                return False
             raise
         return True
 

@@ -135,6 +135,7 @@ class VMBackend(Backend):
             home_mount_path=ctx.home_mount_path,
             unix_user=self.unix_user,
             extra_labels=ctx.extra_labels,
+            claim_disks=ctx.claim_disks,
         )
 
     async def stop(self, now: bool = False) -> None:

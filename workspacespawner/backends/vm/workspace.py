@@ -246,8 +246,12 @@ class VMWorkspace:
         home_mount_path: str = "/home/jovyan",
         unix_user: str = "jovyan",
         extra_labels: Mapping[str, str] | None = None,
+        claim_disks=None,
     ) -> str:
         """Start the workspace; return the server URL ``http://<Service clusterIP>:8888`` once the guest is Ready.
+
+        ``claim_disks``: ``async ()`` taking the attach claim again once a new
+        root disk was created (its first start), before the VM can start.
 
         ``env`` is the spawner's ``get_env()`` and ``command`` the IDE
         command line (:func:`.vmmanifests.singleuser_command`), both written
@@ -264,7 +268,7 @@ class VMWorkspace:
         self._start_requested = False
         try:
             await self._prepare(env=env, command=command, home_mount_path=home_mount_path, unix_user=unix_user,
-                                extra_labels=extra_labels, say=say)
+                                extra_labels=extra_labels, say=say, claim_disks=claim_disks)
             await self._wait_for_disk(deadline, say)
             failures_before = vmstatus.start_failures(self.observe()[0])
             self._start_requested = True
@@ -279,12 +283,14 @@ class VMWorkspace:
             raise
         return self.url
 
-    async def _prepare(self, *, env, command, home_mount_path, unix_user, extra_labels, say: Progress) -> None:
-        """Ensure the disk, the VM (at the profile), the fresh cloud-init Secret and the Service; sets ``url``."""
+    async def _prepare(self, *, env, command, home_mount_path, unix_user, extra_labels, say: Progress, claim_disks=None) -> None:
+        """Ensure the disk (a new one claimed), the VM (at the profile), the fresh cloud-init Secret and the Service; sets ``url``."""
         ident, settings = self.ident, self.settings
         if settings is None:
             raise ValueError("VMWorkspace.start needs the VM settings of the profile")
         _dv, created = await ensure_root_disk(self.custom_api, vmmanifests.make_root_datavolume(ident=ident, settings=settings), ident.user_name)
+        if created and claim_disks is not None:
+            await claim_disks()
         say(f"Creating your root disk from the system image {settings.golden_image}" if created else "Using your root disk", None)
         vm_manifest = vmmanifests.make_virtual_machine(ident=ident, settings=settings, extra_labels=extra_labels)
         await ensure_vm(self.custom_api, vm_manifest, ident.user_name)
