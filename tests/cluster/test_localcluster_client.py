@@ -76,3 +76,44 @@ async def test_repeated_event_bumps_count(cluster, client):
     assert (first["count"], again["count"]) == (1, 2)
     events = cluster.store.objects(cluster.store.kind("", "v1", "events"))
     assert [e["count"] for e in events if e["reason"] == "Checked"] == [2]
+
+
+VMS = ("kubevirt.io", "v1", "virtualmachines")
+VMIS = ("kubevirt.io", "v1", "virtualmachineinstances")
+
+
+async def test_virt_api_start_reads_afresh_not_from_a_stale_cache(cluster, client):
+    # The real plane's virt-api (realplane/virtapi.py) answers start through this client. KubeVirt's
+    # handler GETs the VM and VMI for each call; a VMI the cache still holds after it was deleted
+    # (its watch behind, here cut off) must not refuse the start with "VM is already running".
+    from workspacespawner.localcluster.vmactions import vm_action_through
+
+    create(cluster, VMS, {"metadata": {"name": "vm"}, "spec": {"runStrategy": "Halted", "template": {"spec": {"domain": {"devices": {}}}}}})
+    create(cluster, VMIS, {"metadata": {"name": "vm"}, "spec": {"domain": {"devices": {}}}})
+    store = cluster.store
+    vmi = store.get(store.kind(*VMIS), "default", "vm")
+    vmi["status"] = {"phase": "Running"}
+    store.replace(store.kind(*VMIS), "default", "vm", vmi, subresource="status")
+    await client.watch([VMS, VMIS])
+    assert client.get(client.kind(*VMIS), "default", "vm")["status"]["phase"] == "Running"
+
+    cluster.faults.add("GET", r"/virtualmachineinstances$", status=500, count=10_000)  # its list and watch fail
+    store.close_watches()
+    store.delete(store.kind(*VMIS), "default", "vm")
+    assert client.get(client.kind(*VMIS), "default", "vm")["status"]["phase"] == "Running"  # stale
+
+    await vm_action_through(client, "default", "vm", "start", None)
+    assert store.get(store.kind(*VMS), "default", "vm")["spec"]["runStrategy"] == "Always"
+    cluster.faults.clear()
+
+
+async def test_virt_api_start_is_made_again_when_its_write_loses_a_race(cluster, client):
+    # virt-controller's status write between virt-api's read and its update moves the resourceVersion:
+    # the update answers 409 Conflict, and the start is read, planned and made again (KubeVirt patches).
+    from workspacespawner.localcluster.vmactions import vm_action_through
+
+    create(cluster, VMS, {"metadata": {"name": "vm"}, "spec": {"runStrategy": "Halted", "template": {"spec": {"domain": {"devices": {}}}}}})
+    await client.watch([VMS, VMIS])
+    cluster.faults.add("PUT", r"/virtualmachines/vm$", status=409, reason="Conflict", count=1)
+    await vm_action_through(client, "default", "vm", "start", None)
+    assert cluster.store.get(cluster.store.kind(*VMS), "default", "vm")["spec"]["runStrategy"] == "Always"

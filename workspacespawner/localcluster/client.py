@@ -23,6 +23,7 @@ The interface, shared by both (``kind`` a :class:`~.kinds.Kind`)::
     kind(group, version, plural) -> Kind      kind_of(apiVersion, kind) -> Kind
     clock() -> aware datetime (UTC)
     get(kind, namespace, name) -> dict        a copy; ApiError 404 if absent
+    await read(kind, namespace, name) -> dict a fresh GET from the server (a quorum read); 404 if absent
     objects(kind) -> list[dict]               the cached objects, read-only
     on_change(hook)                           hook(type, kind, obj, old) per change
     await watch(keys)                         caches for (group, version, plural)s, synced
@@ -73,6 +74,14 @@ class Client:
         raise NotImplementedError
 
     def get(self, kind: Kind, namespace: str | None, name: str) -> dict:
+        raise NotImplementedError
+
+    async def read(self, kind: Kind, namespace: str | None, name: str) -> dict:
+        """The object as the API server holds it now, not as the cache last saw it (``GET``); ApiError 404 if absent.
+
+        For decisions that must not act on a stale cache, as KubeVirt's virt-api
+        reads the VirtualMachine and its VMI afresh for each subresource call.
+        """
         raise NotImplementedError
 
     def objects(self, kind: Kind) -> list[dict]:
@@ -131,6 +140,9 @@ class EmbeddedClient(Client):
         return self.store.clock()
 
     def get(self, kind, namespace, name):
+        return self.store.get(kind, namespace, name)
+
+    async def read(self, kind, namespace, name):
         return self.store.get(kind, namespace, name)
 
     def objects(self, kind):
@@ -341,6 +353,9 @@ class ApiServerClient(Client):
         if obj is None:
             raise errors.not_found(kind.plural, name, kind.group)
         return copy.deepcopy(obj)
+
+    async def read(self, kind, namespace, name):
+        return self._cache(kind, await self.request("GET", _path(kind, namespace, name)))
 
     def objects(self, kind):
         informer = self._informers.get(kind.key)

@@ -187,10 +187,54 @@ def vm_action(store, namespace: str, name: str, action: str, body: dict | None) 
         raise error
 
 
+class _Fresh:
+    """The VM and VMI as just read from the API server, looked up as :func:`plan_vm_action` reads a store."""
+
+    def __init__(self, client, objects: dict):
+        self._client = client
+        self._objects = objects  # (group, version, plural) -> object or None
+
+    def kind(self, group: str, version: str, plural: str):
+        return self._client.kind(group, version, plural)
+
+    def get(self, kind, namespace: str | None, name: str) -> dict:
+        obj = self._objects.get(kind.key)
+        if obj is None:
+            raise errors.not_found(kind.plural, name, kind.group)
+        return obj
+
+
+async def _read_or_none(client, key, namespace: str, name: str) -> dict | None:
+    try:
+        return await client.read(client.kind(*key), namespace, name)
+    except errors.ApiError as e:
+        if e.code == 404:
+            return None
+        raise
+
+
+#: How often :func:`vm_action_through` reads and plans again after a write lost a race (409 Conflict).
+CONFLICT_RETRIES = 5
+
+
 async def vm_action_through(client, namespace: str, name: str, action: str, body: dict | None) -> None:
-    """:func:`vm_action` through a :class:`~.client.Client` (reads from its cache, writes to its API server)."""
-    writes, error, dry_run = plan_vm_action(client, namespace, name, action, body)
-    for w in writes:
-        await client.replace(client.kind(*w.key), w.namespace, w.name, w.obj, subresource=w.subresource, dry_run=dry_run)
-    if error is not None:
-        raise error
+    """:func:`vm_action` through a :class:`~.client.Client`: the VM and VMI read afresh (as virt-api GETs them
+    for each call, so a VMI its cache still holds after deletion never refuses a start), writes to its API server.
+
+    KubeVirt's handler changes the VM with a patch, so a status write of virt-controller between its read and
+    its write never fails the call; these writes are full updates, so one that answers 409 Conflict (the
+    resourceVersion moved) is read, planned and made again, up to :data:`CONFLICT_RETRIES` times.
+    """
+    for attempt in range(CONFLICT_RETRIES + 1):
+        fresh = _Fresh(client, {key: await _read_or_none(client, key, namespace, name) for key in (VMS, VMIS)})
+        writes, error, dry_run = plan_vm_action(fresh, namespace, name, action, body)
+        try:
+            for w in writes:
+                await client.replace(client.kind(*w.key), w.namespace, w.name, w.obj, subresource=w.subresource, dry_run=dry_run)
+        except errors.ApiError as e:
+            if e.code == 409 and attempt < CONFLICT_RETRIES:
+                continue
+            raise
+        if error is not None:
+            raise error
+        return
