@@ -253,14 +253,16 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         self.profile = useroptions.resolve_profile(self, {"slug": self.profile.slug, "display_name": self.profile.display_name})
         try:
             await self._reserve()
-        except WorkspaceError as e:
-            raise as_spawn_failure(e, self) from e
         except Exception as e:
-            outage = outage_error(e)
-            if outage is None:
-                raise
-            raise as_spawn_failure(outage, self) from e
+            self._raise_for_user(e)
         self._prepared = True
+
+    def _raise_for_user(self, error: BaseException) -> None:
+        """Re-raise ``error`` as the spawn page should show it: a refusal or an API outage in words, else as it is."""
+        in_words = error if isinstance(error, WorkspaceError) else outage_error(error)
+        if in_words is None:
+            raise error
+        raise as_spawn_failure(in_words, self) from error
 
     async def _reserve(self) -> None:
         quota = self.services.quota
@@ -292,11 +294,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             self._refused_before_compute = not self._compute_asked
             await self.services.quota.release(self.reservation)
             await self.lifecycle.start_failed(self._ref(), e)
-            if isinstance(e, WorkspaceError):
-                raise as_spawn_failure(e, self) from e
-            if outage_error(e) is not None:
-                raise as_spawn_failure(outage_error(e), self) from e
-            raise
+            self._raise_for_user(e)
         finally:
             self.services.quota.start_done(self.user.name, self.name or "")
         await self.lifecycle.running(self._ref())
