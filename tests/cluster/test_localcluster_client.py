@@ -117,3 +117,28 @@ async def test_virt_api_start_is_made_again_when_its_write_loses_a_race(cluster,
     cluster.faults.add("PUT", r"/virtualmachines/vm$", status=409, reason="Conflict", count=1)
     await vm_action_through(client, "default", "vm", "start", None)
     assert cluster.store.get(cluster.store.kind(*VMS), "default", "vm")["spec"]["runStrategy"] == "Always"
+
+
+async def test_a_late_write_answer_does_not_bring_back_a_deleted_object(cluster, client):
+    """The answer to a write can reach the client after the watch reported the object deleted (two
+    connections): that answer is older than the deletion and must not put the object back in the cache,
+    where nothing would ever remove it (a VMI ghost held a VM's restart for good on the real plane)."""
+    seen = []
+    client.on_change(lambda kind, k, obj, old: seen.append((kind, obj["metadata"]["name"])))
+    await client.watch([CONFIG_MAPS])
+    kind = client.kind(*CONFIG_MAPS)
+    held = await client.create(kind, "default", {"metadata": {"name": "held", "finalizers": ["example.com/hold"]}})
+    cluster.store.delete(cluster.store.kind(*CONFIG_MAPS), "default", "held")  # terminating: the finalizer holds it
+    await wait_for(lambda: client.get(kind, "default", "held")["metadata"].get("deletionTimestamp"))
+    released = client.get(kind, "default", "held")
+    released["metadata"]["finalizers"] = []
+    answer = await client.replace(kind, "default", "held", released)  # the API server deletes it now
+    await wait_for(lambda: ("DELETED", "held") in seen)
+    assert held["metadata"]["uid"] == answer["metadata"]["uid"]
+
+    client._cache(kind, answer)  # the same answer, arriving after the watch's DELETED event
+
+    with pytest.raises(ApiError) as missing:
+        client.get(kind, "default", "held")
+    assert missing.value.code == 404
+    assert client.objects(kind) == []

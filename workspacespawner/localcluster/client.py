@@ -196,6 +196,10 @@ def _api_error(e) -> ApiError:
     )
 
 
+#: How many deleted objects' uids an informer remembers (per kind), against late write answers.
+TOMBSTONES = 4096
+
+
 def _newer(obj: dict, than: dict | None) -> bool:
     """Whether ``obj`` is at least as new as ``than`` (resourceVersions compared as etcd revisions)."""
     if than is None:
@@ -213,6 +217,8 @@ class _Informer:
         self.client = client
         self.kind = kind
         self.items: dict[tuple[str, str], dict] = {}
+        #: uid of the last object seen deleted under each key: a write's late answer must not bring it back.
+        self.deleted: dict[tuple[str, str], str] = {}
         self.synced = asyncio.Event()
         self.resource_version = ""
         self.task: asyncio.Task | None = None
@@ -222,9 +228,16 @@ class _Informer:
         meta = obj["metadata"]
         return meta.get("namespace") or "", meta["name"]
 
-    def put(self, obj: dict, event_type: str | None = None) -> None:
-        """Store ``obj`` if it is news; tell the hooks (``event_type`` None: work it out)."""
+    def put(self, obj: dict, event_type: str | None = None, *, written: bool = False) -> None:
+        """Store ``obj`` if it is news; tell the hooks (``event_type`` None: work it out).
+
+        ``written``: ``obj`` is the answer to this client's own write, which
+        may arrive after the watch reported the object deleted (another
+        connection); an object already seen deleted is then not stored again.
+        """
         key = self.key(obj)
+        if written and self.deleted.get(key) == obj["metadata"].get("uid"):
+            return
         old = self.items.get(key)
         if old is not None and not _newer(obj, old):
             return
@@ -236,7 +249,12 @@ class _Informer:
         self.client.emit(event_type or (MODIFIED if old is not None else ADDED), self.kind, obj, old)
 
     def drop(self, obj: dict) -> None:
-        old = self.items.pop(self.key(obj), None)
+        key = self.key(obj)
+        self.deleted.pop(key, None)  # moved to the end: the oldest tombstones go first
+        self.deleted[key] = obj["metadata"].get("uid")
+        while len(self.deleted) > TOMBSTONES:
+            del self.deleted[next(iter(self.deleted))]
+        old = self.items.pop(key, None)
         if old is not None:
             self.client.emit(DELETED, self.kind, obj, old)
 
@@ -447,7 +465,7 @@ class ApiServerClient(Client):
         if informer is not None and obj.get("metadata", {}).get("resourceVersion"):
             obj.setdefault("apiVersion", kind.api_version)
             obj.setdefault("kind", kind.kind)
-            informer.put(copy.deepcopy(obj))
+            informer.put(copy.deepcopy(obj), written=True)
         return obj
 
     # -- writes ----------------------------------------------------------------------
