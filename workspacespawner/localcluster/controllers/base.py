@@ -32,12 +32,21 @@ class Controller:
     Its client is ``cluster.client_for(name)`` where the cluster gives each
     component credentials of its own (the real control plane), else
     ``cluster.client``.
+
+    A reconcile that fails with an API error (a 409 lost to another writer,
+    a 5xx, a write refused) is queued again after a back-off that doubles
+    from ``retry_first_seconds`` up to ``retry_max_seconds``, and forgotten
+    once the object reconciles, as client-go's rate-limited work queue does
+    (``AddRateLimited`` / ``Forget``): a controller never waits for a next
+    event that may not come.
     """
 
     name = "controller"
     watches: tuple[tuple[str, str, str], ...] = ()
     reads: tuple[tuple[str, str, str], ...] = ()
     resync: float = 0
+    retry_first_seconds: float = 0.05
+    retry_max_seconds: float = 5.0
 
     def __init__(self, cluster):
         self.cluster = cluster
@@ -48,6 +57,8 @@ class Controller:
         self.delay = 0.0
         self._queue: asyncio.Queue = asyncio.Queue()
         self._tasks: list[asyncio.Task] = []
+        self._failures: dict[tuple, int] = {}
+        self._retries: dict[tuple, asyncio.TimerHandle] = {}
 
     def _on_change(self, event_type: str, kind: Kind, obj: dict, old: dict | None) -> None:
         if kind.key in self.watches:
@@ -63,6 +74,9 @@ class Controller:
             self._tasks.append(asyncio.create_task(self._resync_loop(), name=f"{self.name}-resync"))
 
     async def stop(self) -> None:
+        for timer in self._retries.values():
+            timer.cancel()
+        self._retries.clear()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -91,13 +105,33 @@ class Controller:
                 continue
             if self.delay:
                 await asyncio.sleep(self.delay)
+            item = (kind.key, obj["metadata"].get("namespace"), obj["metadata"].get("name"))
             try:
                 await self.reconcile(kind, obj, deleted)
             except ApiError as e:
-                # Conflicts and races with clients are normal: the next event retries.
-                log.debug("%s: %s %s/%s: %s", self.name, kind.kind, obj["metadata"].get("namespace"), obj["metadata"].get("name"), e)
+                # Conflicts and races with other writers are normal: try again after a back-off.
+                delay = self._retry_later(item, kind, obj, deleted)
+                log.debug("%s: %s %s/%s: %s (again in %.2fs)", self.name, kind.kind, item[1], item[2], e, delay)
             except Exception:
                 log.exception("%s failed on %s %s", self.name, kind.kind, obj["metadata"].get("name"))
+            else:
+                self._failures.pop(item, None)
+
+    def _retry_later(self, item: tuple, kind: Kind, obj: dict, deleted: bool) -> float:
+        """Queue ``obj`` again after the item's next back-off (seconds, returned); one timer per item."""
+        failures = self._failures.get(item, 0)
+        self._failures[item] = failures + 1
+        delay = min(self.retry_max_seconds, self.retry_first_seconds * 2**failures)
+        pending = self._retries.pop(item, None)
+        if pending is not None:
+            pending.cancel()
+
+        def again() -> None:
+            self._retries.pop(item, None)
+            self._queue.put_nowait((kind, obj, deleted))
+
+        self._retries[item] = asyncio.get_running_loop().call_later(delay, again)
+        return delay
 
     async def reconcile(self, kind: Kind, obj: dict, deleted: bool) -> None:
         """Bring the cluster toward what ``obj`` asks for. ``obj`` is a copy; re-read before writing."""
