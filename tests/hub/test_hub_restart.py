@@ -3,7 +3,8 @@
 JupyterHub is stopped with ``cleanup_servers = False`` (as z2jh runs it) and
 started again on the same database: the container and the VM workspace are
 still running, still reachable through the proxy, and still the same Pod and
-VMI; stopping them afterwards works from the reloaded state.
+VMI; stopping them afterwards works from the reloaded state. On both control
+planes (tests/support/planes.py).
 """
 
 from __future__ import annotations
@@ -11,13 +12,15 @@ from __future__ import annotations
 import kubernetes
 import pytest
 
+from tests.support import planes
 from tests.support.hubharness import Hub, config_pieces
 from workspacespawner.core import names
 
 
 @pytest.fixture(scope="module")
-def cluster(golden_cluster):
-    return golden_cluster
+def cluster(control_plane, tmp_path_factory):
+    with planes.running(control_plane, tmp_path_factory.mktemp("cluster"), golden=True) as cluster:
+        yield cluster
 
 
 def owned(custom, core, user):
@@ -32,8 +35,9 @@ def owned(custom, core, user):
 def test_restarted_hub_keeps_running_workspaces(cluster, tmp_path):
     client = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
     core, custom = kubernetes.client.CoreV1Api(client), kubernetes.client.CustomObjectsApi(client)
-    config = config_pieces("10-workspace-spawner.py", "20-profiles.py") + "c.JupyterHub.cleanup_servers = False\n"
-    hub = Hub(tmp_path / "hub", cluster.kubeconfig, config).start()
+    plane_config, start_timeout = planes.hub_settings(cluster)
+    config = config_pieces("10-workspace-spawner.py", "20-profiles.py") + "c.JupyterHub.cleanup_servers = False\n" + plane_config
+    hub = Hub(tmp_path / "hub", cluster.kubeconfig, config, start_timeout=start_timeout).start()
     try:
         for user, profile in (("cora", "jupyterlab-cpu"), ("vic", "ubuntu-vm")):
             hub.create_user(user)

@@ -54,24 +54,13 @@ def cluster(control_plane, tmp_path_factory):
         yield cluster
 
 
-def slower_plane(cluster) -> str:
-    """Hub settings for the real plane, whose VM starts take more hops (three agents' caches, an aggregated
-    API call, a clone by CDI): a longer slow-spawn window (15 s, under the proxy's 20 s request timeout), so
-    that a quick failure still answers the spawn request itself, long before the longer start timeout."""
-    if not getattr(cluster, "real_control_plane", False):
-        return ""
-    return '\nc.JupyterHub.tornado_settings = {"slow_spawn_timeout": 15}\n'
-
-
 @pytest.fixture(scope="module")
 def hub(cluster, tmp_path_factory):
     config = "\n".join(
         f"load_subconfig({str(CONFIG_D / piece)!r})" for piece in ("10-workspace-spawner.py", "20-profiles.py")
     )
-    real = getattr(cluster, "real_control_plane", False)
-    hub = Hub(
-        tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config + EXTRA_PROFILES + slower_plane(cluster), start_timeout=150 if real else 60
-    ).start()
+    plane_config, start_timeout = planes.hub_settings(cluster)
+    hub = Hub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config + EXTRA_PROFILES + plane_config, start_timeout=start_timeout).start()
     yield hub
     hub.stop()
 

@@ -70,3 +70,17 @@ def running(plane: str, state_dir, golden: bool = False, **options):
     finally:
         stop()
 
+
+
+def hub_settings(cluster) -> tuple[str, int]:
+    """``(extra hub config, start_timeout seconds)`` for a hub on ``cluster``'s plane.
+
+    The real plane's VM starts take more hops (three agents' caches, an
+    aggregated API call, a clone by CDI): a start timeout of 150 s instead of
+    60, and a longer slow-spawn window (15 s, under the proxy's 20 s request
+    timeout), so that a quick failure still answers the spawn request itself,
+    long before the start timeout.
+    """
+    if not getattr(cluster, "real_control_plane", False):
+        return "", 60
+    return '\nc.JupyterHub.tornado_settings = {"slow_spawn_timeout": 15}\n', 150
