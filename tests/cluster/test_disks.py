@@ -240,3 +240,20 @@ def test_disk_command(cluster, tmp_path, capsys):
     assert [(r.action, r.actor) for r in AuditLog.from_url(url).query(user="gil")] == [
         ("expand", "root"), ("expand", "root"), ("expand", "root"), ("expand", "root"), ("snapshot", "root"), ("retain", "root"),
         ("restore", "root")]
+
+
+def test_disk_expand_refused_by_the_cluster_says_why(cluster, tmp_path, capsys):
+    """The API server's own explanation of a refused resize (its Status message) reaches the admin, not just "403 Forbidden"."""
+    common, _url = admin_command_args(tmp_path, cluster, "c.WorkspaceQuota.enabled = False\n")
+    api = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
+    kubernetes.client.StorageV1Api(api).create_storage_class(
+        {"metadata": {"name": "fixed-size"}, "provisioner": "rbd.csi.ceph.com", "allowVolumeExpansion": False}
+    )
+    manifest = home_manifest("hal")
+    manifest["spec"]["storageClassName"] = "fixed-size"
+    kubernetes.client.CoreV1Api(api).create_namespaced_persistent_volume_claim(NS, manifest)
+    api.close()
+
+    assert disk_command.main(["expand", "hal", "--size", "2Gi", *common]) == 1
+    err = capsys.readouterr().err
+    assert "403 Forbidden" in err and "the storageclass that provisions the pvc must support resize" in err, err

@@ -144,10 +144,11 @@ def errors() -> tuple[type[BaseException], ...]:
 
 
 def describe(error: BaseException) -> str:
-    """One line for ``error`` (an API error by status and reason, not its whole body)."""
-    status = getattr(error, "status", None)
-    if status is not None and hasattr(error, "reason"):
-        return f"the cluster answered {status} {error.reason}"
+    """One line for ``error``: an API error by status, reason and the server's own explanation (its Status message)."""
+    from workspacespawner.k8s.status import one_line
+
+    if getattr(error, "status", None) is not None and hasattr(error, "reason"):
+        return f"the cluster answered {one_line(error)}"
     return str(error)
 
 

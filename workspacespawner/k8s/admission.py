@@ -13,11 +13,12 @@ exceed a namespace's quota with 403 Forbidden and a fixed message
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
 from kubernetes_asyncio.client.rest import ApiException
+
+from workspacespawner.k8s.status import status_message
 
 _EXCEEDED = re.compile(r"exceeded quota: (?P<quota>[^,]+), requested: (?P<requested>.*?), used: (?P<used>.*?), limited: (?P<limited>.*)$")
 
@@ -62,11 +63,7 @@ def exceeded_quota(error: ApiException) -> QuotaExceeded | None:
     """The ResourceQuota refusal ``error`` carries (a 403 whose Status message says "exceeded quota"), else None."""
     if getattr(error, "status", None) != 403:
         return None
-    try:
-        message = json.loads(error.body or "{}").get("message") or ""
-    except (ValueError, AttributeError, TypeError):
-        message = str(error.body or "")
-    match = _EXCEEDED.search(message)
+    match = _EXCEEDED.search(status_message(error))
     if match is None:
         return None
     return QuotaExceeded(

@@ -39,6 +39,7 @@ from workspacespawner.core.quantities import gib, in_unit_of, parse_quantity
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VMI, VOLUME_SNAPSHOT
 from workspacespawner.k8s.objects import holders, pointer
+from workspacespawner.k8s.status import one_line
 from workspacespawner.workspace import lifecycle
 from workspacespawner.workspace.attach import holder_of
 from workspacespawner.workspace.lifecycle import SYSTEM, Phase, Status, WorkspaceRef
@@ -346,7 +347,7 @@ class DiskOps:
             raise DiskOpError(f"{pvc_name} changed while expanding; nothing was done, please try again.", reason="kubernetes-api") from e
         except ApiException as e:
             await self._record(user, pvc_name, "expand", before, after, f"error: {e.status} {e.reason}", server)
-            raise DiskOpError(f"The cluster refused to expand {pvc_name}: {e.status} {e.reason}.", reason="kubernetes-api") from e
+            raise DiskOpError(f"The cluster refused to expand {pvc_name}: {one_line(e)}.", reason="kubernetes-api") from e
         await self._record(user, pvc_name, "expand", before, after, "ok", server)
         log.info("Expanded %s/%s of %s from %s to %s (%s)", self.namespace, pvc_name, user, old_size, size, self.actor)
         return pvc
@@ -362,7 +363,7 @@ class DiskOps:
             created = await self.kube.create(VOLUME_SNAPSHOT, self.namespace, manifest)
         except ApiException as e:
             await self._record(user, pvc_name, "snapshot", before, {"snapshot": name}, f"error: {e.status} {e.reason}", time=now)
-            raise DiskOpError(f"The cluster refused the snapshot {name}: {e.status} {e.reason}.", reason="kubernetes-api") from e
+            raise DiskOpError(f"The cluster refused the snapshot {name}: {one_line(e)}.", reason="kubernetes-api") from e
         await self._record(user, pvc_name, "snapshot", before, {"snapshot": name}, "ok", time=now)
         log.info("Snapshot %s/%s of %s taken for %s (%s)", self.namespace, name, pvc_name, user, self.actor)
         return created

@@ -30,7 +30,6 @@ reference); ``kubevirt.io/v1`` VirtualMachines and VMIs.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -41,6 +40,7 @@ from workspacespawner.core import names
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, SECRET, SERVICE, VIRTUAL_MACHINE, VMI
 from workspacespawner.k8s.objects import holders, uses_claim
+from workspacespawner.k8s.status import one_line
 from workspacespawner.workspace import lifecycle
 from workspacespawner.workspace.lifecycle import SYSTEM, Phase, Status, WorkspaceRef
 
@@ -189,16 +189,6 @@ def select_purgeable(objects, now: datetime) -> PurgePlan:
 _KINDS = {k.kind: k for k in (PVC, DATA_VOLUME, VIRTUAL_MACHINE, SERVICE, SECRET)}
 
 
-def api_error(error: ApiException) -> str:
-    """One line for an API error: its status, reason and the Status object's message (cut to 200 characters)."""
-    try:
-        message = str((json.loads(error.body or "{}") or {}).get("message") or "")
-    except (TypeError, ValueError, AttributeError):
-        message = ""
-    line = f"{error.status} {error.reason}" + (f" ({message[:200]})" if message else "")
-    return " ".join(line.split())
-
-
 class Purger:
     """Purges retained disks past their time in ``namespace`` (see the module docstring), audited in ``audit`` by ``actor``."""
 
@@ -248,7 +238,7 @@ class Purger:
             except NotOurs:
                 return "skipped: it left Retained meanwhile (reclaimed?)"
             except ApiException as e:
-                return f"error: marking {kind.kind}/{item.name} DeletingDisk: {api_error(e)}"
+                return f"error: marking {kind.kind}/{item.name} DeletingDisk: {one_line(e)}"
         deleted, result = [], "ok"
         try:
             for obj in [*item.goes_with, item.disk]:
@@ -256,7 +246,7 @@ class Purger:
                 if await self.kube.delete(_KINDS[obj["kind"]], self.namespace, obj["metadata"]["name"], uid=obj["metadata"]["uid"]):
                     deleted.append(current)
         except ApiException as e:
-            result = f"error: deleting {current}: {api_error(e)}"
+            result = f"error: deleting {current}: {one_line(e)}"
         log.info("Purged %s %s/%s of %s: %s (%s)", kind.kind, self.namespace, item.name, item.owner, result, ", ".join(deleted))
         if self.audit is not None:
             await self.audit.arecord(
