@@ -228,3 +228,14 @@ def test_a_hub_started_elsewhere_with_f_makes_its_ledger_next_to_its_config(tmp_
                          env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
     assert out.strip() == f"sqlite:///{hub_dir / 'ledger.sqlite'}"
     assert (hub_dir / "ledger.sqlite").exists() and list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["usage", "audit"])
+def test_a_ledger_file_that_is_not_a_database_is_named_not_a_traceback(tmp_path, capsys, command):
+    (tmp_path / "workspacespawner-ledger.sqlite").write_text("these are someone's notes, not a database\n")
+    (tmp_path / "jupyterhub_config.py").write_text('c.WorkspaceQuota.ledger_url = "sqlite:///workspacespawner-ledger.sqlite"\n')
+    assert workspacespawner([command, "-f", str(tmp_path / "jupyterhub_config.py")]) == 1
+    err = capsys.readouterr().err
+    assert str(tmp_path / "workspacespawner-ledger.sqlite") in err and "file is not a database" in err, err
+    assert "Traceback" not in err
+    assert (tmp_path / "workspacespawner-ledger.sqlite").read_text().startswith("these are someone's notes")

@@ -7,7 +7,8 @@
 - :class:`UTCDateTime`: a column type that stores naive UTC and hands out
   aware UTC datetimes (SQLite has no timezones).
 - :class:`DatabaseUnavailable` and :func:`guarded`: every error that means
-  "cannot reach or use the database" as one exception, the cause chained.
+  "cannot reach or use the database" (a server down, a file that is not a
+  database) as one exception, the cause chained.
 """
 
 from __future__ import annotations
@@ -37,7 +38,11 @@ def reporting_unavailable(url, what: str = "the database") -> Iterator[None]:
     """Turn :data:`UNAVAILABLE_ERRORS` inside the block into :class:`DatabaseUnavailable` naming ``what`` at ``url``."""
     try:
         yield
-    except UNAVAILABLE_ERRORS as e:
+    except (exc.DatabaseError, *UNAVAILABLE_ERRORS) as e:
+        # The DBAPI's plain DatabaseError (no subclass: not a constraint or a query mistake) is a file that
+        # is not a database, or a damaged one: unusable too.
+        if not isinstance(e, UNAVAILABLE_ERRORS) and type(e) is not exc.DatabaseError:
+            raise
         # an engine URL's repr hides its password
         raise DatabaseUnavailable(f"{what} at {url!r} cannot be used: {e}") from e
 
