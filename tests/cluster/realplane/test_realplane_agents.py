@@ -76,10 +76,15 @@ async def test_kubectl_pod_scheduled_by_kube_scheduler_runs_and_is_ready(realclu
 
     got = await eventually(ready, 60, what="the Pod Running and Ready")
     assert got.spec.node_name == "cpu-node-1"  # kube-scheduler: the GPU node is tainted
-    events = await core.list_namespaced_event(cluster_namespace)
-    # kube-scheduler writes events.k8s.io Events: core/v1 shows its name as reportingComponent, not source
-    by = {(e.reason, e.source.component or e.reporting_component) for e in events.items}
-    assert ("Scheduled", "default-scheduler") in by and ("Started", "kubelet") in by, by
+
+    async def scheduled_and_started():
+        # Events and the Pod's status are separate writes (a kubelet gives no order between them).
+        # kube-scheduler writes events.k8s.io Events: core/v1 shows its name as reportingComponent, not source
+        events = await core.list_namespaced_event(cluster_namespace)
+        by = {(e.reason, e.source.component or e.reporting_component) for e in events.items}
+        return ("Scheduled", "default-scheduler") in by and ("Started", "kubelet") in by
+
+    await eventually(scheduled_and_started, 30, what="the Scheduled and Started Events")
     assert got.status.pod_ip.startswith("127.")
     out = run_kubectl(kubectl, realcluster.kubeconfig, "get", "pod", "sleeper", "-n", cluster_namespace, "-o", "wide").stdout
     assert "Running" in out and "cpu-node-1" in out
