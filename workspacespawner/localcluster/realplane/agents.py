@@ -192,12 +192,16 @@ class PlaneAgents:
     two), ``volume_binding_mode`` of ``ceph-rbd``, ``attacher``,
     ``controllers`` by name, ``client_for(name)``, and
     ``real_control_plane = True``. ``kubeconfigs`` ({agent: path}) come
-    from :func:`install` (run here when not given).
+    from :func:`install` (run here when not given). With ``fault_proxy``,
+    ``kubeconfig`` names a :class:`~.faultproxy.FaultProxy` in front of the
+    API server (the agents still dial it directly), whose ``faults`` and
+    ``requests`` are the cluster's, as the embedded cluster has them.
     """
 
     real_control_plane = True
 
-    def __init__(self, plane, *, agents=AGENTS, nodes=None, volume_binding_mode: str = "Immediate", kubeconfigs=None):
+    def __init__(self, plane, *, agents=AGENTS, nodes=None, volume_binding_mode: str = "Immediate", kubeconfigs=None,
+                 fault_proxy: bool = False):
         self.plane = plane
         self.agents = tuple(agents)
         self.state_dir = Path(plane.state_dir) / "agents"
@@ -210,6 +214,8 @@ class PlaneAgents:
         self.clients: dict[str, ApiServerClient] = {}
         self.kubeconfig = plane.kubeconfig
         self.url = plane.url
+        self.fault_proxy = fault_proxy
+        self.proxy = None
 
     def client_for(self, name: str) -> ApiServerClient:
         """The client of agent ``name`` (its own ServiceAccount's credentials)."""
@@ -240,11 +246,23 @@ class PlaneAgents:
             self.controllers[agent] = factories[agent](self)
         for controller in self.controllers.values():
             await controller.start()
+        if self.fault_proxy:
+            await self._start_proxy()
         log.info("agents %s running against %s", ", ".join(self.agents), self.plane.url)
         return self
 
+    async def _start_proxy(self) -> None:
+        from .faultproxy import FaultProxy
+
+        pki = self.plane.pki
+        self.proxy = await FaultProxy(self.plane.url, pki.path("ca.crt"), pki.path("admin.crt"), pki.path("admin.key")).start()
+        self.faults, self.requests = self.proxy.faults, self.proxy.requests
+        self.kubeconfig = self.proxy.write_kubeconfig(self.state_dir / "proxy.kubeconfig")
+
     async def stop(self) -> None:
         """Stop the controllers (the node agent ends its processes), then close the clients."""
+        if self.proxy is not None:
+            await self.proxy.stop()
         for controller in reversed(list(self.controllers.values())):
             await controller.stop()
         for client in self.clients.values():
