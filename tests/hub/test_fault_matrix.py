@@ -30,7 +30,6 @@ from tests.support.faultcases import (
     stop,
     wait_until,
 )
-from tests.support.hubharness import Hub, config_pieces
 from tests.support.invariants import assert_invariants
 from tests.support.lifecycleenv import pod_manifest
 from tests.support.paths import REPO
@@ -48,38 +47,15 @@ def cluster(golden_cluster):
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    return tmp_path_factory.mktemp("hub")
+def hub(cluster, tmp_path_factory):
+    with faultcases.matrix_hub(cluster, tmp_path_factory.mktemp("hub")) as hub:
+        yield hub
 
 
 @pytest.fixture(scope="module")
-def hub(cluster, workdir):
-    config = f"import sys\nsys.path.insert(0, {str(REPO)!r})\n" + config_pieces("10-workspace-spawner.py", "20-profiles.py")
-    config += f"""
-c.JupyterHub.allow_named_servers = True
-c.JupyterHub.named_server_limit_per_user = 5
-c.KubeSpawner.k8s_api_request_timeout = 3
-c.KubeSpawner.k8s_api_request_retry_timeout = 8
-c.Spawner.poll_interval = 1
-c.WorkspaceSpawner.reconcile_interval = 1
-c.WorkspaceQuota.ledger_url = "sqlite:///{workdir / "ledger.sqlite"}"
-c.WorkspaceQuota.card_hours_per_month = 1000
-c.WorkspaceQuota.max_gpus = 8
-c.WorkspaceQuota.min_gpu_start_minutes = 0
-c.WorkspaceQuota.enforce_interval = 1
-"""
-    hub = Hub(workdir, cluster.kubeconfig, config)
-    hub.env["WORKSPACESPAWNER_QUOTA_TOKEN"] = hub.token
-    hub.start()
-    yield hub
-    hub.stop()
-
-
-@pytest.fixture(scope="module")
-def ledger(workdir, hub):
-    ledger = Ledger(f"sqlite:///{workdir / 'ledger.sqlite'}")
-    yield ledger
-    ledger.dispose()
+def ledger(hub):
+    with faultcases.matrix_ledger(hub) as ledger:
+        yield ledger
 
 
 @pytest.fixture(scope="module")

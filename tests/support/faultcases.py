@@ -19,14 +19,17 @@ groups the rows in the README's reliability table.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import requests
 from kubespawner.slugs import safe_slug
 
-from tests.support.hubharness import Hub, progress_messages
+from tests.support.hubharness import Hub, config_pieces, progress_messages
 from tests.support.invariants import assert_invariants
+from tests.support.paths import REPO
+from workspacespawner.quota.ledger import Ledger
 
 CPU = "jupyterlab-cpu"
 GPU = "jupyterlab-1gpu"
@@ -49,6 +52,47 @@ class Case:
     user: str | None = None
     next_start: bool = True
     setup: Callable | None = field(default=None, compare=False)
+
+
+#: The fault matrix hub's settings (``{ledger}``: the ledger's path): short client timeouts so that a slow
+#: answer is a timeout, named servers for the races, one-second polls, ticks and reconciler passes.
+MATRIX_CONFIG = """
+c.JupyterHub.allow_named_servers = True
+c.JupyterHub.named_server_limit_per_user = 5
+c.KubeSpawner.k8s_api_request_timeout = 3
+c.KubeSpawner.k8s_api_request_retry_timeout = 8
+c.Spawner.poll_interval = 1
+c.WorkspaceSpawner.reconcile_interval = 1
+c.WorkspaceQuota.ledger_url = "sqlite:///{ledger}"
+c.WorkspaceQuota.card_hours_per_month = 1000
+c.WorkspaceQuota.max_gpus = 8
+c.WorkspaceQuota.min_gpu_start_minutes = 0
+c.WorkspaceQuota.enforce_interval = 1
+"""
+
+
+@contextmanager
+def matrix_hub(cluster, workdir, *, extra: str = "", start_timeout: int = 60) -> Iterator[Hub]:
+    """A started hub for the fault matrix on ``cluster`` in ``workdir`` (its ledger ``ledger.sqlite`` there), stopped on exit."""
+    config = f"import sys\nsys.path.insert(0, {str(REPO)!r})\n" + config_pieces("10-workspace-spawner.py", "20-profiles.py")
+    config += MATRIX_CONFIG.replace("{ledger}", str(workdir / "ledger.sqlite")) + extra
+    hub = Hub(workdir, cluster.kubeconfig, config, start_timeout=start_timeout)
+    hub.env["WORKSPACESPAWNER_QUOTA_TOKEN"] = hub.token
+    hub.start()
+    try:
+        yield hub
+    finally:
+        hub.stop()
+
+
+@contextmanager
+def matrix_ledger(hub: Hub) -> Iterator[Ledger]:
+    """The ledger of a :func:`matrix_hub`, to read runs from; disposed on exit."""
+    ledger = Ledger(f"sqlite:///{hub.workdir / 'ledger.sqlite'}")
+    try:
+        yield ledger
+    finally:
+        ledger.dispose()
 
 
 def user_of(case: Case) -> str:

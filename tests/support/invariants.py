@@ -74,10 +74,30 @@ def disk_deletes(cluster) -> list[tuple[str, str, str | None]]:
     return found
 
 
+def cluster_objects(cluster, group: str, version: str, plural: str) -> list[dict]:
+    """Every object of a kind on ``cluster``: from the embedded store, or listed from a real plane's API server."""
+    store = getattr(cluster, "store", None)
+    if store is not None:
+        return store.objects(store.kind(group, version, plural))
+    import json
+
+    import kubernetes
+
+    api = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
+    try:
+        if group:
+            listed = kubernetes.client.CustomObjectsApi(api).list_cluster_custom_object(group, version, plural)
+        else:
+            singular = {"pods": "pod", "persistentvolumeclaims": "persistent_volume_claim"}[plural]
+            core = kubernetes.client.CoreV1Api(api)
+            listed = json.loads(getattr(core, f"list_{singular}_for_all_namespaces")(_preload_content=False).data)
+    finally:
+        api.close()
+    return listed.get("items") or []
+
+
 def _access_modes(cluster, namespace: str, name: str) -> set[str] | None:
-    store = cluster.store
-    kind = store.kind("", "v1", "persistentvolumeclaims")
-    for pvc in store.objects(kind):
+    for pvc in cluster_objects(cluster, "", "v1", "persistentvolumeclaims"):
         meta = pvc["metadata"]
         if meta["namespace"] == namespace and meta["name"] == name:
             return set((pvc.get("status") or {}).get("accessModes") or pvc["spec"].get("accessModes") or [])
@@ -177,10 +197,9 @@ def metering_violations(cluster, ledger) -> list[str]:
 
 def open_runs_without_compute(cluster, ledger) -> list[str]:
     """Open runs whose ``(user, server)`` has no Pod or VMI in the cluster, as sentences."""
-    store = cluster.store
     alive = set()
-    for kind in (store.kind("", "v1", "pods"), store.kind("kubevirt.io", "v1", "virtualmachineinstances")):
-        alive |= {owner for obj in store.objects(kind) if (owner := names.server_of(obj["metadata"])) is not None}
+    for key in (("", "v1", "pods"), ("kubevirt.io", "v1", "virtualmachineinstances")):
+        alive |= {owner for obj in cluster_objects(cluster, *key) if (owner := names.server_of(obj["metadata"])) is not None}
     return [f"run {r.id} of {r.user_name}'s server {r.server_name!r} is open with no compute"
             for r in _runs(ledger) if r.state == OPEN and (r.user_name, r.server_name) not in alive]
 
@@ -190,7 +209,8 @@ def assert_invariants(cluster, *, purged=(), shared=(), ledger=None, reconciled_
 
     ``cluster`` is the :class:`~workspacespawner.localcluster.LocalCluster`
     (for a :class:`~workspacespawner.localcluster.cluster.ClusterThread`,
-    its ``.cluster``); ``purged`` the disk names the test purged (or let
+    its ``.cluster``), or a real plane's agents started with a fault proxy
+    (tests/support/planes.py; the proxy keeps the request log); ``purged`` the disk names the test purged (or let
     retention purge) on purpose; ``shared`` claim names allowed more than one
     consumer at once; ``ledger``, ``reconciled_within`` (seconds) and
     ``next_start``: see the module docstring.

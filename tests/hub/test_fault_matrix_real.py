@@ -1,0 +1,56 @@
+"""The fault matrix on the real control plane: one case of each kind of API fault, through the fault proxy.
+
+The embedded cluster runs every case of the matrix (tests/hub/test_fault_matrix.py);
+here the same cases reach a real kube-apiserver, controller-manager and
+scheduler, with the faults injected by the proxy in front of the API server
+(workspacespawner.localcluster.realplane.faultproxy) and the invariants
+asserted after each one, as there: no disk deleted, one consumer per
+ReadWriteOnce disk, every GPU second metered, no open run without compute,
+and the next start works. One case of each category that goes through the
+API (the tampered-input and odd-name rows never reach it differently), to keep
+the real tier's time budget; the races and hub crashes stay on the embedded
+cluster.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.hub.test_fault_matrix import CASES
+from tests.support import faultcases, planes
+from tests.support.faultcases import run_case
+from tests.support.invariants import assert_invariants
+
+#: One case of each category whose faults are API answers (ids of tests/hub/test_fault_matrix.py's CASES).
+REAL_CASES = ("pod-503", "home-read-503", "pod-slow-gpu", "stop-503-long", "stop-429", "vm-start-500", "vm-stop-503", "name-email")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with planes.running("real", tmp_path_factory.mktemp("cluster"), golden=True, fault_proxy=True) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def hub(cluster, tmp_path_factory):
+    extra, start_timeout = planes.hub_settings(cluster)
+    with faultcases.matrix_hub(cluster, tmp_path_factory.mktemp("hub"), extra=extra, start_timeout=start_timeout) as hub:
+        yield hub
+
+
+@pytest.fixture(scope="module")
+def ledger(hub):
+    with faultcases.matrix_ledger(hub) as ledger:
+        yield ledger
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.id in REAL_CASES], ids=lambda c: c.id)
+def test_fault_case_on_the_real_plane(case, hub, cluster, ledger):
+    run_case(case, hub=hub, cluster=cluster, ledger=ledger)
+
+
+def test_the_invariants_see_the_real_plane(hub, cluster, ledger):
+    """The invariants are not vacuous here: the proxy recorded the hub's writes, the node agent the disks' use."""
+    assert cluster.requests.count("POST", r"/namespaces/default/pods$") > 0
+    assert cluster.attacher.history
+    assert_invariants(cluster, ledger=ledger)
