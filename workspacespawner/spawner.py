@@ -41,7 +41,7 @@ from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.hubcompat import as_spawn_failure, options_sent
 from workspacespawner.k8s import events, watches
-from workspacespawner.k8s.owned import outage_error
+from workspacespawner.k8s.owned import forbidden_error, outage_error
 from workspacespawner.quota.enforcer import alive_from_objects
 from workspacespawner.quota.request import quota_request
 from workspacespawner.quota.service import TrackedWorkspace
@@ -258,8 +258,9 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         self._prepared = True
 
     def _raise_for_user(self, error: BaseException) -> None:
-        """Re-raise ``error`` as the spawn page should show it: a refusal or an API outage in words, else as it is."""
-        in_words = error if isinstance(error, WorkspaceError) else outage_error(error)
+        """Re-raise ``error`` as the spawn page should show it: a refusal, an API outage or the hub's own lack of a
+        permission in words, else as it is."""
+        in_words = error if isinstance(error, WorkspaceError) else outage_error(error) or forbidden_error(error)
         if in_words is None:
             raise error
         raise as_spawn_failure(in_words, self) from error

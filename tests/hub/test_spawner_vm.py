@@ -20,12 +20,11 @@ from __future__ import annotations
 import base64
 import time
 
-import kubernetes
 import pytest
 import yaml
 
 from tests.support import planes
-from tests.support.hubharness import CONFIG_D, Hub
+from tests.support.hubharness import CONFIG_D, Hub, core_and_custom
 from workspacespawner.backends.vm.manifests import ENV_FILE
 from workspacespawner.core import names
 from workspacespawner.demo import GOLDEN_IMAGE
@@ -67,9 +66,8 @@ def hub(cluster, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def kube(cluster):
-    client = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
-    yield kubernetes.client.CoreV1Api(client), kubernetes.client.CustomObjectsApi(client)
-    client.close()
+    with core_and_custom(cluster) as apis:
+        yield apis
 
 
 def vmis(custom, user):

@@ -179,6 +179,18 @@ def core_v1(cluster):
         client.close()
 
 
+@contextlib.contextmanager
+def core_and_custom(cluster):
+    """Synchronous ``kubernetes`` (CoreV1Api, CustomObjectsApi) on ``cluster`` (anything with a ``kubeconfig`` path), closed after use."""
+    import kubernetes
+
+    client = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
+    try:
+        yield kubernetes.client.CoreV1Api(client), kubernetes.client.CustomObjectsApi(client)
+    finally:
+        client.close()
+
+
 def login(hub: Hub, name: str) -> requests.Session:
     """A browser-like session logged in as ``name`` (the harness's dummy authenticator takes any password)."""
     session = requests.Session()

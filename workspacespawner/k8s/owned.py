@@ -12,6 +12,7 @@ after transient API errors (:func:`call`).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -20,6 +21,7 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.k8s.admission import exceeded_quota
 
 log = logging.getLogger("workspacespawner")
 
@@ -64,6 +66,35 @@ def outage_error(error: BaseException) -> WorkspaceError | None:
         reason="kubernetes-api",
         status_code=503,
         log_message=f"Kubernetes API outage during a start: {detail}",
+    )
+
+
+def forbidden_error(error: BaseException) -> WorkspaceError | None:
+    """A start's failure in words when the API server refused the hub itself (403), else None.
+
+    A 403 comes from the hub's RBAC role lacking a permission or from an
+    admission policy (CDI's clone check): the hub's setup, which the user
+    cannot change and waiting will not fix. The API server's Status message
+    names what was refused (``pods is forbidden: User
+    "system:serviceaccount:jhub:hub" cannot create resource "pods" in API
+    group "" in the namespace "jhub"``, or the policy's reason) and carries
+    no object data, so it is shown as it is. A ResourceQuota refusal, also
+    a 403, is not this one (:func:`~workspacespawner.k8s.admission.exceeded_quota`).
+    HTTP status 500, ``reason="kubernetes-forbidden"``.
+    """
+    if not isinstance(error, ApiException) or error.status != 403 or exceeded_quota(error) is not None:
+        return None
+    try:
+        said = json.loads(error.body or "{}").get("message") or ""
+    except (ValueError, AttributeError, TypeError):
+        said = ""
+    said = said or f"{error.status} {error.reason}"
+    return WorkspaceError(
+        f"The cluster refused the hub: {said}. Nothing was deleted. This is the hub's setup, not something you did: "
+        "please tell the JupyterHub administrators (the hub's Kubernetes permissions).",
+        reason="kubernetes-forbidden",
+        status_code=500,
+        log_message=f"Kubernetes refused the hub during a start: {said}",
     )
 
 

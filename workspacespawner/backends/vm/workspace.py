@@ -56,6 +56,7 @@ from workspacespawner.k8s.events import describe_event, scale_up_triggered
 from workspacespawner.k8s.kinds import VMI
 from workspacespawner.k8s.kubevirt import start_vm, stop_vm
 from workspacespawner.k8s.owned import call as _call
+from workspacespawner.k8s.owned import forbidden_error
 from workspacespawner.k8s.watches import (
     DataVolumeReflector,
     VirtualMachineInstanceReflector,
@@ -76,7 +77,13 @@ Progress = Callable[[str, "float | None"], None]
 
 
 def _api_failure(e: Exception, what: str) -> WorkspaceError:
-    """A permanent API error (or a connection that stayed down) as the start's failure, in words for the user."""
+    """A permanent API error (or a connection that stayed down) as the start's failure, in words for the user.
+
+    A refusal of the hub itself (403: its role, an admission policy) says what was refused (:func:`forbidden_error`).
+    """
+    forbidden = forbidden_error(e)
+    if forbidden is not None:
+        return forbidden
     detail = f"{e.status} {e.reason}" if isinstance(e, ApiException) else type(e).__name__
     return WorkspaceError(
         f"The cluster could not {what} ({detail}). Nothing was deleted; please try again later.",

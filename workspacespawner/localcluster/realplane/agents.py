@@ -22,7 +22,8 @@ kubeconfig from the TokenRequest API. Every client dials 127.0.0.1 only (the
 kubeconfigs name the API server's loopback address, never the
 ``kubernetes`` Service).
 
-:func:`install` prepares the plane (the KubeVirt and CDI CRDs, the agents'
+:func:`install` prepares the plane (the KubeVirt and CDI CRDs, CDI's
+clone-permission check, the agents'
 ServiceAccounts, roles and kubeconfigs), synchronously, once per start;
 then ``await PlaneAgents(plane).start()`` on an event loop (or
 ``ClusterThread(cluster=PlaneAgents(plane))``).
@@ -143,7 +144,8 @@ def wait_condition(plane, path: str, condition: str, deadline: float) -> None:
 
 
 def install_crds(plane, timeout: float = 60.0) -> None:
-    """Create (or update) the KubeVirt and CDI CRDs of :data:`~.CRDS_DIR` and wait until each is Established."""
+    """Create (or update) the KubeVirt and CDI CRDs of :data:`~.CRDS_DIR`, wait until each is Established, then
+    install CDI's clone-permission check (:func:`install_clone_permission`)."""
     names = []
     for path in sorted(Path(CRDS_DIR).glob("*.yaml")):
         crd = yaml.safe_load(path.read_text())
@@ -152,6 +154,63 @@ def install_crds(plane, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     for name in names:
         wait_condition(plane, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", "Established", deadline)
+    install_clone_permission(plane)
+
+
+#: The name of CDI's clone-permission check here (:func:`install_clone_permission`).
+CLONE_POLICY = "cdi-clone-source-permission"
+
+
+def install_clone_permission(plane) -> None:
+    """CDI's admission check of a cross-namespace clone, as a ValidatingAdmissionPolicy asking the real authorizer.
+
+    CDI's webhook admits a DataVolume cloned from another namespace only if
+    its creator may ``create`` ``datavolumes/source`` (group
+    ``cdi.kubevirt.io``) or ``pods`` in the source namespace (CDI
+    ``doc/RBAC.md``, "PVC Cloning"), else refuses it with "User NAME has
+    insufficient permissions in clone source namespace NS". Our CDI runs no
+    webhook, so a CEL policy asks kube-apiserver's authorizer the same
+    question for the DataVolume's ``sourceRef`` (a DataSource) or
+    ``source.pvc``, for creates only.
+    """
+    source_ns = (
+        "has(object.spec.sourceRef) ? (has(object.spec.sourceRef.namespace) ? object.spec.sourceRef.namespace : request.namespace)"
+        " : has(object.spec.source) && has(object.spec.source.pvc) && has(object.spec.source.pvc.namespace)"
+        " ? object.spec.source.pvc.namespace : request.namespace"
+    )
+    may = "authorizer.group('{group}').resource('{resource}').namespace(variables.sourceNamespace).check('create').allowed()"
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": CLONE_POLICY},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["cdi.kubevirt.io"], "apiVersions": ["*"], "operations": ["CREATE"], "resources": ["datavolumes"],
+            }]},
+            "variables": [{"name": "sourceNamespace", "expression": source_ns}],
+            "validations": [{
+                "expression": (
+                    "variables.sourceNamespace == request.namespace || "
+                    + may.format(group="cdi.kubevirt.io", resource="datavolumes/source") + " || "
+                    + may.format(group="", resource="pods")
+                ),
+                "messageExpression": (
+                    "'User ' + request.userInfo.username + ' has insufficient permissions in clone source namespace '"
+                    " + variables.sourceNamespace"
+                ),
+                "reason": "Forbidden",
+            }],
+        },
+    }
+    _create_or_replace(plane, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", policy)
+    _create_or_replace(plane, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": CLONE_POLICY},
+        "spec": {"policyName": CLONE_POLICY, "validationActions": ["Deny"]},
+    })
+
 
 def install_agent(plane, agent: str) -> Path:
     """The ServiceAccount, ClusterRole and binding of ``agent``; returns its token kubeconfig."""
@@ -279,15 +338,18 @@ class RealCluster:
     and starts the agents (``thread.call(fn)`` reaches them on their loop, as
     with :class:`~..cluster.ClusterThread`); ``stop()`` stops the agents, then
     the plane. ``kubeconfig`` is the plane's admin kubeconfig;
-    ``service_cidr`` the plane's ClusterIP range. Other keyword
+    ``service_cidr`` the plane's ClusterIP range; ``extra_apiserver_args``
+    go to kube-apiserver (an audit policy, say). Other keyword
     arguments go to :class:`PlaneAgents` (``nodes``, ``volume_binding_mode``,
     ``agents``).
     """
 
-    def __init__(self, state_dir, bin_dir=None, *, service_cidr=None, **agent_kwargs):
+    def __init__(self, state_dir, bin_dir=None, *, service_cidr=None, extra_apiserver_args=(), **agent_kwargs):
         from .plane import DEFAULT_SERVICE_CIDR, RealControlPlane
 
-        self.plane = RealControlPlane(state_dir, bin_dir, service_cidr=service_cidr or DEFAULT_SERVICE_CIDR)
+        self.plane = RealControlPlane(
+            state_dir, bin_dir, service_cidr=service_cidr or DEFAULT_SERVICE_CIDR, extra_apiserver_args=extra_apiserver_args
+        )
         self.agent_kwargs = agent_kwargs
         self.thread = None
 
