@@ -1,4 +1,4 @@
-"""A VM's home through virtiofs (``vm_home_via = "virtiofs"``) or as a disk (``"disk"``, the default for now).
+"""A VM's home through virtiofs (``vm_home_via = "virtiofs"``, the default) or as a disk (``"disk"``).
 
 Covers: with virtiofs the VirtualMachine carries a ``filesystems`` entry
 tagged ``home`` backed by the home PVC and no home disk, and the cloud-init
@@ -6,7 +6,8 @@ user data mounts that tag at the home path (no mkfs: the PVC's files are the
 container's); the disk mode keeps the home disk with its serial and the
 format-once; both VMs pass the KubeVirt schema the local cluster validates
 with; the trait refuses other values naming itself and the value, and its
-value reaches the VM settings.
+value reaches the VM settings; virtiofs is the default of the trait and of
+the manifests.
 """
 
 from __future__ import annotations
@@ -68,4 +69,5 @@ def test_the_trait_checks_and_passes_its_value():
     profile = ResolvedProfile(slug="vm", display_name="VM", workspace_kind="vm", ide="jupyterlab", gpus=0, gpu_product=None,
                               cpu=None, memory=None, image="", default_url="")
     assert traits.vm_settings(profile, None).home_via == "virtiofs"
-    assert VMTraits().vm_home_via == "disk"
+    assert VMTraits().vm_home_via == "virtiofs"
+    assert VMSettings(golden_image="g", golden_image_namespace="n").home_via == "virtiofs"

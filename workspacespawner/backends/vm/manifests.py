@@ -184,7 +184,7 @@ class VMSettings:
     gpu_device_name: str = "nvidia.com/gpu"
     node_selector: tuple[tuple[str, str], ...] = ()
     attach_home: bool = True
-    home_via: str = "disk"
+    home_via: str = "virtiofs"
     termination_grace_seconds: int = 180
     storage: VMTiers | None = None
 
@@ -530,7 +530,7 @@ def cloud_config(
     unix_user: str = "jovyan",
     unix_uid: int = 1000,
     storage: VMTiers | None = None,
-    home_via: str = "disk",
+    home_via: str = "virtiofs",
 ) -> dict:
     """The ``#cloud-config`` document (as a dict) that runs the IDE in the guest; see :func:`make_cloudinit_secret`."""
     env_text = "".join(env_file_line(key, str(value)) + "\n" for key, value in sorted(env.items()))
@@ -631,7 +631,7 @@ def make_cloudinit_secret(
     unix_user: str = "jovyan",
     unix_uid: int = 1000,
     storage: VMTiers | None = None,
-    home_via: str = "disk",
+    home_via: str = "virtiofs",
 ) -> dict:
     """The per-start cloud-init Secret (type Opaque, key ``userdata``): the guest's JupyterHub settings.
 
