@@ -54,6 +54,8 @@ HOME_SERIAL = "home"
 HOME_DEVICE = f"/dev/disk/by-id/virtio-{HOME_SERIAL}"
 #: The virtiofs tag (the filesystem's name) of the home PVC when it is shared, not attached as a disk.
 HOME_VIRTIOFS_TAG = "home"
+#: KubeVirt's feature gate for a PVC in ``domain.devices.filesystems`` (older releases: ``ExperimentalVirtiofsSupport``).
+VIRTIOFS_FEATURE_GATE = "EnableVirtioFsStorageVolumes"
 #: How a VM gets the user's home PVC (``VMSettings.home_via``, the ``vm_home_via`` trait).
 HOME_VIA = ("disk", "virtiofs")
 #: Key of the user data in the cloud-init Secret (KubeVirt reads ``userdata`` or ``userData``).
