@@ -5,7 +5,8 @@ tagged ``home`` backed by the home PVC and no home disk, and the cloud-init
 user data mounts that tag at the home path (no mkfs: the PVC's files are the
 container's); the disk mode keeps the home disk with its serial and the
 format-once; both VMs pass the KubeVirt schema the local cluster validates
-with; the trait refuses other values naming itself and the value, and its
+with, which refuses an unknown field of a filesystem and one without
+``virtiofs``; the trait refuses other values naming itself and the value, and its
 value reaches the VM settings; virtiofs is the default of the trait and of
 the manifests.
 """
@@ -50,6 +51,15 @@ def test_virtiofs_home_is_a_filesystem_of_the_home_pvc():
     assert config["mounts"] == [[HOME_VIRTIOFS_TAG, "/home/jovyan", "virtiofs", "defaults,nofail"]]
     assert "fs_setup" not in config  # the PVC's files are the container's: nothing is formatted
     assert Validator().causes(by_kind()[("kubevirt.io/v1", "VirtualMachine")], vm) == []
+
+
+def test_the_schema_checks_the_filesystems():
+    vm, _ = vm_and_user_data("virtiofs")
+    vm["spec"]["template"]["spec"]["domain"]["devices"]["filesystems"] = [{"name": HOME_VIRTIOFS_TAG, "virtiofs": {}, "tag": "x"}]
+    causes = Validator().causes(by_kind()[("kubevirt.io/v1", "VirtualMachine")], vm)
+    assert [c["field"] for c in causes] == ["spec.template.spec.domain.devices.filesystems[0].tag"], causes
+    vm["spec"]["template"]["spec"]["domain"]["devices"]["filesystems"] = [{"name": HOME_VIRTIOFS_TAG}]
+    assert Validator().causes(by_kind()[("kubevirt.io/v1", "VirtualMachine")], vm) != []  # virtiofs is required
 
 
 def test_disk_home_stays_a_disk():
