@@ -168,9 +168,9 @@ class VMSettings:
     ``gpu_device_name`` (the KubeVirt ``permittedHostDevices`` resource
     name, e.g. ``nvidia.com/GA100_A100_SXM4_80GB``). ``node_selector``:
     ``(label, value)`` pairs the VM's node must carry. ``attach_home``:
-    give the VM the home PVC, ``home_via`` one of :data:`HOME_VIA`: as a
-    second disk, or shared through virtiofs (the container's files, see
-    the ``vm_home_via`` trait). ``termination_grace_seconds``:
+    give the VM the home PVC, ``home_via`` one of :data:`HOME_VIA`: shared
+    through virtiofs (the container's files, the default) or as a second
+    disk (an image of its own; see the ``vm_home_via`` trait). ``termination_grace_seconds``:
     how long a stop waits for the guest to shut down before it is killed.
     """
 
@@ -641,7 +641,7 @@ def make_cloudinit_secret(
     PyYAML's safe dumper, no value pasted into YAML text) that, in the guest:
 
     * creates ``unix_user`` (uid ``unix_uid``, the docker-stacks ``jovyan``
-      by default, so files on the home disk keep their owner) with
+      by default, so files in the home keep their owner) with
       passwordless sudo: the whole system is the user's;
     * writes ``env`` (the spawner's ``get_env()``: API token, URLs, service
       prefix, OAuth client) to :data:`ENV_FILE` (mode 0600, systemd
@@ -649,10 +649,10 @@ def make_cloudinit_secret(
       ``command`` (see :func:`singleuser_command`) in ``home_mount_path``;
       both on every boot (:data:`CLOUD_INIT_MODULES`), so each start brings
       a fresh token;
-    * with ``attach_home``, formats a blank home disk once and mounts the
-      disk with virtio serial ``home`` at ``home_mount_path`` (``nofail``);
-      with ``home_via="virtiofs"`` instead, mounts the virtiofs tag
-      :data:`HOME_VIRTIOFS_TAG` there;
+    * with ``attach_home``, mounts the virtiofs tag :data:`HOME_VIRTIOFS_TAG`
+      at ``home_mount_path`` (``nofail``; ``home_via="virtiofs"``, the
+      default); with ``home_via="disk"`` instead, formats a blank home disk
+      once and mounts the disk with virtio serial ``home`` there;
     * on the first boot, enables and starts the unit (``runcmd``); later
       boots start it as an enabled unit.
 
