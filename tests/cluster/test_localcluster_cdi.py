@@ -12,7 +12,7 @@ from tests.support.helpers import get_object as get
 from tests.support.helpers import wait_for
 from workspacespawner.localcluster import LocalCluster
 from workspacespawner.localcluster.goldenimage import make_golden_image
-from workspacespawner.localcluster.volumes import claim_path
+from workspacespawner.localcluster.volumes import DISK_IMAGE, claim_path
 
 DVS = ("cdi.kubevirt.io", "v1beta1", "datavolumes")
 DATA_SOURCES = ("cdi.kubevirt.io", "v1beta1", "datasources")
@@ -86,7 +86,8 @@ async def test_clone_from_golden_image_in_another_namespace(tmp_path):
         assert target["metadata"]["ownerReferences"][0]["controller"] is True
         assert target["spec"]["resources"]["requests"]["storage"] == "30Gi"
         assert target["metadata"]["labels"]["hub.jupyter.org/username"] == "ann"
-        assert (claim_path(cluster, "default", "root-ann") / "etc" / "os-release").read_text() == OS_RELEASE
+        assert get(cluster, PVCS, "root-ann")["spec"]["volumeMode"] == "Filesystem"  # from the Block golden image: CDI's disk.img
+        assert (claim_path(cluster, "default", "root-ann") / DISK_IMAGE / "etc" / "os-release").read_text() == OS_RELEASE
 
 
 async def test_missing_datasource_reports_clone_without_source_then_recovers(tmp_path):
@@ -106,7 +107,7 @@ async def test_missing_datasource_reports_clone_without_source_then_recovers(tmp
         assert get(cluster, PVCS, "root-bob") is None
         await make_golden_image(cluster, "default", "ubuntu-22.04-gpu", {"etc/hostname": "golden\n"})
         await wait_for(lambda: dv_status(cluster, "root-bob").get("phase") == "Succeeded")
-        assert (claim_path(cluster, "default", "root-bob") / "etc" / "hostname").read_text() == "golden\n"
+        assert (claim_path(cluster, "default", "root-bob") / DISK_IMAGE / "etc" / "hostname").read_text() == "golden\n"
 
 
 async def test_datasource_pointing_at_missing_pvc_is_not_ready(tmp_path):

@@ -47,7 +47,7 @@ from workspacespawner.localcluster.controllers.guest import (
 )
 from workspacespawner.localcluster.controllers.runtime import AddressPool, Filesystem, translate
 from workspacespawner.localcluster.errors import ApiError
-from workspacespawner.localcluster.volumes import claim_path
+from workspacespawner.localcluster.volumes import DISK_IMAGE, claim_path
 
 NS = "default"
 POD_NETWORK = ipaddress.ip_network("127.10.0.0/16")
@@ -436,9 +436,11 @@ async def test_vm_guest_from_cloud_init_keeps_its_root_disk(tmp_path):
         ip = vmi["status"]["interfaces"][0]["ipAddress"]
         assert ipaddress.ip_address(ip) in POD_NETWORK
         assert await http_get(f"http://{ip}:8888/") == "boots=1 greeting=hello guest"
-        rootfs, home = claim_path(cluster, NS, "rootdisk"), claim_path(cluster, NS, "home")
+        # Filesystem-mode claims attached as disks: each disk is the image disk.img in its claim, not the claim's files.
+        rootfs, home = claim_path(cluster, NS, "rootdisk") / DISK_IMAGE, claim_path(cluster, NS, "home") / DISK_IMAGE
         assert (rootfs / "var/lib/app/boots.txt").read_text() == "boot\n"
         assert (home / "seen.txt").read_text() == "home"
+        assert sorted(p.name for p in claim_path(cluster, NS, "home").iterdir()) == [DISK_IMAGE]
         assert (rootfs / "etc/systemd/system/multi-user.target.wants/app.service").is_symlink()
         unit_log = cluster.controllers["nodeagent"].log_path(vmi, "app.service")
         guest_pids = processes_under(rootfs)

@@ -32,7 +32,7 @@ from tests.cluster.test_localcluster_nodeagent import (  # noqa: F401 (no_orphan
 from tests.support.helpers import wait_for
 from workspacespawner.localcluster import LocalCluster
 from workspacespawner.localcluster.controllers.guest import GuestBoot
-from workspacespawner.localcluster.volumes import claim_path, host_path_dir
+from workspacespawner.localcluster.volumes import DISK_IMAGE, claim_path, host_path_dir
 
 CONTROLLERS = ("storage", "ephemeral", "protection", "scheduler", "nodeagent")
 
@@ -166,7 +166,7 @@ async def test_vm_virtiofs_filesystem_and_empty_disk(tmp_path):
             create(store, make_pvc(claim))
         schedule(store, tiered_vmi("vm-1"))
         vmi = await wait_for(lambda: is_ready(v := get(store, "virtualmachineinstances", "vm-1", "kubevirt.io")) and v)
-        rootfs, team = claim_path(cluster, NS, "rootdisk"), claim_path(cluster, NS, "team-a")
+        rootfs, team = claim_path(cluster, NS, "rootdisk") / DISK_IMAGE, claim_path(cluster, NS, "team-a")  # a disk, a share
         scratch = tmp_path / "vmis" / vmi["metadata"]["uid"] / "disks" / "scratch"
         assert (rootfs / "shared/team").resolve() == team.resolve()
         assert (rootfs / "scratch").resolve() == scratch.resolve() and scratch.is_dir()

@@ -3,7 +3,9 @@
 Covers: the guest boots with the home PVC as the virtiofs filesystem
 ``home`` (no home disk), cloud-init mounts it at the home path, and the IDE
 runs in the home PVC's own directory, where a container workspace of the
-same user finds the same files.
+same user finds the same files; with ``home_via="disk"`` the guest's home
+is the disk image ``disk.img`` in the home PVC instead (the home is a
+Filesystem-mode claim), apart from the files a container sees there.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from tests.cluster import test_vm_workspace
 from tests.cluster.test_vm_workspace import COMMAND, NS, fetch, hub_env, stored, workspace
 from workspacespawner.localcluster.controllers.refs import VMIS
-from workspacespawner.localcluster.volumes import claim_path
+from workspacespawner.localcluster.volumes import DISK_IMAGE, claim_path
 
 #: The fixture of test_vm_workspace: (cluster thread, CustomObjectsApi, CoreV1Api), a golden image, the home PVC.
 kube = test_vm_workspace.kube
@@ -26,4 +28,13 @@ async def test_the_guest_runs_in_the_home_pvcs_own_files(kube):
     assert devices["filesystems"] == [{"name": "home", "virtiofs": {}}]
     assert "homedisk" not in [d["name"] for d in devices["disks"]]
     assert (await fetch(url))["cwd"] == str(claim_path(thread.cluster, NS, "home-ann"))
+    assert await ws.stop() is True
+
+
+async def test_a_home_disk_is_an_image_in_the_home_pvc(kube):
+    thread = kube[0]
+    ws = workspace(kube, home_via="disk")
+    url = await ws.start(env=hub_env("token"), command=COMMAND)
+    home_dir = claim_path(thread.cluster, NS, "home-ann")
+    assert (await fetch(url))["cwd"] == str(home_dir / DISK_IMAGE)
     assert await ws.stop() is True

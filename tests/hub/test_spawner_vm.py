@@ -11,7 +11,10 @@ no VMI and every disk; the phase is Stopped once a stop is done; a golden
 image that is not ready fails the start at once, named with CDI's reason,
 keeps the root DataVolume, and the next start after the fix clones and
 boots, with environment values holding line breaks and braces written for
-the guest as they are. On both control planes
+the guest as they are; a file the user's container workspace writes in
+home is there in their VM workspace (the home shared through virtiofs, the
+default) and not in a VM that gets the home as a disk (an image in the
+PVC). On both control planes
 (tests/support/planes.py).
 """
 
@@ -36,6 +39,11 @@ c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
         "display_name": "VM with too many GPUs",
         "slug": "vm-sixteen-gpus",
         "kubespawner_override": {"workspace_kind": "vm", "extra_resource_limits": {"nvidia.com/gpu": 16}},
+    },
+    {
+        "display_name": "VM with its home as a disk",
+        "slug": "vm-home-disk",
+        "kubespawner_override": {"workspace_kind": "vm", "vm_home_via": "disk"},
     },
     {
         "display_name": "VM from an image that is not ready",
@@ -193,3 +201,23 @@ def test_golden_image_not_ready_is_named_and_the_next_start_clones(hub, kube):
     guest_env = parse_environment_file(env_file)
     assert guest_env["MOTD"] == "Welcome\nto the lab\n" and guest_env["JSON"] == '{"a": 1}'
     hub.stop_server("gwen")
+
+
+def test_one_home_for_container_and_vm_but_not_as_a_disk(hub):
+    hub.create_user("hedy")
+    hub.start_server("hedy", {"profile": "jupyterlab-cpu"})
+    r = hub.server_request("hedy", "PUT", "api/contents/from-the-container.txt",
+                           json={"type": "file", "format": "text", "content": "one home"})
+    assert r.status_code in (200, 201), r.text
+    hub.stop_server("hedy")
+
+    hub.start_server("hedy", {"profile": "ubuntu-vm"})
+    r = hub.server_request("hedy", "GET", "api/contents/from-the-container.txt")
+    assert r.status_code == 200, r.text
+    assert r.json()["content"] == "one home"
+    hub.stop_server("hedy")
+
+    hub.start_server("hedy", {"profile": "vm-home-disk"})
+    r = hub.server_request("hedy", "GET", "api/contents/from-the-container.txt")
+    assert r.status_code == 404, r.text  # the guest sees the disk image's files, not the PVC's
+    hub.stop_server("hedy")

@@ -214,7 +214,7 @@ def test_vm_workspace_gets_the_same_tiers(hub, core):
     [vm] = custom.list_namespaced_custom_object(
         "kubevirt.io", "v1", NAMESPACE, "virtualmachines", label_selector=names.owner_selector("vic"))["items"]
     spec = vm["spec"]["template"]["spec"]
-    assert [f["name"] for f in spec["domain"]["devices"]["filesystems"]] == ["shared-team-physics"]
+    assert [f["name"] for f in spec["domain"]["devices"]["filesystems"]] == ["home", "shared-team-physics"]  # the home too, by default
     assert {"name": "scratch", "emptyDisk": {"capacity": "3Gi"}} in spec["volumes"]
     secret = core.read_namespaced_secret(f"{vm['metadata']['name']}-cloudinit", NAMESPACE)
     config = yaml.safe_load(base64.b64decode(secret.data["userdata"]).decode())
@@ -229,6 +229,6 @@ def test_vm_workspace_gets_the_same_tiers(hub, core):
     hub.start_server("vic", {"profile": "ubuntu-vm"})
     [vm] = custom.list_namespaced_custom_object(
         "kubevirt.io", "v1", NAMESPACE, "virtualmachines", label_selector=names.owner_selector("vic"))["items"]
-    assert "filesystems" not in vm["spec"]["template"]["spec"]["domain"]["devices"]
+    assert [f["name"] for f in vm["spec"]["template"]["spec"]["domain"]["devices"]["filesystems"]] == ["home"]  # no team folder
     hub.stop_server("vic")
     assert core.read_namespaced_persistent_volume_claim("team-physics", NAMESPACE).metadata.deletion_timestamp is None

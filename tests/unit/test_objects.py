@@ -258,9 +258,9 @@ VM_WITHOUT_GPUS = {
                     "devices": {
                         "disks": [
                             {"name": "rootdisk", "disk": {"bus": "virtio"}, "bootOrder": 1},
-                            {"name": "homedisk", "disk": {"bus": "virtio"}, "serial": "home"},
                             {"name": "cloudinitdisk", "disk": {"bus": "virtio"}},
                         ],
+                        "filesystems": [{"name": "home", "virtiofs": {}}],
                         "interfaces": [
                             {
                                 "name": "default",
@@ -276,7 +276,7 @@ VM_WITHOUT_GPUS = {
                 "networks": [{"name": "default", "pod": {}}],
                 "volumes": [
                     {"name": "rootdisk", "dataVolume": {"name": f"{VM}-root"}},
-                    {"name": "homedisk", "persistentVolumeClaim": {"claimName": "home-ann"}},
+                    {"name": "home", "persistentVolumeClaim": {"claimName": "home-ann"}},
                     {"name": "cloudinitdisk", "cloudInitNoCloud": {"secretRef": {"name": f"{VM}-cloudinit"}}},
                 ],
                 "terminationGracePeriodSeconds": 180,
@@ -333,9 +333,9 @@ VM_WITH_GPUS = {
                     "devices": {
                         "disks": [
                             {"name": "rootdisk", "disk": {"bus": "virtio"}, "bootOrder": 1},
-                            {"name": "homedisk", "disk": {"bus": "virtio"}, "serial": "home"},
                             {"name": "cloudinitdisk", "disk": {"bus": "virtio"}},
                         ],
+                        "filesystems": [{"name": "home", "virtiofs": {}}],
                         "interfaces": [
                             {
                                 "name": "default",
@@ -355,7 +355,7 @@ VM_WITH_GPUS = {
                 "networks": [{"name": "default", "pod": {}}],
                 "volumes": [
                     {"name": "rootdisk", "dataVolume": {"name": f"{VM}-root"}},
-                    {"name": "homedisk", "persistentVolumeClaim": {"claimName": "home-ann"}},
+                    {"name": "home", "persistentVolumeClaim": {"claimName": "home-ann"}},
                     {"name": "cloudinitdisk", "cloudInitNoCloud": {"secretRef": {"name": f"{VM}-cloudinit"}}},
                 ],
                 "terminationGracePeriodSeconds": 180,
@@ -517,10 +517,7 @@ def test_cloudinit_secret():
                     },
                 ],
                 "runcmd": ["systemctl daemon-reload", "systemctl enable --now workspace-ide.service"],
-                "fs_setup": [
-                    {"label": "home", "filesystem": "ext4", "device": "/dev/disk/by-id/virtio-home", "overwrite": False}
-                ],
-                "mounts": [["/dev/disk/by-id/virtio-home", "/home/jovyan", "auto", "defaults,nofail"]],
+                "mounts": [["home", "/home/jovyan", "virtiofs", "defaults,nofail"]],
             }
         },
     }

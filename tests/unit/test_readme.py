@@ -1,4 +1,5 @@
-"""The README keeps its promises: the two commands first, and a configuration reference equal to the traits."""
+"""The README keeps its promises: the two commands first, a configuration reference equal to the traits, and
+prerequisites naming the KubeVirt feature gate the default VM home needs."""
 
 
 from tests.support.paths import REPO
@@ -34,3 +35,15 @@ async def test_the_safe_name_example_is_what_the_spawner_names(kube_env):
     spawner = WorkspaceSpawner(_mock=True)
     spawner.user.name = Authenticator().normalize_username(typed)  # what the hub does with the name typed at login
     assert spawner._expand_user_properties("home-{user_server}") == f"home-{safe}"
+
+
+def test_prerequisites_name_the_feature_gate_of_the_default_vm_home():
+    from workspacespawner.backends.vm.manifests import VIRTIOFS_FEATURE_GATE
+    from workspacespawner.backends.vm.traits import VMTraits
+
+    text = README.read_text()
+    prerequisites = text[text.index("### Prerequisites"):text.index("### Install")]
+    assert VMTraits().vm_home_via == "virtiofs"
+    assert f"`{VIRTIOFS_FEATURE_GATE}`" in prerequisites
+    assert "live-migrate" in prerequisites and 'vm_home_via = "disk"' in prerequisites
+    assert VIRTIOFS_FEATURE_GATE in VMTraits.class_traits()["vm_home_via"].help

@@ -439,7 +439,7 @@ def test_vm_gets_team_folders_scratch_and_models_valid_for_kubevirt():
     spec = vm["spec"]["template"]["spec"]
     assert spec["domain"]["devices"]["disks"][0]["name"] == "rootdisk"
     filesystems = {f["name"] for f in spec["domain"]["devices"]["filesystems"]}
-    assert filesystems == {"shared-team-physics", "shared-course-101-material", "models"}
+    assert filesystems == {"home", "shared-team-physics", "shared-course-101-material", "models"}  # home: shared by default
     assert all(f["virtiofs"] == {} for f in spec["domain"]["devices"]["filesystems"])
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["shared-course-101-material"]["persistentVolumeClaim"] == {"claimName": "course-101-material", "readOnly": True}
@@ -492,5 +492,5 @@ def test_vm_leaving_a_team_drops_its_filesystem():
     without = vmtiers.add_tiers_to_vm(make_virtual_machine(ident=IDENT, settings=VM_SETTINGS), vm_tiers_for([]))
     fs_with = with_team["spec"]["template"]["spec"]["domain"]["devices"]["filesystems"]
     fs_without = without["spec"]["template"]["spec"]["domain"]["devices"].get("filesystems", [])
-    assert [f["name"] for f in fs_with] == ["shared-team-physics", "models"]
-    assert [f["name"] for f in fs_without] == ["models"]
+    assert [f["name"] for f in fs_with] == ["home", "shared-team-physics", "models"]
+    assert [f["name"] for f in fs_without] == ["home", "models"]

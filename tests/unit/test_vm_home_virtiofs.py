@@ -1,12 +1,14 @@
-"""A VM's home through virtiofs (``vm_home_via = "virtiofs"``) or as a disk (``"disk"``, the default for now).
+"""A VM's home through virtiofs (``vm_home_via = "virtiofs"``, the default) or as a disk (``"disk"``).
 
 Covers: with virtiofs the VirtualMachine carries a ``filesystems`` entry
 tagged ``home`` backed by the home PVC and no home disk, and the cloud-init
 user data mounts that tag at the home path (no mkfs: the PVC's files are the
 container's); the disk mode keeps the home disk with its serial and the
 format-once; both VMs pass the KubeVirt schema the local cluster validates
-with; the trait refuses other values naming itself and the value, and its
-value reaches the VM settings.
+with, which refuses an unknown field of a filesystem and one without
+``virtiofs``; the trait refuses other values naming itself and the value, and its
+value reaches the VM settings; virtiofs is the default of the trait and of
+the manifests.
 """
 
 from __future__ import annotations
@@ -51,6 +53,15 @@ def test_virtiofs_home_is_a_filesystem_of_the_home_pvc():
     assert Validator().causes(by_kind()[("kubevirt.io/v1", "VirtualMachine")], vm) == []
 
 
+def test_the_schema_checks_the_filesystems():
+    vm, _ = vm_and_user_data("virtiofs")
+    vm["spec"]["template"]["spec"]["domain"]["devices"]["filesystems"] = [{"name": HOME_VIRTIOFS_TAG, "virtiofs": {}, "tag": "x"}]
+    causes = Validator().causes(by_kind()[("kubevirt.io/v1", "VirtualMachine")], vm)
+    assert [c["field"] for c in causes] == ["spec.template.spec.domain.devices.filesystems[0].tag"], causes
+    vm["spec"]["template"]["spec"]["domain"]["devices"]["filesystems"] = [{"name": HOME_VIRTIOFS_TAG}]
+    assert Validator().causes(by_kind()[("kubevirt.io/v1", "VirtualMachine")], vm) != []  # virtiofs is required
+
+
 def test_disk_home_stays_a_disk():
     vm, config = vm_and_user_data("disk")
     devices = vm["spec"]["template"]["spec"]["domain"]["devices"]
@@ -68,4 +79,5 @@ def test_the_trait_checks_and_passes_its_value():
     profile = ResolvedProfile(slug="vm", display_name="VM", workspace_kind="vm", ide="jupyterlab", gpus=0, gpu_product=None,
                               cpu=None, memory=None, image="", default_url="")
     assert traits.vm_settings(profile, None).home_via == "virtiofs"
-    assert VMTraits().vm_home_via == "disk"
+    assert VMTraits().vm_home_via == "virtiofs"
+    assert VMSettings(golden_image="g", golden_image_namespace="n").home_via == "virtiofs"

@@ -166,12 +166,12 @@ def test_virtual_machine_shape():
     assert "dataVolumeTemplates" not in spec
     assert spec["template"]["metadata"]["labels"][names.DOMAIN_LABEL] == ident.vm
     assert template["domain"]["cpu"]["cores"] == 2 and template["domain"]["memory"] == {"guest": "8Gi"}
-    assert [d["name"] for d in template["domain"]["devices"]["disks"]] == ["rootdisk", "homedisk", "cloudinitdisk"]
-    root, home, cloudinit = template["domain"]["devices"]["disks"]
-    assert root["bootOrder"] == 1 and home["serial"] == "home"
+    assert [d["name"] for d in template["domain"]["devices"]["disks"]] == ["rootdisk", "cloudinitdisk"]
+    assert template["domain"]["devices"]["disks"][0]["bootOrder"] == 1
+    assert template["domain"]["devices"]["filesystems"] == [{"name": "home", "virtiofs": {}}]  # the home is shared by default
     volumes = {v["name"]: v for v in template["volumes"]}
     assert volumes["rootdisk"] == {"name": "rootdisk", "dataVolume": {"name": ident.root_disk}}
-    assert volumes["homedisk"]["persistentVolumeClaim"] == {"claimName": "home-x"}
+    assert volumes["home"]["persistentVolumeClaim"] == {"claimName": "home-x"}
     assert volumes["cloudinitdisk"]["cloudInitNoCloud"] == {"secretRef": {"name": ident.cloudinit_secret}}
     assert template["domain"]["devices"]["interfaces"][0]["masquerade"] == {}
     assert template["networks"] == [{"name": "default", "pod": {}}]
@@ -247,7 +247,7 @@ def test_cloud_config_contents():
     assert unit.exec_start == ["jupyterhub-singleuser", "--ip=0.0.0.0", "--port=8888", "--debug"]
     assert unit.environment_files == [(ENV_FILE, False)]
     assert unit.working_directory == "-/home/jovyan" and unit.wanted_by == ["multi-user.target"]
-    assert config["mounts"] == [["/dev/disk/by-id/virtio-home", "/home/jovyan", "auto", "defaults,nofail"]]
+    assert config["mounts"] == [["home", "/home/jovyan", "virtiofs", "defaults,nofail"]]
     assert config["runcmd"] == ["systemctl daemon-reload", "systemctl enable --now workspace-ide.service"]
     assert ["write_files", "always"] in config["cloud_init_modules"]
 

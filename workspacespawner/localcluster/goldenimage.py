@@ -4,7 +4,8 @@ On a real cluster an admin imports a cloud image once (a DataVolume or a
 DataImportCron) and publishes it as a ``DataSource``; users' root disks are
 cloned from it through ``spec.sourceRef``. The demo and the tests seed the
 same shape directly: :func:`make_golden_image` writes ``files`` into a fresh
-volume, binds a PVC to it and creates the DataSource with ``Ready`` status,
+volume (the disk image of a ``Block``-mode PVC, as an image imported onto
+RBD: see :func:`~.volumes.disk_image_path`), binds a PVC to it and creates the DataSource with ``Ready`` status,
 whether or not the storage and CDI controllers are running (on the real
 control plane, ``cluster.real_control_plane``, its provisioner and
 kube-controller-manager provision and bind the PVC, and this waits for
@@ -24,7 +25,7 @@ from .controllers.cdi import datasource_status
 from .controllers.refs import DATA_SOURCES, PVCS, STORAGE_CLASSES, get_or_none
 from .controllers.storage import ensure_storage_classes, provision_volume, storage_class_for
 from .errors import ApiError
-from .volumes import claim_path
+from .volumes import claim_path, disk_image_path
 
 
 def _write_files(root: Path, files: dict[str, str]) -> None:
@@ -93,7 +94,7 @@ async def make_golden_image(
                 "accessModes": ["ReadWriteOnce"],
                 "resources": {"requests": {"storage": size}},
                 "storageClassName": storage_class,
-                "volumeMode": "Filesystem",
+                "volumeMode": "Block",  # the image is the device, as an imported image on RBD
             },
         },
     )
@@ -103,8 +104,8 @@ async def make_golden_image(
         _, klass = storage_class_for(store, pvc)
         if await provision_volume(cluster, pvc, klass) is None:
             raise RuntimeError(f"golden image PVC {namespace}/{name} went away while it was provisioned")
-    root = claim_path(cluster, namespace, name)
-    await asyncio.to_thread(_write_files, root, files)
+    image = disk_image_path(claim_path(cluster, namespace, name), pvc["spec"].get("volumeMode") or "Filesystem")
+    await asyncio.to_thread(_write_files, image, files)
     ds = existing or await store.create(
         store.kind(*DATA_SOURCES),
         namespace,

@@ -3,7 +3,11 @@
 On a real cluster a ceph-csi RBD image backs each PersistentVolume; here a
 directory ``<state_dir>/volumes/<pv name>`` does. The PVC binder creates it,
 CDI and the snapshot controller copy into and out of it, and the node agent
-mounts it (by path) into the processes it runs. Snapshot contents live in
+mounts it (by path) into the processes it runs. A disk image kept in a
+claim (a VM's disk, what CDI writes) is the claim's whole directory on a
+``Block``-mode claim (the raw device) and its ``disk.img`` on a
+``Filesystem``-mode one, as KubeVirt and CDI keep it (a directory here:
+see :func:`disk_image_path`). Snapshot contents live in
 ``<state_dir>/snapshots/<namespace>/<snapshot uid>``; a node's own files (what
 ``hostPath`` volumes reach) under ``<state_dir>/nodes/<node>/hostpath/``.
 
@@ -50,6 +54,43 @@ def claim_path(cluster, namespace: str, name: str, client=None) -> Path | None:
     if not pv_name or (pvc.get("status") or {}).get("phase") != "Bound":
         return None
     return volume_path(cluster, pv_name)
+
+
+#: The file KubeVirt and CDI keep a disk in on a Filesystem-mode PVC (a directory of that name here).
+DISK_IMAGE = "disk.img"
+
+
+def claim_volume_mode(client, namespace: str, name: str) -> str:
+    """The ``spec.volumeMode`` of PVC ``namespace/name``, read through ``client`` (``Filesystem`` when unset or missing)."""
+    try:
+        pvc = client.get(client.kind("", "v1", "persistentvolumeclaims"), namespace, name)
+    except ApiError:
+        return "Filesystem"
+    return (pvc.get("spec") or {}).get("volumeMode") or "Filesystem"
+
+
+def disk_image_path(claim_dir: Path, volume_mode: str) -> Path:
+    """Where a disk image lives in the directory ``claim_dir`` of a claim with ``volume_mode``.
+
+    ``Block``: the directory itself (the raw device holds the image).
+    ``Filesystem``: its :data:`DISK_IMAGE` (KubeVirt's and CDI's
+    ``disk.img``), so what a Pod mounting the claim sees is the image file,
+    not the files inside the image, and the other way round.
+    """
+    return Path(claim_dir) if volume_mode == "Block" else Path(claim_dir) / DISK_IMAGE
+
+
+def clone_paths(src_dir: Path, src_mode: str, dst_dir: Path, dst_mode: str) -> tuple[Path, Path]:
+    """What a CDI clone from a claim of ``src_mode`` to one of ``dst_mode`` copies: ``(from, to)`` directories.
+
+    The same mode: the whole claim (CDI copies the filesystem, or the
+    device). Different modes: the disk image of one into the disk image
+    of the other (:func:`disk_image_path`), as CDI converts a ``disk.img``
+    to a raw device and back.
+    """
+    if src_mode == dst_mode:
+        return Path(src_dir), Path(dst_dir)
+    return disk_image_path(src_dir, src_mode), disk_image_path(dst_dir, dst_mode)
 
 
 def attach_claim(cluster, namespace: str, name: str, consumer: Consumer, client=None) -> Path | None:

@@ -54,6 +54,8 @@ HOME_SERIAL = "home"
 HOME_DEVICE = f"/dev/disk/by-id/virtio-{HOME_SERIAL}"
 #: The virtiofs tag (the filesystem's name) of the home PVC when it is shared, not attached as a disk.
 HOME_VIRTIOFS_TAG = "home"
+#: KubeVirt's feature gate for a PVC in ``domain.devices.filesystems`` (older releases: ``ExperimentalVirtiofsSupport``).
+VIRTIOFS_FEATURE_GATE = "EnableVirtioFsStorageVolumes"
 #: How a VM gets the user's home PVC (``VMSettings.home_via``, the ``vm_home_via`` trait).
 HOME_VIA = ("disk", "virtiofs")
 #: Key of the user data in the cloud-init Secret (KubeVirt reads ``userdata`` or ``userData``).
@@ -166,9 +168,9 @@ class VMSettings:
     ``gpu_device_name`` (the KubeVirt ``permittedHostDevices`` resource
     name, e.g. ``nvidia.com/GA100_A100_SXM4_80GB``). ``node_selector``:
     ``(label, value)`` pairs the VM's node must carry. ``attach_home``:
-    give the VM the home PVC, ``home_via`` one of :data:`HOME_VIA`: as a
-    second disk, or shared through virtiofs (the container's files, see
-    the ``vm_home_via`` trait). ``termination_grace_seconds``:
+    give the VM the home PVC, ``home_via`` one of :data:`HOME_VIA`: shared
+    through virtiofs (the container's files, the default) or as a second
+    disk (an image of its own; see the ``vm_home_via`` trait). ``termination_grace_seconds``:
     how long a stop waits for the guest to shut down before it is killed.
     """
 
@@ -184,7 +186,7 @@ class VMSettings:
     gpu_device_name: str = "nvidia.com/gpu"
     node_selector: tuple[tuple[str, str], ...] = ()
     attach_home: bool = True
-    home_via: str = "disk"
+    home_via: str = "virtiofs"
     termination_grace_seconds: int = 180
     storage: VMTiers | None = None
 
@@ -530,7 +532,7 @@ def cloud_config(
     unix_user: str = "jovyan",
     unix_uid: int = 1000,
     storage: VMTiers | None = None,
-    home_via: str = "disk",
+    home_via: str = "virtiofs",
 ) -> dict:
     """The ``#cloud-config`` document (as a dict) that runs the IDE in the guest; see :func:`make_cloudinit_secret`."""
     env_text = "".join(env_file_line(key, str(value)) + "\n" for key, value in sorted(env.items()))
@@ -631,7 +633,7 @@ def make_cloudinit_secret(
     unix_user: str = "jovyan",
     unix_uid: int = 1000,
     storage: VMTiers | None = None,
-    home_via: str = "disk",
+    home_via: str = "virtiofs",
 ) -> dict:
     """The per-start cloud-init Secret (type Opaque, key ``userdata``): the guest's JupyterHub settings.
 
@@ -639,7 +641,7 @@ def make_cloudinit_secret(
     PyYAML's safe dumper, no value pasted into YAML text) that, in the guest:
 
     * creates ``unix_user`` (uid ``unix_uid``, the docker-stacks ``jovyan``
-      by default, so files on the home disk keep their owner) with
+      by default, so files in the home keep their owner) with
       passwordless sudo: the whole system is the user's;
     * writes ``env`` (the spawner's ``get_env()``: API token, URLs, service
       prefix, OAuth client) to :data:`ENV_FILE` (mode 0600, systemd
@@ -647,10 +649,10 @@ def make_cloudinit_secret(
       ``command`` (see :func:`singleuser_command`) in ``home_mount_path``;
       both on every boot (:data:`CLOUD_INIT_MODULES`), so each start brings
       a fresh token;
-    * with ``attach_home``, formats a blank home disk once and mounts the
-      disk with virtio serial ``home`` at ``home_mount_path`` (``nofail``);
-      with ``home_via="virtiofs"`` instead, mounts the virtiofs tag
-      :data:`HOME_VIRTIOFS_TAG` there;
+    * with ``attach_home``, mounts the virtiofs tag :data:`HOME_VIRTIOFS_TAG`
+      at ``home_mount_path`` (``nofail``; ``home_via="virtiofs"``, the
+      default); with ``home_via="disk"`` instead, formats a blank home disk
+      once and mounts the disk with virtio serial ``home`` there;
     * on the first boot, enables and starts the unit (``runcmd``); later
       boots start it as an enabled unit.
 

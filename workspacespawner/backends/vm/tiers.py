@@ -174,7 +174,7 @@ def _always(modules: list, name: str) -> list:
 def add_tiers_to_cloud_config(config: dict, tiers: VMTiers) -> dict:
     """A copy of a ``#cloud-config`` dict (from :func:`.vmmanifests.cloud_config`) with ``tiers`` added.
 
-    ``mounts`` entries are appended after the home disk's, ``bootcmd`` and
+    ``mounts`` entries are appended after the home's, ``bootcmd`` and
     ``write_files`` likewise, and the ``mounts`` module runs on every boot
     (in ``cloud_init_modules``, as :mod:`.vmmanifests` lists them), so the
     fstab lines follow the teams of this start. cloud-init's ``mounts``

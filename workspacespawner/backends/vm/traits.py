@@ -86,23 +86,28 @@ class VMTraits(HasTraits):
     vm_attach_home = Bool(
         True,
         config=True,
-        help="""Attach the user's home PVC to the VM as a second disk, mounted at ``home_mount_path``.""",
+        help="""Give the VM the user's home PVC, mounted at ``home_mount_path`` (how: :attr:`vm_home_via`).""",
     )
 
     vm_home_via = Enum(
         list(HOME_VIA),
-        default_value="disk",
+        default_value="virtiofs",
         config=True,
-        help="""How a VM gets the home PVC (with ``vm_attach_home``): ``"disk"`` or ``"virtiofs"``.
+        help="""How a VM gets the home PVC (with ``vm_attach_home``): ``"virtiofs"`` (the default) or ``"disk"``.
 
         ``"virtiofs"`` shares the PVC's own files with the guest
-        (``domain.devices.filesystems``), so the user's container and VM
-        workspaces see one home. It needs KubeVirt's
-        ``EnableVirtioFsStorageVolumes`` feature gate and rules out live
-        migration (GPU VMs do not migrate anyway). ``"disk"`` attaches the PVC
-        as a block device formatted once inside the guest: on a
-        Filesystem-mode PVC that is a ``disk.img`` file in it, whose files the
-        container workspaces do not see.
+        (``domain.devices.filesystems``, KubeVirt's ``virtiofs``), so the
+        container and VM workspaces of one user see one home. It needs
+        KubeVirt's ``EnableVirtioFsStorageVolumes`` feature gate (older
+        releases named it ``ExperimentalVirtiofsSupport``, discontinued in
+        KubeVirt 1.7), and the VM cannot live-migrate (GPU VMs never do).
+
+        ``"disk"`` is for sites without virtiofs: the PVC is attached as a
+        second disk (virtio serial ``home``), formatted once inside the
+        guest. Its files are not the container's: on a Filesystem-mode PVC
+        (the home's) KubeVirt keeps the disk as a ``disk.img`` file in the
+        PVC, so a container workspace of the same user sees that image
+        file, not the VM's files, and the VM does not see the container's.
         """,
     )
 

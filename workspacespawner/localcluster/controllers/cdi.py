@@ -9,7 +9,9 @@ A DataVolume fills a PVC of its own name, which CDI creates from
   ``spec.source.snapshot``; ``spec.source.pvc`` and ``spec.source.snapshot``
   name the source directly. Phases ``CloneScheduled`` -> ``CloneInProgress``
   (``status.progress`` ``"25.00%"``, ``"50.00%"``, ...) -> ``Succeeded``
-  (``"100.0%"``); the target volume ends up a copy of the source's.
+  (``"100.0%"``); the target volume ends up a copy of the source's (of
+  its disk image in the target's, when their ``volumeMode`` differ: see
+  :func:`~..volumes.clone_paths`).
 * ``spec.source.blank`` (and the network sources http/registry/s3/gcs/imageio/vddk,
   which have no network to import from here) -> ``ImportScheduled`` ->
   ``ImportInProgress`` -> ``Succeeded`` with an empty volume.
@@ -47,7 +49,7 @@ from pathlib import Path
 
 from ..conditions import find_condition, set_condition
 from ..store import rfc3339
-from ..volumes import claim_path, copy_tree, snapshot_path
+from ..volumes import claim_path, claim_volume_mode, clone_paths, copy_tree, snapshot_path
 from .base import Controller
 from .refs import (
     DATA_SOURCES,
@@ -333,7 +335,10 @@ class CDIController(Controller):
             source_dir = self._source_dir(source)
             target_dir = claim_path(self.cluster, meta["namespace"], name, self.client)
             if source_dir is not None and target_dir is not None:
-                await copy_tree(source_dir, target_dir)
+                target_mode = claim_volume_mode(self.client, meta["namespace"], name)
+                # A snapshot restores into a claim of its source's mode.
+                source_mode = claim_volume_mode(self.client, source.namespace, source.name) if source.kind == "pvc" else target_mode
+                await copy_tree(*clone_paths(source_dir, source_mode, target_dir, target_mode))
             if not await self._write(dv, "Succeeded", "100.0%", bound=bound, ready="True", running=("False", "Completed")):
                 return
             done = f"Successfully cloned from {source.describe()} into {target}" if source.clone else "Import Successful"

@@ -12,14 +12,18 @@ passes, if it has one). A unit that keeps failing leaves the VMI Running but
 not Ready, as a failed service leaves a real VM up; a guest that fails to
 boot (the ``fail_guest`` knob) makes the VMI ``Failed``.
 
-Disks and filesystems: a PVC or DataVolume volume is its claim's directory;
-an ``emptyDisk`` is a directory ``state_dir/vmis/<uid>/disks/<volume>``,
+Disks and filesystems: a disk on a PVC or DataVolume volume is the disk
+image in its claim (:func:`~..volumes.disk_image_path`): the claim's
+directory on a ``Block``-mode claim, its ``disk.img`` (created empty at the
+first boot, as KubeVirt creates a missing one) on a ``Filesystem``-mode
+claim, so the guest does not see the files a Pod sees in that claim. An
+``emptyDisk`` is a directory ``state_dir/vmis/<uid>/disks/<volume>``,
 removed when the VMI goes. Each disk is ``/dev/vdX`` by order and, with a
 ``serial``, ``/dev/disk/by-id/virtio-<serial>``; each
 ``domain.devices.filesystems[]`` entry with ``virtiofs`` is reachable by its
-tag (the filesystem's name), the claim's directory, for the guest's
-``virtiofs`` fstab lines. ``readOnly`` claims are not enforced (see
-:mod:`.nodeagent`).
+tag (the filesystem's name) and shares the claim's directory itself (the
+files Pods see), for the guest's ``virtiofs`` fstab lines. ``readOnly``
+claims are not enforced (see :mod:`.nodeagent`).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from pathlib import Path
 from ..attacher import Consumer, MultiAttachError
 from ..conditions import set_condition
 from ..store import rfc3339
-from ..volumes import attach_claim, remove_tree
+from ..volumes import attach_claim, claim_volume_mode, disk_image_path, remove_tree
 from .guest import GuestBoot, Unit, expand_exec_argv, find_unit, home_of, parse_environment_file, parse_unit
 from .runtime import Launch, LaunchError, LogTail, Readiness, Supervisor, resolve_command, translate
 from .workload import Workload
@@ -124,8 +128,11 @@ class GuestRuntime(Workload):
                     reported = e.message
             await asyncio.sleep(self.agent.backoff(1))
 
-    def _volume_dir(self, volume: dict) -> Path | None:
-        """The host directory of a PVC-backed volume or an emptyDisk; None for other volumes; LaunchError while unbound."""
+    def _volume_dir(self, volume: dict, *, disk: bool) -> Path | None:
+        """The host directory of a PVC-backed volume or an emptyDisk; None for other volumes; LaunchError while unbound.
+
+        With ``disk``, a claim's disk image in it (see the module docstring); else the claim's directory.
+        """
         if "emptyDisk" in volume:
             path = self.dir / "disks" / volume["name"]
             path.mkdir(parents=True, exist_ok=True)
@@ -133,6 +140,14 @@ class GuestRuntime(Workload):
         claim = (volume.get("dataVolume") or {}).get("name") or (volume.get("persistentVolumeClaim") or {}).get("claimName")
         if not claim:
             return None
+        path = self._attach(claim)
+        if disk:
+            path = disk_image_path(path, claim_volume_mode(self.client, self.namespace, claim))
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _attach(self, claim: str) -> Path:
+        """The directory of ``claim``, attached for this VMI; LaunchError while it cannot be."""
         consumer = Consumer("VirtualMachineInstance", self.namespace, self.name, self.uid, self.node)
         try:
             path = attach_claim(self.agent.cluster, self.namespace, claim, consumer, self.client)
@@ -140,7 +155,6 @@ class GuestRuntime(Workload):
             raise LaunchError("FailedAttachVolume", e.message) from None
         if path is None:
             raise LaunchError("Pending", f'persistentvolumeclaim "{claim}" is not bound')
-        path.mkdir(parents=True, exist_ok=True)
         return path
 
     def _disks(self) -> tuple[Path, dict[str, Path]]:
@@ -151,7 +165,7 @@ class GuestRuntime(Workload):
         devices: dict[str, Path] = {}
         rootfs = None
         for index, disk in enumerate(disks):
-            path = self._volume_dir(volumes.get(disk["name"], {}))
+            path = self._volume_dir(volumes.get(disk["name"], {}), disk=True)
             if index == 0:
                 rootfs = path or self.dir / "rootfs"
                 rootfs.mkdir(parents=True, exist_ok=True)
@@ -161,7 +175,7 @@ class GuestRuntime(Workload):
             if disk.get("serial"):
                 devices[f"/dev/disk/by-id/virtio-{disk['serial'][:20]}"] = path
         for filesystem in spec["domain"].get("devices", {}).get("filesystems") or []:
-            path = self._volume_dir(volumes.get(filesystem["name"], {}))
+            path = self._volume_dir(volumes.get(filesystem["name"], {}), disk=False)
             if path is not None and "virtiofs" in filesystem:
                 devices[filesystem["name"]] = path  # the virtiofs tag is the filesystem's name
         return rootfs or self.dir / "rootfs", devices
