@@ -26,7 +26,10 @@ pieces (its default profile is a CPU container) and quotas on (a SQLite
 ledger).
 
     python benchmarks/burst.py --users 100
-    python benchmarks/burst.py --users 300 --spawners WorkspaceSpawner
+    python benchmarks/burst.py --users 50 --spawners WorkspaceSpawner
+
+The local cluster's one CPU node takes 110 Pods (its ``pods`` capacity),
+so ``--users`` above 110 leaves the rest Pending.
 
 Numbers are from a loopback API server and local processes: they compare
 the two spawners' work, not a real cluster's latency.
@@ -95,13 +98,19 @@ import sys
 c.JupyterHub.concurrent_spawn_limit = 0
 c.JupyterHub.active_server_limit = 0
 c.JupyterHub.api_page_max_limit = 2000
+c.JupyterHub.tornado_settings = {{"slow_spawn_timeout": 0}}  # a POST answers 202 at once: the burst is not queued on it
 c.JupyterHub.log_level = "WARN"
 c.KubeSpawner.cmd = [sys.executable, "-S", "-c", {tiny!r}]
 c.KubeSpawner.start_timeout = 600
 c.KubeSpawner.http_timeout = 600
+c.KubeSpawner.k8s_api_request_timeout = 60  # a loaded 2-core machine answers slowly: wait, do not fail the start
+c.KubeSpawner.k8s_api_request_retry_timeout = 900
+c.JupyterHub.cleanup_servers = False  # the cluster's end ends the servers: no 2N stops to wait for at exit
 c.KubeSpawner.image = "quay.io/jupyter/base-notebook:2025-10-20"
-c.KubeSpawner.cpu_limit = 1
-c.KubeSpawner.mem_limit = "1G"
+c.KubeSpawner.cpu_limit = 2  # as WorkspaceSpawner's default profile
+c.KubeSpawner.mem_limit = "4G"
+c.KubeSpawner.cpu_guarantee = 0.05  # requests: 100 servers fit the local cluster's 16-core CPU node
+c.KubeSpawner.mem_guarantee = "32M"
 """
 
 KUBESPAWNER = """

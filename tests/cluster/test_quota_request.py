@@ -19,8 +19,16 @@ from workspacespawner.quota.request import reserve_start
 from workspacespawner.quota.service import QuotaService
 
 PROFILE = ResolvedProfile(
-    slug="gpu1", display_name="1 GPU", workspace_kind="container", ide="jupyterlab", gpus=1, gpu_product=None,
-    cpu=4.0, memory="16Gi", image="quay.io/jupyter/base-notebook", default_url="",
+    slug="gpu1",
+    display_name="1 GPU",
+    workspace_kind="container",
+    ide="jupyterlab",
+    gpus=1,
+    gpu_product=None,
+    cpu=4.0,
+    memory="16Gi",
+    image="quay.io/jupyter/base-notebook",
+    default_url="",
 )
 
 
@@ -32,8 +40,16 @@ def cluster(module_cluster):
 
 async def step(service: QuotaService, kube_objects):
     return await reserve_start(
-        service, kube_objects, namespace="default", user_name="ann", groups=["students"], profile=PROFILE,
-        server_name="", home_pvc="home-ann", home_size="10Gi", backend=ContainerBackend(None),
+        service,
+        kube_objects,
+        namespace="default",
+        user_name="ann",
+        groups=["students"],
+        profile=PROFILE,
+        server_name="",
+        home_pvc="home-ann",
+        home_size="10Gi",
+        backend=ContainerBackend(None),
     )
 
 

@@ -122,6 +122,26 @@ def _run(row) -> Run:
     return Run(id=row.id, user=row.user_name, **{name: getattr(row, name) for name in _RUN_COLUMNS})
 
 
+def _runs_in_period(user: bool) -> sa.CompoundSelect:
+    """Active runs and closed runs overlapping a period (parameters ``start``, ``end``; ``user`` if ``user``), in one UNION ALL.
+
+    Built once: the hot queries are not rebuilt and re-keyed for SQLAlchemy's compiled cache on every call.
+    """
+    active = sa.select(runs).where(runs.c.state.in_(ACTIVE_STATES))
+    closed = sa.select(runs).where(
+        runs.c.state == CLOSED, runs.c.stopped > sa.bindparam("start"), runs.c.started < sa.bindparam("end")
+    )
+    if user:
+        active = active.where(runs.c.user_name == sa.bindparam("user"))
+        closed = closed.where(runs.c.user_name == sa.bindparam("user"))
+    return sa.union_all(active, closed)
+
+
+_RUNS_IN_PERIOD = _runs_in_period(user=False)
+_USER_RUNS_IN_PERIOD = _runs_in_period(user=True)
+_INSERT_RUN = runs.insert()
+
+
 def _identity(reservation: Reservation) -> dict:
     """The columns that say whose workspace a run is, and what it runs."""
     return dict(user_name=reservation.user, **{name: getattr(reservation, name) for name in _IDENTITY})
@@ -236,12 +256,9 @@ class Ledger:
     def _runs_in(conn, period: tuple[datetime, datetime], user: str | None = None) -> list[Run]:
         """Active runs, and closed runs overlapping ``period``: one statement, two index range scans, flat as the table grows."""
         start, end = period
-        active = sa.select(runs).where(runs.c.state.in_(ACTIVE_STATES))
-        closed = sa.select(runs).where(runs.c.state == CLOSED, runs.c.stopped > start, runs.c.started < end)
-        if user is not None:
-            active = active.where(runs.c.user_name == user)
-            closed = closed.where(runs.c.user_name == user)
-        return [_run(row) for row in conn.execute(sa.union_all(active, closed))]
+        if user is None:
+            return [_run(row) for row in conn.execute(_RUNS_IN_PERIOD, {"start": start, "end": end})]
+        return [_run(row) for row in conn.execute(_USER_RUNS_IN_PERIOD, {"start": start, "end": end, "user": user})]
 
     @_guarded
     def usage(self, user: str, period: tuple[datetime, datetime], now: datetime | None = None) -> Usage:
@@ -320,8 +337,8 @@ class Ledger:
             if not decision.allowed:
                 return decision
             reservation = Reservation.of(user, request, now)
-            query = runs.insert().values(**_identity(reservation), started=now, state=RESERVED)
-            run_id = conn.execute(query).inserted_primary_key[0]
+            values = {**_identity(reservation), "started": now, "state": RESERVED}
+            run_id = conn.execute(_INSERT_RUN, values).inserted_primary_key[0]
         return Decision(allowed=True, reservation=replace(reservation, id=run_id))
 
     # -- the run's life --------------------------------------------------
