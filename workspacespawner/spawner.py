@@ -43,7 +43,7 @@ from workspacespawner.hubcompat import as_spawn_failure, options_sent
 from workspacespawner.k8s import events, watches
 from workspacespawner.k8s.owned import forbidden_error, outage_error
 from workspacespawner.quota.enforcer import alive_from_objects
-from workspacespawner.quota.request import quota_request
+from workspacespawner.quota.request import reserve_start
 from workspacespawner.quota.service import TrackedWorkspace
 from workspacespawner.services import hub_services
 from workspacespawner.startprogress import StartSteps
@@ -276,11 +276,9 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         groups = useroptions.group_names(self)
         quota.track(TrackedWorkspace(self.user.name, self.name or "", self.namespace, self.backend.event_object(),
                                      frozenset(groups), self.api))
-        if quota.enabled:
-            request = await quota_request(self.services.kube, namespace=self.namespace, user_name=self.user.name,
-                                          profile=self.profile, server_name=self.name, home_pvc=self.home_pvc_name,
-                                          home_size=self.home_size, backend=self.backend)
-            self.reservation = await quota.reserve(user=self.user.name, groups=groups, request=request)
+        self.reservation = await reserve_start(quota, self.services.kube, namespace=self.namespace, user_name=self.user.name,
+                                               groups=groups, profile=self.profile, server_name=self.name,
+                                               home_pvc=self.home_pvc_name, home_size=self.home_size, backend=self.backend)
 
     async def _start(self):
         self.steps.reset()

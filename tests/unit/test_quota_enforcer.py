@@ -26,6 +26,7 @@ from tornado.httpserver import HTTPServer
 from tornado.testing import bind_unused_port
 from traitlets.config import Config
 
+from tests.support.sqlcount import SQLCount
 from workspacespawner.quota import policy
 from workspacespawner.quota.announce import ANNOUNCEMENTS, announcement_home, with_quota_announcements
 from workspacespawner.quota.config import WorkspaceQuota
@@ -170,6 +171,29 @@ async def test_group_limits_and_unknown_users(service, clock):
     assert stopped == [] and home_text("ghost") == ""
     assert REGISTRY.get_sample_value("workspacespawner_card_hours_used", {"user": "res"}) == pytest.approx(6.0)
     assert REGISTRY.get_sample_value("workspacespawner_running_gpus") == 3
+
+
+async def sql_of_a_pass(service, users: int) -> SQLCount:
+    """What one steady pass sends to the ledger with ``users`` users each running one tracked 1-GPU server."""
+    names = [f"user{i:03d}" for i in range(users)]
+    for name in names:
+        service.track(tracked(name, ""))
+        await start(service, name, "", gpus=1)
+    enforcer = Enforcer(service, alive=lambda: {(name, "") for name in names})
+    await enforcer.tick()
+    with SQLCount(service.ledger.engine) as sql:
+        await enforcer.tick()
+    return sql
+
+
+@pytest.mark.parametrize("users", [10, 200])
+async def test_a_pass_costs_the_same_sql_however_many_users_run(service, clock, users):
+    """One read of the ledger for all users, one reconciliation: 5 statements in 2 transactions, at 10 or 200 users."""
+    clock.to(5)
+    sql = await sql_of_a_pass(service, users)
+    assert (sql.statements, sql.transactions) == (5, 2), str(sql)
+    reads = [text for text in sql.texts if text.startswith("SELECT") and "workspacespawner_runs" in text]
+    assert len(reads) == 2, str(sql)  # the reconciliation's active runs, and this month's runs of everyone
 
 
 async def test_a_pass_reconciles_with_what_the_cluster_holds(service, clock):

@@ -21,6 +21,7 @@ import pytest
 import sqlalchemy as sa
 from traitlets.config import Config
 
+from tests.support.sqlcount import SQLCount
 from workspacespawner.db.migrate import head_revision
 from workspacespawner.db.migrations import RUNS_TABLE, VERSION_TABLE
 from workspacespawner.quota import policy
@@ -279,6 +280,19 @@ def test_a_revision_1_schema_is_upgraded_and_keeps_its_rows(url, with_version_ta
         assert new.reservation.id == 4
     finally:
         ledger.dispose()
+
+
+def test_a_check_and_reserve_is_one_transaction_of_three_statements(ledger):
+    """The pre-spawn check: the user's lock (PostgreSQL; SQLite's BEGIN IMMEDIATE is the lock), one read, one insert."""
+    ledger.upgrade()
+    ledger.check_and_reserve("ann", Request(gpus=1, server_name="old"), Limits(max_concurrent=5), NOW - timedelta(days=40))
+    ledger.check_and_reserve("ann", Request(gpus=1, server_name="other"), Limits(max_concurrent=5), NOW)
+    for returning in (False, True):  # the user's first start, and a later one (their lock row exists)
+        user = "bob" if not returning else "ann"
+        with SQLCount(ledger.engine) as sql:
+            decision = ledger.check_and_reserve(user, Request(gpus=1, server_name="x"), Limits(max_concurrent=5), NOW)
+        assert decision.allowed
+        assert (sql.statements, sql.transactions) == (3, 1), str(sql)
 
 
 def test_the_per_user_check_uses_the_index(tmp_path):

@@ -12,15 +12,20 @@ Atomicity of :meth:`Ledger.check_and_reserve`: the check and the
 reservation are one transaction holding the user's lock, so two starts of
 the same user racing for the last concurrent slot or the last card-hours
 cannot both pass. SQLite: the transaction opens with ``BEGIN IMMEDIATE``
-(the database's write lock, taken before anything is read). PostgreSQL and
-others: ``SELECT ... FOR UPDATE`` of the user's row in
-``workspacespawner_quota_users``.
+(the database's write lock, taken before anything is read), nothing more.
+PostgreSQL: an upsert of the user's row in ``workspacespawner_quota_users``
+(``ON CONFLICT DO UPDATE`` locks it as ``SELECT ... FOR UPDATE`` would).
+Others: the row is made if missing, then ``SELECT ... FOR UPDATE``.
 
-The pre-spawn check reads a user's active runs and the runs they closed
-in this period through one index, ``(user_name, state, stopped)``: two
-range scans whose size is this month's runs of that user, flat however
-many rows the table and the user's history hold (``benchmarks/
-quota_check.py`` measures it up to a million rows).
+The pre-spawn check is one transaction of three statements (SQLite:
+``BEGIN IMMEDIATE``, the read, the insert; PostgreSQL: the lock, the read,
+the insert). The read takes a user's active runs and the runs they closed
+in this period in one ``UNION ALL`` through one index, ``(user_name,
+state, stopped)``: two range scans whose size is this month's runs of that
+user, flat however many rows the table and the user's history hold
+(``benchmarks/quota_check.py`` measures it up to a million rows). The
+enforcer's pass reads every user's runs the same way in one statement
+(:meth:`Ledger.runs_all`, index ``(state, stopped)``).
 
 Times are stored as naive UTC and handed out as aware UTC datetimes. The
 schema is created and upgraded by alembic
@@ -42,7 +47,7 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy import exc
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import postgresql
 
 from workspacespawner.db import migrate
 from workspacespawner.db.engine import DatabaseUnavailable, UTCDateTime, guarded, make_engine, write_transaction
@@ -94,6 +99,10 @@ runs = sa.Table(
 quota_users = sa.Table(USERS_TABLE, metadata, sa.Column("user_name", sa.String(255), primary_key=True))
 
 
+#: Open runs marked seen per UPDATE by :meth:`Ledger.close_orphans` (one statement up to this many running servers;
+#: under SQLite's and PostgreSQL's limits on bound parameters).
+SEEN_CHUNK = 10_000
+
 #: Columns a :class:`Run` carries under the same name.
 _RUN_COLUMNS = (
     "server_name",
@@ -111,6 +120,26 @@ _IDENTITY = ("server_name", "profile", "workspace_kind", "gpus")
 
 def _run(row) -> Run:
     return Run(id=row.id, user=row.user_name, **{name: getattr(row, name) for name in _RUN_COLUMNS})
+
+
+def _runs_in_period(user: bool) -> sa.CompoundSelect:
+    """Active runs and closed runs overlapping a period (parameters ``start``, ``end``; ``user`` if ``user``), in one UNION ALL.
+
+    Built once: the hot queries are not rebuilt and re-keyed for SQLAlchemy's compiled cache on every call.
+    """
+    active = sa.select(runs).where(runs.c.state.in_(ACTIVE_STATES))
+    closed = sa.select(runs).where(
+        runs.c.state == CLOSED, runs.c.stopped > sa.bindparam("start"), runs.c.started < sa.bindparam("end")
+    )
+    if user:
+        active = active.where(runs.c.user_name == sa.bindparam("user"))
+        closed = closed.where(runs.c.user_name == sa.bindparam("user"))
+    return sa.union_all(active, closed)
+
+
+_RUNS_IN_PERIOD = _runs_in_period(user=False)
+_USER_RUNS_IN_PERIOD = _runs_in_period(user=True)
+_INSERT_RUN = runs.insert()
 
 
 def _identity(reservation: Reservation) -> dict:
@@ -176,24 +205,44 @@ class Ledger:
         with self.engine.connect() as conn, conn.begin():
             yield conn
 
-    def _lock_users(self, conn, users: Iterable[str]) -> None:
-        """Hold the per-user lock rows (created if missing) until the transaction ends; sorted, so no deadlock."""
-        names = sorted(set(users))
+    @staticmethod
+    def _lock_users(conn, users: Iterable[str] | sa.Select) -> None:
+        """Hold the per-user lock of ``users`` (names, or a SELECT of distinct names in order) until the transaction ends.
+
+        SQLite: nothing to send, ``BEGIN IMMEDIATE`` already holds the
+        database's write lock. PostgreSQL: one upsert of the lock rows
+        (``ON CONFLICT DO UPDATE`` row-locks an existing row as ``FOR UPDATE``
+        does), in name order, so two lockers never deadlock. Others: the rows
+        are made if missing, then ``SELECT ... FOR UPDATE``.
+        """
+        dialect = conn.dialect.name
+        if dialect == "sqlite":
+            return
+        if dialect == "postgresql":
+            if isinstance(users, sa.Select):
+                insert = postgresql.insert(quota_users).from_select(["user_name"], users)
+            else:
+                names = sorted(set(users))
+                if not names:
+                    return
+                insert = postgresql.insert(quota_users).values([{"user_name": n} for n in names])
+            conn.execute(
+                insert.on_conflict_do_update(
+                    index_elements=["user_name"], set_={"user_name": insert.excluded.user_name}
+                )
+            )
+            return
+        names = sorted(set(conn.scalars(users) if isinstance(users, sa.Select) else users))
         if not names:
             return
-        dialect = conn.dialect.name
-        if dialect in ("sqlite", "postgresql"):
-            insert = sqlite.insert if dialect == "sqlite" else postgresql.insert
-            conn.execute(insert(quota_users).on_conflict_do_nothing(), [{"user_name": n} for n in names])
-        else:
-            existing = set(conn.scalars(sa.select(quota_users.c.user_name).where(quota_users.c.user_name.in_(names))))
-            for name in names:
-                if name not in existing:
-                    try:
-                        with conn.begin_nested():
-                            conn.execute(quota_users.insert().values(user_name=name))
-                    except exc.IntegrityError:
-                        pass  # another transaction made it first
+        existing = set(conn.scalars(sa.select(quota_users.c.user_name).where(quota_users.c.user_name.in_(names))))
+        for name in names:
+            if name not in existing:
+                try:
+                    with conn.begin_nested():
+                        conn.execute(quota_users.insert().values(user_name=name))
+                except exc.IntegrityError:
+                    pass  # another transaction made it first
         conn.execute(
             sa.select(quota_users.c.user_name)
             .where(quota_users.c.user_name.in_(names))
@@ -205,14 +254,11 @@ class Ledger:
 
     @staticmethod
     def _runs_in(conn, period: tuple[datetime, datetime], user: str | None = None) -> list[Run]:
-        """Active runs, and closed runs overlapping ``period``: two index range scans, flat as the table grows."""
+        """Active runs, and closed runs overlapping ``period``: one statement, two index range scans, flat as the table grows."""
         start, end = period
-        active = sa.select(runs).where(runs.c.state.in_(ACTIVE_STATES))
-        closed = sa.select(runs).where(runs.c.state == CLOSED, runs.c.stopped > start, runs.c.started < end)
-        if user is not None:
-            active = active.where(runs.c.user_name == user)
-            closed = closed.where(runs.c.user_name == user)
-        return [_run(row) for query in (active, closed) for row in conn.execute(query)]
+        if user is None:
+            return [_run(row) for row in conn.execute(_RUNS_IN_PERIOD, {"start": start, "end": end})]
+        return [_run(row) for row in conn.execute(_USER_RUNS_IN_PERIOD, {"start": start, "end": end, "user": user})]
 
     @_guarded
     def usage(self, user: str, period: tuple[datetime, datetime], now: datetime | None = None) -> Usage:
@@ -225,17 +271,22 @@ class Ledger:
     def usage_all(self, period: tuple[datetime, datetime], now: datetime | None = None) -> dict[str, Usage]:
         """Every user with card-hours in ``period`` or an active workspace: ``{user: Usage}``."""
         now = policy.aware(now or policy.utcnow())
-        by_user: dict[str, list[Run]] = {}
-        with self._read() as conn:
-            for run in self._runs_in(conn, period):
-                by_user.setdefault(run.user, []).append(run)
-        return {user: policy.usage_from_runs(found, period, now) for user, found in sorted(by_user.items())}
+        return {user: policy.usage_from_runs(found, period, now) for user, found in self.runs_all(period).items()}
 
     @_guarded
     def runs_of(self, user: str, period: tuple[datetime, datetime]) -> list[Run]:
         """``user``'s runs in ``period`` and their active ones (what :func:`policy.enforcement` reads)."""
         with self._read() as conn:
             return self._runs_in(conn, period, user)
+
+    @_guarded
+    def runs_all(self, period: tuple[datetime, datetime]) -> dict[str, list[Run]]:
+        """:meth:`runs_of` for every user who has any, in one statement: ``{user: [Run]}``, users sorted."""
+        by_user: dict[str, list[Run]] = {}
+        with self._read() as conn:
+            for run in self._runs_in(conn, period):
+                by_user.setdefault(run.user, []).append(run)
+        return dict(sorted(by_user.items()))
 
     @_guarded
     def get(self, run_id: int) -> Run | None:
@@ -273,23 +324,21 @@ class Ledger:
         period = policy.month_bounds(now, tz)
         with self._write() as conn:
             self._lock_users(conn, [user])
-            stale = set()
-            for row in self._active_of(conn, user, request.server_name):
-                if row.state == OPEN:
-                    stale.add(row.id)
-                else:
-                    self._end(conn, _run(row), None, "restarted")
-            seen = [
-                replace(run, state=CLOSED, stopped=now) if run.id in stale else run
-                for run in self._runs_in(conn, period, user)
-            ]
+            seen = []
+            for run in self._runs_in(conn, period, user):
+                if run.state in ACTIVE_STATES and run.server_name == request.server_name:
+                    if run.state == RESERVED:
+                        self._end(conn, run, None, "restarted")
+                        continue
+                    run = replace(run, state=CLOSED, stopped=now)
+                seen.append(run)
             usage = policy.usage_from_runs(seen, period, now)
             decision = policy.decide(request, usage, limits, now, min_start_hours=min_start_hours)
             if not decision.allowed:
                 return decision
             reservation = Reservation.of(user, request, now)
-            query = runs.insert().values(**_identity(reservation), started=now, state=RESERVED)
-            run_id = conn.execute(query).inserted_primary_key[0]
+            values = {**_identity(reservation), "started": now, "state": RESERVED}
+            run_id = conn.execute(_INSERT_RUN, values).inserted_primary_key[0]
         return Decision(allowed=True, reservation=replace(reservation, id=run_id))
 
     # -- the run's life --------------------------------------------------
@@ -298,7 +347,9 @@ class Ledger:
     def _active_of(conn, user: str, server_name: str) -> list:
         """Rows of ``(user, server_name)`` that are reserved or open."""
         return conn.execute(
-            sa.select(runs).where(runs.c.user_name == user, runs.c.state.in_(ACTIVE_STATES), runs.c.server_name == server_name)
+            sa.select(runs).where(
+                runs.c.user_name == user, runs.c.state.in_(ACTIVE_STATES), runs.c.server_name == server_name
+            )
         ).all()
 
     @_guarded
@@ -430,15 +481,17 @@ class Ledger:
         seen_at = policy.aware(seen_at)
         closed: list[Run] = []
         with self._write() as conn:
-            self._lock_users(
-                conn, conn.scalars(sa.select(runs.c.user_name).where(runs.c.state.in_(ACTIVE_STATES)).distinct())
-            )
+            active_users = sa.select(runs.c.user_name).where(runs.c.state.in_(ACTIVE_STATES)).distinct()
+            self._lock_users(conn, active_users.order_by(runs.c.user_name))
             active = [_run(row) for row in conn.execute(sa.select(runs).where(runs.c.state.in_(ACTIVE_STATES)))]
             if kinds is not None:
-                active = [run for run in active if run.workspace_kind in set(kinds)]
+                covered = set(kinds)
+                active = [run for run in active if run.workspace_kind in covered]
             seen = [run.id for run in active if run.state == OPEN and (run.user, run.server_name) in alive]
-            for chunk in range(0, len(seen), 500):
-                conn.execute(runs.update().where(runs.c.id.in_(seen[chunk : chunk + 500])).values(last_seen=seen_at))
+            for chunk in range(0, len(seen), SEEN_CHUNK):
+                conn.execute(
+                    runs.update().where(runs.c.id.in_(seen[chunk : chunk + SEEN_CHUNK])).values(last_seen=seen_at)
+                )
             for run in active:
                 is_alive = (run.user, run.server_name) in alive
                 if run.state == OPEN and not is_alive and run.started <= seen_at - min_age:

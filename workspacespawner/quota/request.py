@@ -1,8 +1,9 @@
-"""The quota request of one start: the resolved profile's size and the disks the start would add.
+"""The quota step of one start: its request (the resolved profile's size and the disks it would add), checked and reserved.
 
 Built once per start, before anything is created, from the user's disks as
 the cluster has them (PersistentVolumeClaims found by owner label, never by
-name pattern).
+name pattern); with quotas off, nothing is asked of the cluster
+(:func:`reserve_start`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core import names
 from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.k8s.kinds import PVC
-from workspacespawner.quota.policy import Request
+from workspacespawner.quota.policy import Request, Reservation
 from workspacespawner.workspace.disks import requested_bytes
 
 
@@ -41,3 +42,24 @@ async def quota_request(
         disk_existing=sum(requested_bytes(c) for c in mine),
         disk_new=disk_new,
     )
+
+
+async def reserve_start(
+    quota, kube, *, namespace: str, user_name: str, groups, profile: ResolvedProfile, server_name: str, home_pvc: str,
+    home_size: str, backend
+) -> Reservation | None:
+    """The pre-spawn quota step: :func:`quota_request`, then ``quota.reserve``; None at once when quotas are off.
+
+    ``quota``: the hub's :class:`~workspacespawner.quota.service.QuotaService`;
+    ``groups``: the user's JupyterHub group names; the rest as
+    :func:`quota_request`. Quotas off: no Kubernetes call at all (the PVC
+    list is the request's). Raises
+    :class:`~workspacespawner.quota.refusal.QuotaRefused` when refused.
+    """
+    if not quota.enabled:
+        return None
+    request = await quota_request(
+        kube, namespace=namespace, user_name=user_name, profile=profile, server_name=server_name, home_pvc=home_pvc,
+        home_size=home_size, backend=backend,
+    )
+    return await quota.reserve(user=user_name, groups=groups, request=request)

@@ -1,0 +1,263 @@
+"""N simultaneous spawns through the hub's REST API: WorkspaceSpawner against plain KubeSpawner, in the same run.
+
+For each spawner, a fresh local cluster (``workspacespawner localcluster``,
+its own process) and a real JupyterHub (tests/support/hubharness.py) start;
+``--users`` users are made, then all their servers are asked for at once
+(one POST each, from a pool of threads) and the script waits until the hub
+shows every one ready. It prints, per spawner:
+
+- ``ready s``: from the first POST to the last server ready;
+- ``hub CPU s`` and ``cluster CPU s``: CPU time (user + system) the hub
+  process and the cluster process spent meanwhile (the servers' own
+  processes are not counted: they are the cluster's workloads);
+- ``lag p50`` / ``lag p99`` (ms): the hub's event-loop lag meanwhile, from a
+  task the hub's config starts that sleeps 10 ms over and over and records
+  how late it wakes;
+- ``RSS/server KB``: the hub's resident memory growth from before the burst
+  to all ready, per server;
+
+then the ratios WorkspaceSpawner / KubeSpawner. Both spawners run the same
+singleuser command, a tiny HTTP server (a few lines of Python, no
+Jupyter), so hundreds of servers fit on a small machine; both give every
+user a home PVC: KubeSpawner is configured as its equivalent
+(``storage_pvc_ensure``, ``home-{username}``, ``ceph-rbd``, 10Gi, mounted
+at the home), WorkspaceSpawner with the shipped ``jupyterhub_config.d``
+pieces (its default profile is a CPU container) and quotas on (a SQLite
+ledger).
+
+    python benchmarks/burst.py --users 100
+    python benchmarks/burst.py --users 50 --spawners WorkspaceSpawner
+
+The local cluster's one CPU node takes 110 Pods (its ``pods`` capacity),
+so ``--users`` above 110 leaves the rest Pending.
+
+Numbers are from a loopback API server and local processes: they compare
+the two spawners' work, not a real cluster's latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # the repository root: tests.support
+
+from tests.support.hubharness import Hub, config_pieces  # noqa: E402
+
+#: The singleuser server of both spawners: answers every request 200, binds the hub's port on the Pod's address.
+TINY_SERVER = textwrap.dedent(
+    """\
+    import os, socket, urllib.parse
+    port = urllib.parse.urlparse(os.environ.get("JUPYTERHUB_SERVICE_URL", "")).port or 8888
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", port))
+    s.listen(128)
+    while True:
+        c, _ = s.accept()
+        try:
+            c.recv(65536)
+            c.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\nok")
+        except OSError:
+            pass
+        c.close()
+    """
+)
+
+#: Hub config: the event-loop lag monitor (writes one JSON line a second: time, lags in ms since the last line).
+LAG_MONITOR = """
+import asyncio as _asyncio, json as _json, time as _time
+
+async def _lag_monitor(path):
+    loop = _asyncio.get_running_loop()
+    lags, last = [], _time.time()
+    while True:
+        began = loop.time()
+        await _asyncio.sleep(0.01)
+        lags.append(round((loop.time() - began - 0.01) * 1000, 3))
+        if _time.time() - last >= 1:
+            with open(path, "a") as f:
+                f.write(_json.dumps([_time.time(), lags]) + "\\n")
+            lags, last = [], _time.time()
+
+_asyncio.get_event_loop().call_soon(lambda: _asyncio.ensure_future(_lag_monitor({path!r})))
+"""
+
+COMMON = """
+import sys
+c.JupyterHub.concurrent_spawn_limit = 0
+c.JupyterHub.active_server_limit = 0
+c.JupyterHub.api_page_max_limit = 2000
+c.JupyterHub.tornado_settings = {{"slow_spawn_timeout": 0}}  # a POST answers 202 at once: the burst is not queued on it
+c.JupyterHub.log_level = "WARN"
+c.KubeSpawner.cmd = [sys.executable, "-S", "-c", {tiny!r}]
+c.KubeSpawner.start_timeout = 600
+c.KubeSpawner.http_timeout = 600
+c.KubeSpawner.k8s_api_request_timeout = 60  # a loaded 2-core machine answers slowly: wait, do not fail the start
+c.KubeSpawner.k8s_api_request_retry_timeout = 900
+c.JupyterHub.cleanup_servers = False  # the cluster's end ends the servers: no 2N stops to wait for at exit
+c.KubeSpawner.image = "quay.io/jupyter/base-notebook:2025-10-20"
+c.KubeSpawner.cpu_limit = 2  # as WorkspaceSpawner's default profile
+c.KubeSpawner.mem_limit = "4G"
+c.KubeSpawner.cpu_guarantee = 0.05  # requests: 100 servers fit the local cluster's 16-core CPU node
+c.KubeSpawner.mem_guarantee = "32M"
+"""
+
+KUBESPAWNER = """
+c.JupyterHub.spawner_class = "kubespawner.KubeSpawner"
+c.KubeSpawner.storage_pvc_ensure = True
+c.KubeSpawner.pvc_name_template = "home-{username}"
+c.KubeSpawner.storage_class = "ceph-rbd"
+c.KubeSpawner.storage_capacity = "10Gi"
+c.KubeSpawner.storage_access_modes = ["ReadWriteOnce"]
+c.KubeSpawner.volumes = [{"name": "home", "persistentVolumeClaim": {"claimName": "home-{username}"}}]
+c.KubeSpawner.volume_mounts = [{"name": "home", "mountPath": "/home/jovyan"}]
+"""
+
+SPAWNERS = {
+    "KubeSpawner": KUBESPAWNER,
+    "WorkspaceSpawner": config_pieces("10-workspace-spawner.py", "20-profiles.py"),
+}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (its own, not its children's)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def start_cluster(state_dir: Path) -> tuple[subprocess.Popen, Path]:
+    """``workspacespawner localcluster`` in its own process; returns it and its kubeconfig."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "workspacespawner",
+            "localcluster",
+            "--state-dir",
+            str(state_dir),
+            "--log-level",
+            "WARNING",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=open(state_dir.parent / f"{state_dir.name}.log", "wb"),
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(HERE.parent)),
+    )
+    for line in proc.stdout:
+        if line.startswith("kubeconfig: "):
+            return proc, Path(line.split(": ", 1)[1].strip())
+    raise RuntimeError("the local cluster did not start")
+
+
+def ready_count(hub: Hub) -> int:
+    r = hub.api("GET", "/users", params={"state": "ready", "limit": 2000})
+    r.raise_for_status()
+    body = r.json()
+    return len(body["items"] if isinstance(body, dict) else body)
+
+
+def lag_percentiles(path: Path, since: float, until: float) -> tuple[float, float]:
+    lags = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            stamp, values = json.loads(line)
+            if since <= stamp <= until + 1:
+                lags.extend(values)
+    if not lags:
+        return float("nan"), float("nan")
+    lags.sort()
+    return statistics.median(lags), lags[min(len(lags) - 1, int(0.99 * len(lags)))]
+
+
+def measure(name: str, users: int, workdir: Path) -> dict:
+    state = workdir / f"{name}-cluster"
+    state.mkdir(parents=True)
+    cluster, kubeconfig = start_cluster(state)
+    lag_file = workdir / f"{name}-lag.jsonl"
+    config = COMMON.format(tiny=TINY_SERVER) + SPAWNERS[name] + LAG_MONITOR.format(path=str(lag_file))
+    hub = Hub(workdir / f"{name}-hub", kubeconfig, config, start_timeout=600)
+    hub.env["PYTHONPATH"] = str(HERE.parent)
+    try:
+        hub.start()
+        names = [f"burst{i:04d}" for i in range(users)]
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(hub.create_user, names))
+        time.sleep(2)  # the hub settles
+        hub_cpu, cluster_cpu, rss = cpu_seconds(hub.proc.pid), cpu_seconds(cluster.pid), rss_kb(hub.proc.pid)
+        began, wall = time.perf_counter(), time.time()
+        with ThreadPoolExecutor(32) as pool:
+            answers = list(pool.map(hub.spawn, names))
+        refused = [r.status_code for r in answers if r.status_code not in (201, 202)]
+        if refused:
+            raise RuntimeError(f"{name}: {len(refused)} spawns answered {sorted(set(refused))}\n{hub.log()}")
+        deadline = time.monotonic() + 1200
+        while (ready := ready_count(hub)) < users:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name}: {ready} of {users} ready after 1200 s\n{hub.log()}")
+            time.sleep(0.5)
+        elapsed = time.perf_counter() - began
+        result = {
+            "ready_s": elapsed,
+            "hub_cpu": cpu_seconds(hub.proc.pid) - hub_cpu,
+            "cluster_cpu": cpu_seconds(cluster.pid) - cluster_cpu,
+            "rss_kb": (rss_kb(hub.proc.pid) - rss) / users,
+            "lag": lag_percentiles(lag_file, wall, time.time()),
+        }
+    finally:
+        hub.stop()
+        cluster.terminate()
+        try:
+            cluster.wait(60)
+        except subprocess.TimeoutExpired:
+            cluster.kill()
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--users", type=int, default=100, help="simultaneous spawns (default: %(default)s)")
+    parser.add_argument(
+        "--spawners", default=",".join(SPAWNERS), help="which, comma-separated, in order (default: %(default)s)"
+    )
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="burst-") as tmp:
+        results = {name: measure(name, args.users, Path(tmp)) for name in args.spawners.split(",")}
+    print(f"{args.users} simultaneous spawns")
+    print(
+        f"{'':18}{'ready s':>9}{'hub CPU s':>11}{'cluster CPU s':>15}{'lag p50':>9}{'lag p99':>9}{'RSS/server KB':>15}"
+    )
+    for name, r in results.items():
+        print(
+            f"{name:18}{r['ready_s']:>9.1f}{r['hub_cpu']:>11.1f}{r['cluster_cpu']:>15.1f}"
+            f"{r['lag'][0]:>9.1f}{r['lag'][1]:>9.1f}{r['rss_kb']:>15.0f}"
+        )
+    if {"KubeSpawner", "WorkspaceSpawner"} <= set(results):
+        base, ours = results["KubeSpawner"], results["WorkspaceSpawner"]
+        print(
+            f"{'ratio':18}{ours['ready_s'] / base['ready_s']:>9.2f}{ours['hub_cpu'] / base['hub_cpu']:>11.2f}"
+            f"{ours['cluster_cpu'] / base['cluster_cpu']:>15.2f}{ours['lag'][0] / base['lag'][0]:>9.2f}"
+            f"{ours['lag'][1] / base['lag'][1]:>9.2f}{ours['rss_kb'] / base['rss_kb']:>15.2f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
