@@ -12,7 +12,6 @@ after transient API errors (:func:`call`).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -22,6 +21,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s.admission import exceeded_quota
+from workspacespawner.k8s.status import status_message
 
 log = logging.getLogger("workspacespawner")
 
@@ -84,11 +84,7 @@ def forbidden_error(error: BaseException) -> WorkspaceError | None:
     """
     if not isinstance(error, ApiException) or error.status != 403 or exceeded_quota(error) is not None:
         return None
-    try:
-        said = json.loads(error.body or "{}").get("message") or ""
-    except (ValueError, AttributeError, TypeError):
-        said = ""
-    said = said or f"{error.status} {error.reason}"
+    said = status_message(error) or f"{error.status} {error.reason}"
     return WorkspaceError(
         f"The cluster refused the hub: {said}. Nothing was deleted. This is the hub's setup, not something you did: "
         "please tell the JupyterHub administrators (the hub's Kubernetes permissions).",
