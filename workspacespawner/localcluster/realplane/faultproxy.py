@@ -36,6 +36,7 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
+from ..errors import ApiError
 from ..faults import FaultInjector, Request, RequestLog
 from .plane import free_port, write_kubeconfig
 
@@ -45,12 +46,6 @@ log = logging.getLogger(__name__)
 _DROPPED_REQUEST = {"host", "connection", "keep-alive", "transfer-encoding", "te", "upgrade", "proxy-connection", "content-length"}
 #: Response headers not passed back (the proxy's own framing replaces them).
 _DROPPED_RESPONSE = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding"}
-
-
-def status_body(code: int, reason: str, message: str) -> dict:
-    """A ``meta/v1`` ``Status`` object as kube-apiserver answers a refused request."""
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "reason": reason, "code": code}
 
 
 class FaultProxy:
@@ -147,7 +142,7 @@ class FaultProxy:
 
     def _refuse(self, request: web.Request, code: int, reason: str, message: str, body: bytes = b"") -> web.Response:
         self._record(request, code, body)
-        return web.Response(status=code, text=json.dumps(status_body(code, reason, message)), content_type="application/json")
+        return web.Response(status=code, text=json.dumps(ApiError(code, reason, message).status()), content_type="application/json")
 
     def _record(self, request: web.Request, status: int, body: bytes) -> None:
         parsed = None
