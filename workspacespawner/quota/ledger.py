@@ -274,14 +274,9 @@ class Ledger:
         return {user: policy.usage_from_runs(found, period, now) for user, found in self.runs_all(period).items()}
 
     @_guarded
-    def runs_of(self, user: str, period: tuple[datetime, datetime]) -> list[Run]:
-        """``user``'s runs in ``period`` and their active ones (what :func:`policy.enforcement` reads)."""
-        with self._read() as conn:
-            return self._runs_in(conn, period, user)
-
-    @_guarded
     def runs_all(self, period: tuple[datetime, datetime]) -> dict[str, list[Run]]:
-        """:meth:`runs_of` for every user who has any, in one statement: ``{user: [Run]}``, users sorted."""
+        """Every user's runs in ``period`` and their active ones (what :func:`policy.enforcement` reads), in one
+        statement: ``{user: [Run]}``, users sorted."""
         by_user: dict[str, list[Run]] = {}
         with self._read() as conn:
             for run in self._runs_in(conn, period):
