@@ -221,12 +221,19 @@ async def test_container_environment(tmp_path, monkeypatch):
     assert {"PATH", "LANG", "HOME", "HOSTNAME"} <= set(env)
 
 
-async def test_home_volume_outlives_the_pod(tmp_path):
+@pytest.mark.parametrize("isolation", [True, False], ids=["sandbox", "mapped"])
+async def test_home_volume_outlives_the_pod(tmp_path, isolation):
     write = "import os; open(os.path.join(os.environ['HOME'], 'notes.txt'), 'w').write('kept'); print(os.getcwd())"
     read = "import os; print(open('/home/jovyan/notes.txt'.replace('/home/jovyan', os.environ['HOME'])).read())"
+    if isolation:
+        read = "print(open('/home/jovyan/notes.txt').read())"  # the real path, nothing rewritten
     home = {"volumeMounts": [{"name": "home", "mountPath": "/home/jovyan"}], "env": [{"name": "HOME", "value": "/home/jovyan"}]}
     volumes = [{"name": "home", "persistentVolumeClaim": {"claimName": "claim-ann"}}]
     async with LocalCluster(state_dir=tmp_path, controllers=CONTROLLERS) as cluster:
+        agent = cluster.controllers["nodeagent"]
+        if isolation and not agent.isolation:
+            pytest.skip("this host cannot sandbox (needs root on Linux)")
+        agent.isolation = isolation
         store = cluster.store
         create(store, make_pvc("claim-ann"))
         first = make_pod("writer", ["python", "-c", write], restart="Never", **home)
@@ -236,9 +243,11 @@ async def test_home_volume_outlives_the_pod(tmp_path):
         first = get(store, "pods", "writer")
         data_dir = claim_path(cluster, NS, "claim-ann")
         assert (data_dir / "notes.txt").read_text() == "kept"
-        assert log_of(cluster, first).strip() == str(data_dir)  # cwd: the home volume
-        link = tmp_path / "pods" / first["metadata"]["uid"] / "root" / "home" / "jovyan"
-        assert link.is_symlink() and link.resolve() == data_dir.resolve()
+        # cwd: the home volume
+        assert log_of(cluster, first).strip() == ("/home/jovyan" if isolation else str(data_dir))
+        if not isolation:
+            link = tmp_path / "pods" / first["metadata"]["uid"] / "root" / "home" / "jovyan"
+            assert link.is_symlink() and link.resolve() == data_dir.resolve()
         store.delete(kind(store, "pods"), NS, "writer")
         await wait_for(lambda: get(store, "pods", "writer") is None)
         second = make_pod("reader", ["python", "-c", read], restart="Never", **home)

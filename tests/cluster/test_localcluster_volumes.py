@@ -14,6 +14,9 @@ virtio serial, gone with the VMI; cloud-init's init-stage module order.
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from tests.cluster.test_localcluster_nodeagent import (  # noqa: F401 (no_orphans: an autouse fixture)
     NS,
@@ -123,20 +126,57 @@ async def test_ephemeral_claim_not_owned_by_the_pod_is_refused(tmp_path):
         assert waiting_reason(store, "squat") == "ContainerCreating"
 
 
-async def test_read_only_mounts_are_accepted(tmp_path):
+PROBE_MOUNTS = """
+import errno, os
+for path in ("/shared/team/new.txt", "/models/new.bin", "/scratch/new.txt", "/home/jovyan/new.txt", "/opt/new.txt"):
+    try:
+        open(path, "w").write("x")
+        print(path, "written")
+    except OSError as e:
+        print(path, errno.errorcode[e.errno])
+print("team", open("/shared/team/readme.txt").read())
+print("cwd", os.getcwd(), "home", os.environ["HOME"])
+"""
+
+
+async def test_read_only_mounts_are_enforced_at_their_real_paths(tmp_path):
     async with LocalCluster(state_dir=tmp_path, controllers=CONTROLLERS) as cluster:
+        if not cluster.controllers["nodeagent"].isolation:
+            pytest.skip("this host cannot sandbox (needs root on Linux): paths are mapped, readOnly is not enforced")
         store = cluster.store
-        create(store, make_pvc("team"))
-        pod = make_pod("ro", ["python", "-c", "import os; print(os.environ['TEAM'])"], restart="Never",
-                       env=[{"name": "TEAM", "value": "/shared/team"}],
-                       volumeMounts=[{"name": "team", "mountPath": "/shared/team", "readOnly": True}])
-        pod["spec"]["volumes"] = [{"name": "team", "persistentVolumeClaim": {"claimName": "team", "readOnly": True}}]
+        for claim in ("team", "models", "home"):
+            create(store, make_pvc(claim))
+        team = await wait_for(lambda: claim_path(cluster, NS, "team"))
+        (team / "readme.txt").write_text("course notes")
+        mounts = [
+            {"name": "team", "mountPath": "/shared/team", "readOnly": True},
+            {"name": "models", "mountPath": "/models"},
+            {"name": "home", "mountPath": "/home/jovyan", "subPath": "ann"},
+            {"name": "scratch", "mountPath": "/scratch"},
+        ]
+        pod = make_pod("ro", ["python", "-c", PROBE_MOUNTS], restart="Never", volumeMounts=mounts,
+                       env=[{"name": "HOME", "value": "/home/jovyan"}])
+        pod["spec"]["volumes"] = [
+            {"name": "team", "persistentVolumeClaim": {"claimName": "team"}},
+            {"name": "models", "persistentVolumeClaim": {"claimName": "models", "readOnly": True}},
+            {"name": "home", "persistentVolumeClaim": {"claimName": "home"}},
+            {"name": "scratch", "emptyDir": {}},
+        ]
         create(store, pod)
         await wait_for(lambda: phase_of(store, "ro") == "Succeeded")
-        stored = get(store, "pods", "ro")
-        assert stored["spec"]["containers"][0]["volumeMounts"][0]["readOnly"] is True
-        assert stored["spec"]["volumes"][0]["persistentVolumeClaim"]["readOnly"] is True
-        assert log_of(cluster, stored).strip() == str(claim_path(cluster, NS, "team"))
+        lines = log_of(cluster, get(store, "pods", "ro")).strip().splitlines()
+        assert lines == [
+            "/shared/team/new.txt EROFS",  # volumeMounts[].readOnly
+            "/models/new.bin EROFS",  # persistentVolumeClaim.readOnly
+            "/scratch/new.txt written",
+            "/home/jovyan/new.txt written",
+            "/opt/new.txt written",  # the container's own writable layer, not the host's /opt
+            "team course notes",
+            "cwd /home/jovyan home /home/jovyan",
+        ]
+        assert not (claim_path(cluster, NS, "team") / "new.txt").exists()
+        assert (claim_path(cluster, NS, "home") / "ann" / "new.txt").read_text() == "x"  # subPath
+        assert not Path("/opt/new.txt").exists()
 
 
 def tiered_vmi(name: str) -> dict:

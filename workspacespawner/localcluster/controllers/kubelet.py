@@ -23,6 +23,7 @@ from ..conditions import set_condition
 from ..errors import ApiError
 from ..store import rfc3339
 from ..volumes import attach_claim, host_path_dir, remove_tree
+from .isolation import Bind, Layers, sandboxed
 from .refs import PODS, PVCS, ephemeral_claim_name, get_or_none, is_owned_by
 from .runtime import (
     BACKOFF,
@@ -33,6 +34,7 @@ from .runtime import (
     LaunchError,
     LogTail,
     Supervisor,
+    find_inside,
     resolve_command,
     translate,
 )
@@ -349,18 +351,34 @@ class PodRuntime(Workload):
                 files[item["path"]] = (data[item["key"]], item.get("mode", default_mode))
         return files
 
-    def _filesystem(self, container: dict) -> Filesystem:
-        mounts = {}
+    def _filesystem(self, container: dict) -> tuple[Filesystem, list[Bind]]:
+        """The container's paths mapped to the host, and its volume mounts as sandbox binds.
+
+        In a sandbox (``agent.isolation``) the root is the host's own (the
+        read-only lower layer); else the pod's ``root`` directory, holding
+        each ``mountPath`` as a symlink.
+        """
+        mounts, binds = {}, []
         for mount in container.get("volumeMounts") or []:
             host = self.volumes.get(mount["name"], self.dir / "volumes" / mount["name"])
             if mount.get("subPath"):
                 host = host / mount["subPath"]
                 host.mkdir(parents=True, exist_ok=True)
             mounts[mount["mountPath"]] = host
+            binds.append(Bind(host, mount["mountPath"], bool(mount.get("readOnly")) or self._claim_read_only(mount["name"])))
+        if self.agent.isolation:
+            return Filesystem(Path("/"), mounts), binds
         fs = Filesystem(self.dir / "root", mounts)
         fs.root.mkdir(parents=True, exist_ok=True)
         fs.link_mounts()
-        return fs
+        return fs, binds
+
+    def _claim_read_only(self, volume: str) -> bool:
+        """Whether the Pod's volume ``volume`` is a claim it mounts read-only (``persistentVolumeClaim.readOnly``)."""
+        for spec in self.obj["spec"].get("volumes") or []:
+            if spec["name"] == volume:
+                return bool((spec.get("persistentVolumeClaim") or {}).get("readOnly"))
+        return False
 
     # -- environment ---------------------------------------------------------------
 
@@ -420,9 +438,12 @@ class PodRuntime(Workload):
         return env
 
     def _launch(self, container: dict) -> Launch:
-        """The process for ``container``: command line, environment and cwd mapped onto the host."""
+        """The process for ``container``: in its sandbox, or with command line, environment and cwd mapped onto the host."""
         declared = self._container_env(container)
-        fs = self._filesystem(container)
+        fs, binds = self._filesystem(container)
+        words = (container.get("command") or []) + (container.get("args") or []) or self.agent.image_command(container.get("image", ""))
+        if self.agent.isolation:
+            return self._sandboxed(container, declared, fs, binds, words)
         env = {key: translate(value, fs, self.ip) for key, value in declared.items()}
         home, mounted = self._home(fs, declared.get("HOME"))
         env.update(self.agent.host_env(env), HOME=str(home), HOSTNAME=self.name)
@@ -431,9 +452,22 @@ class PodRuntime(Workload):
         else:
             cwd = home if mounted or not fs.mounts else next(iter(fs.mounts.values()))
         cwd.mkdir(parents=True, exist_ok=True)
-        words = (container.get("command") or []) + (container.get("args") or []) or self.agent.image_command(container.get("image", ""))
         argv = [translate(expand_references(word, declared), fs, self.ip) for word in words]
         return Launch(resolve_command(argv, fs, env, cwd), env, cwd)
+
+    def _sandboxed(self, container: dict, declared: dict[str, str], fs: Filesystem, binds: list[Bind], words: list[str]) -> Launch:
+        """The container in a sandbox of its own: real paths, a fresh writable layer over the host's root (see :mod:`.isolation`)."""
+        env = {key: translate(value, None, self.ip) for key, value in declared.items()}
+        home = declared.get("HOME") or next((path for path in fs.mounts if path.startswith("/home")), "/root")
+        env.update(self.agent.host_env(env), HOME=home, HOSTNAME=self.name)
+        if container.get("workingDir"):
+            cwd = container["workingDir"]
+        else:
+            cwd = home if fs.mount_of(home) or not fs.mounts else next(iter(fs.mounts))
+        argv = find_inside([translate(expand_references(word, declared), None, self.ip) for word in words], fs, env)
+        layers = Layers.under(self.dir / "containers" / container["name"])
+        layers.prepare(fresh_upper=True)
+        return sandboxed(Launch(argv, env, Path(cwd)), layers, binds, self.name, self.dir)
 
     @staticmethod
     def _home(fs: Filesystem, declared: str | None) -> tuple[Path, bool]:

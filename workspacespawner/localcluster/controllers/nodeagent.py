@@ -51,22 +51,35 @@ the Warning ``FailedMount`` and the container waits in
 ``ContainerCreating``). An emptyDir (``sizeLimit`` recorded, not enforced)
 and Secret/ConfigMap/projected volumes (files written from their data) live
 in ``state_dir/pods/<uid>/volumes/<name>`` and go with the pod.
-``readOnly`` (``volumeMounts[].readOnly``, ``persistentVolumeClaim.readOnly``)
-is accepted and not enforced: making a directory read-only for one process
-and writable for another needs a read-only bind mount (privileges or a
-mount namespace), and changing the directory's permissions would take
-writes away from the pods that mount it read-write, so a process here can
-write through a read-only mount. Tests of read-only tiers must check the
-spec, not the filesystem. The pod's root
+Where the agent runs as root on Linux (kernel overlayfs, bind mounts and
+namespaces: see :mod:`.isolation` and :mod:`.sandbox`), every container runs
+in a sandbox: its own mount, PID and UTS namespaces (hostname: the pod's
+name), ``/`` an overlay of the host's root filesystem, read-only, under a
+fresh writable layer ``state_dir/pods/<uid>/containers/<name>/upper`` (the
+container's writable layer, emptied at each start), the host's other
+filesystems read-only, a fresh ``/proc``, the host's ``/dev`` with a private
+``/dev/shm``, and each volume bind-mounted at its real ``mountPath``
+(``subPath`` honoured; ``volumeMounts[].readOnly`` and
+``persistentVolumeClaim.readOnly`` mounts are read-only: writes fail with
+EROFS). So the host's Python and JupyterLab are there, paths are real
+(nothing is rewritten, HOME is the declared one, else the first mount under
+``/home``, else ``/root``; the working directory is ``workingDir``, else
+HOME if a volume holds it, else the first mount), and nothing of the host
+is writable but ``/dev``. The mounts go with the namespace's last process.
+
+Elsewhere (not root, not Linux) the agent says once at start that it
+cannot sandbox, and paths are mapped instead: ``readOnly`` is accepted and
+not enforced (making a directory read-only for one process and writable
+for another needs a read-only bind mount), the pod's root
 ``state_dir/pods/<uid>/root`` holds each ``mountPath`` as a symlink to its
-directory. Paths are mapped, not jailed: an absolute path in an argument or
-env value (alone or as ``--opt=/path``) that lies under a ``mountPath`` (or
-exists in the pod's root) is rewritten to the host path; HOME is the
-declared HOME if a volume holds it, else the first mount under ``/home``,
-else a scratch directory in the root; the working directory is the mapped
-``workingDir``, else HOME if a volume holds it, else the first mount. A
-process can still see and write the whole host filesystem, and paths it
-builds itself (``/home/jovyan`` hard-coded in a script) are host paths.
+directory, and an absolute path in an argument or env value (alone or as
+``--opt=/path``) that lies under a ``mountPath`` (or exists in the pod's
+root) is rewritten to the host path; HOME is the declared HOME if a volume
+holds it, else the first mount under ``/home``, else a scratch directory in
+the root; the working directory is the mapped ``workingDir``, else HOME if
+a volume holds it, else the first mount. A process can then see and write
+the whole host filesystem, and paths it builds itself (``/home/jovyan``
+hard-coded in a script) are host paths.
 
 **Guests.** The root filesystem is the directory of the VMI's first disk
 (its DataVolume's PVC), so files the guest writes there survive stops and
@@ -102,6 +115,7 @@ from pathlib import Path
 from ..conditions import find_condition
 from ..errors import ApiError
 from ..kinds import Kind
+from . import isolation
 from .base import Controller
 from .kubelet import PodRuntime, container_log_path, image_repository
 from .refs import CONFIG_MAPS, LEASES, NODES, PODS, PVCS, SECRETS, VMIS, get_or_none
@@ -136,6 +150,10 @@ class NodeAgent(Controller):
         what a container with neither ``command`` nor ``args`` runs: the
         command for its image (``{"repo/name:tag" or "repo/name": [...]}``),
         else ``default_command`` (``["jupyterhub-singleuser"]``).
+    ``isolation``
+        whether Pods and guests run in sandboxes of their own (see
+        :mod:`.isolation`): None (the default) finds out at start, once,
+        and says so when they cannot; False maps paths instead.
     ``conflict_wait``
         seconds a status write that met a 409 Conflict waits for the
         client's cache to catch up before it is made again (default 5).
@@ -175,6 +193,7 @@ class NodeAgent(Controller):
         self.jupyter_config = self._image_jupyter_config(cluster.state_dir / "image" / "jupyter")
         self.lease_seconds = 10.0
         self.conflict_wait = 5.0
+        self.isolation: bool | None = None
 
     # -- helpers shared by pods and guests -------------------------------------------
 
@@ -382,6 +401,11 @@ class NodeAgent(Controller):
     # -- start and stop ----------------------------------------------------------------
 
     async def start(self) -> None:
+        if self.isolation is None:
+            reason = await isolation.check(self.cluster.state_dir)
+            self.isolation = reason is None
+            if reason is not None:
+                log.warning("nodeagent: workspaces share the host's filesystem (paths are mapped, readOnly is not enforced): cannot sandbox: %s", reason)
         if self.real_control_plane:
             specs = self.cluster.nodes or DEFAULT_NODES
             await register_nodes(self.client, specs)

@@ -109,12 +109,16 @@ class Filesystem:
     """A workload's view of paths: a root directory plus mounts, each a host directory.
 
     ``map("/home/jovyan/x")`` is the host path behind a path of the workload:
-    the longest mount that holds it wins, anything else lands under ``root``.
+    the longest mount that holds it wins, anything else lands under ``root``
+    (or, with a ``lower`` layer under ``root`` as an overlay has, is found
+    in ``lower`` when ``root`` does not hold it: reading as the overlay would,
+    whiteouts aside).
     """
 
-    def __init__(self, root: Path, mounts: dict[str, Path] | None = None):
+    def __init__(self, root: Path, mounts: dict[str, Path] | None = None, lower: Path | None = None):
         self.root = Path(root)
         self.mounts = {self._norm(path): Path(host) for path, host in (mounts or {}).items()}
+        self.lower = Path(lower) if lower is not None else None
 
     @staticmethod
     def _norm(path: str) -> str:
@@ -133,7 +137,10 @@ class Filesystem:
         path = self._norm(path)
         found = self.mount_of(path)
         if found is None:
-            return self.root / path.lstrip("/")
+            upper = self.root / path.lstrip("/")
+            if self.lower is not None and not os.path.lexists(upper) and os.path.lexists(self.lower / path.lstrip("/")):
+                return self.lower / path.lstrip("/")
+            return upper
         mount, host = found
         rest = path[len(mount):].lstrip("/")
         return host / rest if rest else host
@@ -170,14 +177,17 @@ class Filesystem:
             link.symlink_to(host, target_is_directory=True)
 
 
-def translate(value: str, fs: Filesystem, ip: str) -> str:
+def translate(value: str, fs: Filesystem | None, ip: str) -> str:
     """Rewrite an argument or environment value for a workload running on the host.
 
-    ``0.0.0.0`` becomes the workload's own address ``ip``; an absolute path
-    that means something inside the workload (see :meth:`Filesystem.maps`),
-    alone or as ``--option=/path``, becomes its host path.
+    ``0.0.0.0`` becomes the workload's own address ``ip``; with ``fs`` (no
+    sandbox: paths must be mapped), an absolute path that means something
+    inside the workload (see :meth:`Filesystem.maps`), alone or as
+    ``--option=/path``, becomes its host path.
     """
     value = value.replace(_ANY_ADDRESS, ip)
+    if fs is None:
+        return value
     if fs.maps(value):
         return str(fs.map(value))
     option = _OPTION_VALUE.match(value)
@@ -218,6 +228,32 @@ def resolve_command(argv: list[str], fs: Filesystem, env: dict[str, str], cwd: P
     if found is None:
         raise FileNotFoundError(f'exec: "{program}": executable file not found in $PATH')
     return [found, *argv[1:]]
+
+
+def find_inside(argv: list[str], fs: Filesystem, env: dict[str, str]) -> list[str]:
+    """``argv`` with its program found as a sandbox will see it: a path inside, not on the host.
+
+    ``fs`` maps the sandbox's paths to the host's (to look); an absolute
+    program must exist there, a bare name is looked up on ``env["PATH"]``
+    (each directory as mapped) and becomes that directory's path inside. A
+    relative path with a slash is left for the sandbox to find. Raises
+    FileNotFoundError, worded as a container runtime words it.
+    """
+    if not argv:
+        raise FileNotFoundError("no command specified")
+    program = argv[0]
+    if program.startswith("/"):
+        if fs.map(program).is_file():
+            return list(argv)
+    elif "/" in program:
+        return list(argv)
+    else:
+        for directory in (env.get("PATH") or os.defpath).split(":"):
+            if directory.startswith("/"):
+                candidate = fs.map(posixpath.join(directory, program))
+                if candidate.is_file() and os.access(candidate, os.X_OK):
+                    return [posixpath.join(directory, program), *argv[1:]]
+    raise FileNotFoundError(f'exec: "{program}": executable file not found in $PATH')
 
 
 @dataclass
