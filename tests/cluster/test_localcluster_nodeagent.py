@@ -452,7 +452,7 @@ async def test_vm_guest_from_cloud_init_keeps_its_root_disk(tmp_path):
         assert sorted(p.name for p in claim_path(cluster, NS, "home").iterdir()) == [DISK_IMAGE]
         assert (rootfs / "etc/systemd/system/multi-user.target.wants/app.service").is_symlink()
         unit_log = cluster.controllers["nodeagent"].log_path(vmi, "app.service")
-        guest_pids = processes_under(rootfs)
+        guest_pids = processes_under(rootfs) + processes_under(tmp_path / "vmis")  # mapped: cwd on the disk; sandboxed: beside it
         assert guest_pids
 
         store.delete(kind(store, "virtualmachineinstances", "kubevirt.io"), NS, "ws-1")

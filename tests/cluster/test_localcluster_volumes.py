@@ -14,6 +14,8 @@ virtio serial, gone with the VMI; cloud-init's init-stage module order.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -35,7 +37,7 @@ from tests.cluster.test_localcluster_nodeagent import (  # noqa: F401 (no_orphan
 from tests.support.helpers import wait_for
 from workspacespawner.localcluster import LocalCluster
 from workspacespawner.localcluster.controllers.guest import GuestBoot
-from workspacespawner.localcluster.volumes import DISK_IMAGE, claim_path, host_path_dir
+from workspacespawner.localcluster.volumes import DISK_IMAGE, claim_path, copy_tree, host_path_dir
 
 CONTROLLERS = ("storage", "ephemeral", "protection", "scheduler", "nodeagent")
 
@@ -208,8 +210,12 @@ async def test_vm_virtiofs_filesystem_and_empty_disk(tmp_path):
         vmi = await wait_for(lambda: is_ready(v := get(store, "virtualmachineinstances", "vm-1", "kubevirt.io")) and v)
         rootfs, team = claim_path(cluster, NS, "rootdisk") / DISK_IMAGE, claim_path(cluster, NS, "team-a")  # a disk, a share
         scratch = tmp_path / "vmis" / vmi["metadata"]["uid"] / "disks" / "scratch"
-        assert (rootfs / "shared/team").resolve() == team.resolve()
-        assert (rootfs / "scratch").resolve() == scratch.resolve() and scratch.is_dir()
+        if cluster.controllers["nodeagent"].isolation:  # bind-mounted in the guest's sandbox: mount points on its disk
+            assert (rootfs / "shared/team").is_dir() and not (rootfs / "shared/team").is_symlink()
+            assert (rootfs / "scratch").is_dir() and scratch.is_dir()
+        else:  # paths mapped: mount points are symlinks to the volumes
+            assert (rootfs / "shared/team").resolve() == team.resolve()
+            assert (rootfs / "scratch").resolve() == scratch.resolve() and scratch.is_dir()
         fstab = (rootfs / "etc/fstab").read_text()
         assert fstab.startswith("shared-team-a\t/shared/team\tvirtiofs\t")
         store.delete(kind(store, "virtualmachineinstances", "kubevirt.io"), NS, "vm-1")
@@ -235,3 +241,17 @@ def test_init_stage_runs_in_cloud_inits_module_order(tmp_path):
     assert (rootfs / "etc/fstab").read_text().startswith("/dev/vdb\t/home\t")
     steps = [next(i for i, line in enumerate(console) if word in line) for word in ("bootcmd", "write_files", "mount:", "users_groups")]
     assert steps == sorted(steps)
+
+
+async def test_a_disk_copy_keeps_the_overlays_whiteouts(tmp_path):
+    """A root disk whose guest deleted a file of its golden image holds a whiteout (a 0/0 character device): clones keep it."""
+    if os.geteuid() != 0:
+        pytest.skip("making a device node needs root")
+    disk = tmp_path / "disk"
+    (disk / "etc").mkdir(parents=True)
+    (disk / "etc" / "kept.conf").write_text("x")
+    os.mknod(disk / "etc" / "motd", stat.S_IFCHR | 0o600, os.makedev(0, 0))
+    await copy_tree(disk, tmp_path / "clone")
+    whiteout = os.lstat(tmp_path / "clone" / "etc" / "motd")
+    assert stat.S_ISCHR(whiteout.st_mode) and whiteout.st_rdev == os.makedev(0, 0)
+    assert (tmp_path / "clone" / "etc" / "kept.conf").read_text() == "x"

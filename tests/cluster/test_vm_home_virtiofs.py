@@ -11,7 +11,7 @@ Filesystem-mode claim), apart from the files a container sees there.
 from __future__ import annotations
 
 from tests.cluster import test_vm_workspace
-from tests.cluster.test_vm_workspace import COMMAND, NS, fetch, hub_env, stored, workspace
+from tests.cluster.test_vm_workspace import COMMAND, NS, fetch, guest_path, hub_env, stored, workspace
 from workspacespawner.localcluster.controllers.refs import VMIS
 from workspacespawner.localcluster.volumes import DISK_IMAGE, claim_path
 
@@ -27,7 +27,7 @@ async def test_the_guest_runs_in_the_home_pvcs_own_files(kube):
     devices = vmi["spec"]["domain"]["devices"]
     assert devices["filesystems"] == [{"name": "home", "virtiofs": {}}]
     assert "homedisk" not in [d["name"] for d in devices["disks"]]
-    assert (await fetch(url))["cwd"] == str(claim_path(thread.cluster, NS, "home-ann"))
+    assert (await fetch(url))["cwd"] == guest_path(thread, "/home/jovyan", claim_path(thread.cluster, NS, "home-ann"))
     assert await ws.stop() is True
 
 
@@ -36,5 +36,5 @@ async def test_a_home_disk_is_an_image_in_the_home_pvc(kube):
     ws = workspace(kube, home_via="disk")
     url = await ws.start(env=hub_env("token"), command=COMMAND)
     home_dir = claim_path(thread.cluster, NS, "home-ann")
-    assert (await fetch(url))["cwd"] == str(home_dir / DISK_IMAGE)
+    assert (await fetch(url))["cwd"] == guest_path(thread, "/home/jovyan", home_dir / DISK_IMAGE)
     assert await ws.stop() is True

@@ -25,7 +25,9 @@ import base64
 import json
 import re
 import time
+import urllib.parse
 import urllib.request
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -49,7 +51,7 @@ API_SUBSET = json.loads((DATA / "kubevirt-cdi-api-subset.json").read_text())
 
 #: The guest's "IDE": answers with what the guest gave it, and counts boots on its root disk.
 TEST_SERVER = """\
-import http.server, json, os, sys
+import http.server, json, os, subprocess, sys, urllib.parse
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 boots = os.path.join(root, "var", "lib", "testserver", "boots")
 os.makedirs(os.path.dirname(boots), exist_ok=True)
@@ -61,6 +63,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         body = {"boots": count, "token": os.environ.get("JUPYTERHUB_API_TOKEN"), "user": os.environ.get("JUPYTERHUB_USER"),
                 "service_url": os.environ.get("JUPYTERHUB_SERVICE_URL"), "cwd": os.getcwd()}
+        query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+        if "sh" in query:  # a terminal in the guest: run a shell command, answer with its output
+            body["out"] = subprocess.run(query["sh"][0], shell=True, capture_output=True, text=True).stdout
         self.send_response(200); self.end_headers(); self.wfile.write(json.dumps(body).encode())
     def log_message(self, *args):
         pass
@@ -72,6 +77,11 @@ GOLDEN_FILES = {
 }
 COMMAND = vmmanifests.singleuser_command(["/usr/bin/python3", "/opt/testserver.py"])
 NEVER_LISTENS = ["/usr/bin/python3", "-c", "import time; time.sleep(600)"]
+
+
+def guest_path(thread, path: str, host: Path) -> str:
+    """What the guest sees as ``path``: itself in a sandbox, else the host path it is mapped to."""
+    return path if thread.cluster.controllers["nodeagent"].isolation else str(host)
 
 
 def hub_env(token: str) -> dict[str, str]:
@@ -180,7 +190,7 @@ async def test_full_lifecycle(kube):
     assert url == f"http://{service['spec']['clusterIP']}:8888"
     first = await fetch(url)
     assert (first["boots"], first["token"], first["user"]) == (1, "token-one", USER)
-    assert first["cwd"] == str(claim_path(thread.cluster, NS, "home-ann"))
+    assert first["cwd"] == guest_path(thread, "/home/jovyan", claim_path(thread.cluster, NS, "home-ann"))
     vmi = stored(kube, VMIS, ident.vm)
     assert vmi["status"]["phase"] == "Running"
     assert vmi["spec"]["domain"]["firmware"]["uuid"] == vmmanifests.firmware_uuid(ident)
@@ -208,6 +218,61 @@ async def test_full_lifecycle(kube):
     assert_disks_kept(kube, ident)
     assert_token_blanked(kube, ident, "token-two")
     assert_requests_in_openapi(thread.cluster.requests.records)
+
+
+async def sh(url: str, command: str) -> str:
+    """The output of ``command`` run by a shell in the guest serving ``url``."""
+    return (await fetch(f"{url}/?{urllib.parse.urlencode({'sh': command})}"))["out"]
+
+
+INSTALL = (
+    "echo kept > /opt/note && mkdir -p /usr/local/bin && printf '#!/bin/sh\\necho hello from the disk\\n' > /usr/local/bin/hello"
+    " && chmod +x /usr/local/bin/hello && echo installed"
+)
+LOOK = "cat /opt/note 2>/dev/null || echo no-note; /usr/local/bin/hello 2>/dev/null || echo no-hello; grep PRETTY /etc/os-release"
+
+
+async def test_system_changes_stay_on_the_vms_root_disk(kube):
+    thread = kube[0]
+    if not thread.cluster.controllers["nodeagent"].isolation:
+        pytest.skip("this host cannot sandbox (needs root on Linux): a guest's / is the host's")
+    ws = workspace(kube)
+    url = await ws.start(env=hub_env("t1"), command=COMMAND)
+    assert await sh(url, INSTALL) == "installed\n"
+    root_disk = claim_path(thread.cluster, NS, ws.ident.root_disk)
+    assert not Path("/opt/note").exists() and not Path("/usr/local/bin/hello").exists()  # not on the host
+    assert (root_disk / "opt/note").read_text() == "kept\n"  # on the disk: the overlay's upper layer
+    assert await ws.stop() is True
+
+    url = await ws.start(env=hub_env("t2"), command=COMMAND)
+    looked = await sh(url, LOOK)
+    assert looked == 'kept\nhello from the disk\nPRETTY_NAME="Ubuntu 24.04 LTS"\n'  # the golden image's os-release
+    assert await ws.stop() is True
+
+    bob_ident = VMIdentity.for_workspace(namespace=NS, user_name="bob@school.example", kubespawner_username="bob",
+                                         base_name="vm-bob", home_pvc="home-bob")
+    pvc = home.make_home_pvc(name="home-bob", namespace=NS, user_name="bob@school.example", kubespawner_username="bob",
+                             storage_class="ceph-rbd", size="1Gi", access_modes=["ReadWriteOnce"])
+    await home.ensure_home_pvc(kube[2], pvc, "bob@school.example")
+    bob = workspace(kube, ident=bob_ident)
+    bob_url = await bob.start(env=hub_env("tb"), command=COMMAND)
+    assert (await sh(bob_url, LOOK)).startswith("no-note\nno-hello\n")  # another user's VM: its own root disk
+    assert await bob.stop() is True
+
+    # Rebuild: a fresh root disk cloned from the golden image again.
+    def drop_root_disk(cluster):
+        for key in (DATA_VOLUMES, PVCS):
+            if get_or_none(cluster.store, key, NS, ws.ident.root_disk) is not None:
+                cluster.store.delete(cluster.store.kind(*key), NS, ws.ident.root_disk)
+
+    thread.call(drop_root_disk)
+    deadline = time.monotonic() + 30
+    while stored(kube, PVCS, ws.ident.root_disk) is not None:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.2)
+    url = await ws.start(env=hub_env("t3"), command=COMMAND)
+    assert (await sh(url, LOOK)).startswith("no-note\nno-hello\nPRETTY_NAME=")
+    assert await ws.stop() is True
 
 
 def assert_token_blanked(kube, ident: VMIdentity, token: str) -> None:

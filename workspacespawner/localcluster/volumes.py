@@ -17,8 +17,10 @@ Copies run in a worker thread so the cluster's event loop never blocks on disk.
 from __future__ import annotations
 
 import asyncio
+import os
 import posixpath
 import shutil
+import stat
 from pathlib import Path
 
 from .attacher import Consumer
@@ -110,11 +112,21 @@ def attach_claim(cluster, namespace: str, name: str, consumer: Consumer, client=
     return path
 
 
+def _copy_entry(src: str, dst: str) -> None:
+    """Copy one file; a device node (an overlay's whiteout: the guest deleted that file of its golden image) is made anew."""
+    st = os.lstat(src)
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+        os.mknod(dst, st.st_mode, st.st_rdev)
+        shutil.copystat(src, dst, follow_symlinks=False)
+    else:
+        shutil.copy2(src, dst)
+
+
 def _replace_tree(src: Path, dst: Path) -> None:
     if dst.exists():
         shutil.rmtree(dst)
     if src.exists():
-        shutil.copytree(src, dst, symlinks=True)
+        shutil.copytree(src, dst, symlinks=True, copy_function=_copy_entry)
     else:
         dst.mkdir(parents=True)
 

@@ -349,11 +349,18 @@ class GuestBoot:
     ``devices`` maps device paths (``/dev/disk/by-id/virtio-<serial>``,
     ``/dev/vdb``) and virtiofs tags (``team-a``) to host directories; ``say`` writes a line to the guest's
     console log. After :meth:`run`, ``mounts`` maps mount points to host
-    directories and ``units`` lists the units started, in order.
+    directories and ``units`` lists the units started, in order. With
+    ``link_mounts`` each mount point on the disk becomes a symlink to its
+    directory (for a guest whose paths are mapped; a sandboxed guest has
+    them bind-mounted instead).
     """
 
-    def __init__(self, rootfs: Path, user_data: str, instance_id: str | None, devices: dict[str, Path], say: Callable[[str], None]):
+    def __init__(
+        self, rootfs: Path, user_data: str, instance_id: str | None, devices: dict[str, Path], say: Callable[[str], None],
+        link_mounts: bool = True,
+    ):
         self.rootfs = Path(rootfs)
+        self.link_mounts = link_mounts
         self.config = parse_user_data(user_data)
         self.instance_id = instance_id or str(uuid.uuid4())
         self.devices = devices
@@ -466,7 +473,8 @@ class GuestBoot:
             self.mounts[fields[1]] = host
             self.say(f"mount: {fields[0]} on {fields[1]}")
         self.fs = Filesystem(self.rootfs, self.mounts)
-        self.fs.link_mounts()
+        if self.link_mounts:
+            self.fs.link_mounts()
 
     # -- systemd -------------------------------------------------------------
 

@@ -83,7 +83,8 @@ hard-coded in a script) are host paths.
 
 **Guests.** The root filesystem is the directory of the VMI's first disk
 (its DataVolume's PVC), so files the guest writes there survive stops and
-starts as on a real root disk. cloud-init and systemd are emulated as
+starts as on a real root disk; in a sandbox it is the upper layer of the
+guest's ``/`` over the host's root filesystem (see :mod:`.virthandler`). cloud-init and systemd are emulated as
 :mod:`.guest` describes; nothing else in the guest runs.
 
 **Lifecycle.** Status follows the processes (phase, podIP, container

@@ -13,8 +13,8 @@ of a JSON file (read, then deleted: it holds the command's environment):
     filesystems read-only into it, a fresh ``/proc``, the host's ``/dev``
     with a private ``/dev/shm``, ``/sys`` read-only, then every bind at its
     target (``readOnly`` ones read-only, EROFS on write); make it ``/``
-    (pivot_root) and run ``argv`` there. With ``argv`` null, nothing runs and
-    the sandbox stays up until signalled (a VM's guest, which units join).
+    (pivot_root) and run ``argv`` there. With ``argv`` null, nothing runs:
+    the sandbox prints :data:`READY` and stays up until SIGTERM (a VM's guest, which units join).
 ``{"mode": "join", "pid": holder pid, "argv": [...], "env": {...}, "cwd": path inside}``
     Enter the mount, UTS and PID namespaces of the sandbox whose outer
     process is ``pid`` and run ``argv`` there (a guest's unit, ``kubectl exec``).
@@ -43,6 +43,8 @@ CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWPID = 0x00020000, 0x04000000, 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
+#: The line the sandbox prints once its filesystem is up (a guest's units may join it then).
+READY = "sandbox: ready"
 PR_SET_PDEATHSIG = 1
 #: pivot_root has no libc wrapper everywhere: its system call number per machine.
 PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
@@ -72,7 +74,9 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
 
 
 def bind(source: str, target: str, read_only: bool, recursive: bool = False) -> None:
-    """Bind ``source`` at ``target`` (made first, as a directory or an empty file)."""
+    """Bind ``source`` at ``target`` (made first, as a directory or an empty file; a symlink there is replaced)."""
+    if os.path.islink(target):
+        os.unlink(target)
     if os.path.isdir(source):
         os.makedirs(target, exist_ok=True)
     elif not os.path.lexists(target):
@@ -169,11 +173,12 @@ def main(spec: dict) -> int:
         signal.signal(sig, _ignore)
     if spec["mode"] == "join":
         target = _namespace_init(spec["pid"])
-        for ns in ("mnt", "uts", "pid"):
-            fd = os.open(f"/proc/{target}/ns/{ns}", os.O_RDONLY)
-            try:
-                _check(_libc.setns(fd, 0), f"setns {ns}")
-            finally:
+        fds = [os.open(f"/proc/{target}/ns/{ns}", os.O_RDONLY) for ns in ("uts", "pid", "mnt")]
+        try:
+            for fd in fds:
+                _check(_libc.setns(fd, 0), "setns")
+        finally:
+            for fd in fds:
                 os.close(fd)
         child = os.fork()
         if child == 0:
@@ -189,6 +194,8 @@ def main(spec: dict) -> int:
             print(f"sandbox: {e}", file=sys.stderr, flush=True)
             os._exit(125)
         if spec.get("argv") is None:
+            print(READY, flush=True)
+            signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))
             while True:
                 signal.pause()
         command = os.fork()

@@ -22,8 +22,22 @@ removed when the VMI goes. Each disk is ``/dev/vdX`` by order and, with a
 ``serial``, ``/dev/disk/by-id/virtio-<serial>``; each
 ``domain.devices.filesystems[]`` entry with ``virtiofs`` is reachable by its
 tag (the filesystem's name) and shares the claim's directory itself (the
-files Pods see), for the guest's ``virtiofs`` fstab lines. ``readOnly``
-claims are not enforced (see :mod:`.nodeagent`).
+files Pods see), for the guest's ``virtiofs`` fstab lines.
+
+Where the agent can sandbox (see :mod:`.isolation`), the guest is one
+sandbox, started after cloud-init has run on its disk: its ``/`` is an
+overlay whose upper layer is the root disk (the first disk's image
+directory, a clone of the golden image's files) and whose lower layer is
+the host's root filesystem, read-only, standing in for the golden image's
+operating system (so the host's Python and JupyterLab are there). Whatever
+the guest writes outside its mounts (``/etc``, ``/opt``, ``/usr/local``,
+packages) lands on the root disk, survives stops and starts, goes with a
+rebuilt or restored disk and is seen by no other workspace. Its fstab
+mounts are bind-mounted at their mount points (read-only for a
+``persistentVolumeClaim.readOnly`` volume), and every unit runs inside it
+(:func:`~.isolation.joined`). Elsewhere, paths are mapped as for Pods (see
+:mod:`.nodeagent`): mount points on the disk are symlinks and ``readOnly``
+is not enforced.
 """
 
 from __future__ import annotations
@@ -39,7 +53,20 @@ from ..conditions import set_condition
 from ..store import rfc3339
 from ..volumes import attach_claim, claim_volume_mode, disk_image_path, remove_tree
 from .guest import GuestBoot, Unit, expand_exec_argv, find_unit, home_of, parse_environment_file, parse_unit
-from .runtime import Launch, LaunchError, LogTail, Readiness, Supervisor, resolve_command, translate
+from .isolation import Bind, Layers, joined, sandboxed
+from .runtime import (
+    Filesystem,
+    Launch,
+    LaunchError,
+    LocalProcess,
+    LogTail,
+    Readiness,
+    Supervisor,
+    find_inside,
+    resolve_command,
+    translate,
+)
+from .sandbox import READY
 from .workload import Workload
 
 log = logging.getLogger("workspacespawner.localcluster")
@@ -65,6 +92,7 @@ class GuestRuntime(Workload):
         super().__init__(agent, vmi, agent.vmis_dir)
         self.console = LogTail(self.dir / "console.log")
         self.fs = None
+        self.guest: LocalProcess | None = None
         self.units: list[Supervisor] = []
         self.readiness: Readiness | None = None
         self.os_info: dict = {}
@@ -101,8 +129,14 @@ class GuestRuntime(Workload):
         rootfs, devices, user_data = await self._wait_for_disks()
         self.ip = self.agent.addresses.allocate(self.uid)
         firmware = self.obj["spec"]["domain"].get("firmware") or {}
-        boot = await asyncio.to_thread(GuestBoot(rootfs, user_data, firmware.get("uuid"), devices, self.console.write).run)
+        boot = GuestBoot(rootfs, user_data, firmware.get("uuid"), devices, self.console.write, link_mounts=not self.agent.isolation)
+        boot = await asyncio.to_thread(boot.run)
         self.fs = boot.fs
+        if self.agent.isolation and not await self._power_on(rootfs, boot.mounts):
+            self.phase, self.reason = "Failed", "GuestFailedToBoot"
+            self.event("SyncFailed", "server error. command SyncVMI failed: guest sandbox did not start", warning=True)
+            self.publish()
+            return
         self.os_info = self._os_info()
         self.units = [self._supervisor(parse_unit(name, find_unit(self.fs, name).read_text())) for name in boot.units]
         probe = self.obj["spec"].get("readinessProbe")
@@ -209,6 +243,30 @@ class GuestRuntime(Workload):
         keys = {"id": "ID", "name": "NAME", "prettyName": "PRETTY_NAME", "version": "VERSION", "versionId": "VERSION_ID"}
         return {ours: fields[theirs] for ours, theirs in keys.items() if theirs in fields}
 
+    async def _power_on(self, rootfs: Path, mounts: dict[str, Path]) -> bool:
+        """Start the guest's sandbox: ``/`` the golden image under the root disk, the fstab's mounts bound in; whether it came up.
+
+        The root disk (``rootfs``) is the overlay's upper layer: what the
+        guest writes anywhere outside its mounts lands there. Its lower layer
+        is the host's root filesystem, read-only, as the golden image's
+        operating system (the golden image's own files are on the disk,
+        cloned with it). Its output goes to the console log.
+        """
+        layers = Layers(self.dir / "root", Path("/"), rootfs, self.dir / "overlay-work")
+        layers.prepare(fresh_upper=False)
+        read_only = {
+            self._volume_dir(volume, disk=False)
+            for volume in self.obj["spec"].get("volumes") or []
+            if (volume.get("persistentVolumeClaim") or {}).get("readOnly")
+        }
+        binds = [Bind(host, point, host in read_only) for point, host in mounts.items()]
+        launch = sandboxed(Launch(None, {}, Path("/")), layers, binds, self.name, self.dir)
+        self.console.write("localcluster: powering on (root disk over the golden image)")
+        self.guest = await LocalProcess.spawn(launch, self.console)
+        while self.guest.running and READY not in self.console.lines:
+            await asyncio.sleep(0.02)
+        return self.guest.running
+
     # -- units -----------------------------------------------------------------------
 
     def _supervisor(self, unit: Unit) -> Supervisor:
@@ -235,6 +293,8 @@ class GuestRuntime(Workload):
             elif not optional:
                 raise FileNotFoundError(f"Failed to load environment files: {path}")
         home_path = declared.get("HOME") or home_of(self.fs, unit.user)
+        if self.guest is not None:
+            return self._joined(unit, declared, home_path)
         home = self.fs.map(home_path)
         home.mkdir(parents=True, exist_ok=True)
         env = {key: translate(value, self.fs, self.ip) for key, value in declared.items()}
@@ -250,14 +310,33 @@ class GuestRuntime(Workload):
         argv = [translate(word, self.fs, self.ip) for word in expand_exec_argv(unit.exec_start, declared)]
         return Launch(resolve_command(argv, self.fs, env, cwd), env, cwd)
 
+    def _joined(self, unit: Unit, declared: dict[str, str], home: str) -> Launch:
+        """The unit's process inside the guest's sandbox: real paths, ExecStart found on the guest's PATH."""
+        env = {key: translate(value, None, self.ip) for key, value in declared.items()}
+        env.update(self.agent.host_env(env), HOME=home)
+        cwd = "/"
+        if unit.working_directory:
+            wanted = unit.working_directory.lstrip("-")
+            cwd = home if wanted == "~" else wanted
+            if wanted != "~" and not self.fs.map(wanted).is_dir() and not Path("/", wanted.lstrip("/")).is_dir():
+                if not unit.working_directory.startswith("-"):
+                    raise FileNotFoundError(f"Changing to the requested working directory failed: {wanted}")
+                cwd = home
+        seen = Filesystem(self.fs.root, self.fs.mounts, lower=Path("/"))
+        argv = find_inside([translate(word, None, self.ip) for word in expand_exec_argv(unit.exec_start, declared)], seen, env)
+        return joined(self.guest.pid, Launch(argv, env, Path(cwd)), self.dir)
+
     async def stop(self, grace: float) -> None:
-        """Shut the guest down: stop every unit (SIGTERM, SIGKILL after ``grace`` seconds)."""
+        """Shut the guest down: stop every unit (SIGTERM, SIGKILL after ``grace`` seconds), then power off its sandbox."""
         if self.task is not None:
             self.task.cancel()
             await asyncio.gather(self.task, return_exceptions=True)
         if self.readiness is not None:
             await self.readiness.stop()
         await asyncio.gather(*(sup.stop(grace) for sup in self.units))
+        if self.guest is not None:
+            await self.guest.stop(grace)
+            self.guest = None
 
     async def retire(self, confirm: bool) -> None:
         """Shut down within the grace period, then mark the VMI Succeeded and lift the finalizer."""
