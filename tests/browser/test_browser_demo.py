@@ -51,18 +51,24 @@ def launch(playwright):
     )
 
 
+def log_in(browser, hub_url: str, user: str):
+    """A new page of ``browser``, logged in to the hub at ``hub_url`` as ``user`` (any password), on the spawn form."""
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{hub_url}/hub/login")
+    page.fill("input[name=username]", user)
+    page.fill("input[name=password]", "any")
+    page.click("input[type=submit], button[type=submit]")
+    page.wait_for_url("**/hub/spawn**", timeout=30_000)
+    return page
+
+
 def test_login_start_jupyterlab_in_browser(demo_hub):
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = launch(p)
-        page = browser.new_page(viewport={"width": 1280, "height": 800})
-        page.goto(f"{demo_hub.url}/hub/login")
-        page.fill("input[name=username]", "student1")
-        page.fill("input[name=password]", "any")
-        page.click("input[type=submit], button[type=submit]")
-        page.wait_for_url("**/hub/spawn**", timeout=30_000)
+        page = log_in(browser, demo_hub.url, "student1")
         assert page.locator("text=JupyterLab (CPU)").count() >= 1
         assert page.locator("text=JupyterLab, 8 GPUs").count() == 0, "a research-only profile was shown to a student"
         page.screenshot(path=str(ARTIFACTS / "spawn-form.png"), full_page=True)

@@ -1,0 +1,84 @@
+"""A VM workspace of the demo from the browser: a JupyterLab terminal is a shell in the guest.
+
+Logs in, starts the "Ubuntu VM, JupyterLab" profile, opens a terminal in
+JupyterLab and reads ``/etc/os-release`` there: the guest's, which the
+demo's golden image wrote, not the host's. The shell writes what it read to
+the home folder, which the test reads from the home PVC on the host; a
+screenshot of the terminal is kept in ``test-artifacts/vm-terminal.png``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.browser.test_browser_demo import CHROMIUM, launch, log_in
+from tests.support.hubharness import Hub
+from tests.support.paths import ARTIFACTS
+from workspacespawner.demo import GOLDEN_FILES, GOLDEN_IMAGE, config_dir, demo_config
+from workspacespawner.localcluster import ClusterThread
+from workspacespawner.localcluster.goldenimage import make_golden_image
+from workspacespawner.localcluster.volumes import claim_path
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"),
+]
+
+MARKER = "workspacespawner demo image"  # in the golden image's PRETTY_NAME
+
+
+@pytest.fixture(scope="module")
+def vm_demo(tmp_path_factory):
+    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
+    cluster = thread.start()
+    if not cluster.controllers["nodeagent"].isolation:
+        thread.stop()
+        pytest.skip("this host cannot sandbox (needs root on Linux): a guest's /etc/os-release is the host's")
+    thread.call(make_golden_image, *GOLDEN_IMAGE, GOLDEN_FILES, timeout=60)
+    state = tmp_path_factory.mktemp("demo")
+    hub = Hub(state, cluster.kubeconfig, demo_config(state, config_dir(), port=8000)).start()
+    yield thread, hub
+    hub.stop()
+    thread.stop()
+
+
+def seen_files(thread) -> list:
+    """Every file named ``seen-os-release.txt`` in the cluster's claims (the user's home holds it)."""
+    def find(cluster):
+        found = []
+        for pvc in cluster.store.list(cluster.store.kind("", "v1", "persistentvolumeclaims"), None)[0]:
+            path = claim_path(cluster, pvc["metadata"]["namespace"], pvc["metadata"]["name"])
+            if path is not None:
+                found += list(path.rglob("seen-os-release.txt"))
+        return found
+
+    return thread.call(find)
+
+
+def test_vm_terminal_reads_the_guests_os_release(vm_demo):
+    from playwright.sync_api import sync_playwright
+
+    thread, hub = vm_demo
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = log_in(browser, hub.url, "student1")
+        page.check("input[value=ubuntu-vm]")
+        page.click("input[type=submit], button[type=submit]")
+        page.wait_for_url("**/user/student1/lab**", timeout=240_000)
+        page.wait_for_selector(".jp-LauncherCard[title*='Terminal'], .jp-LauncherCard:has-text('Terminal')", timeout=120_000)
+        page.locator(".jp-LauncherCard:has-text('Terminal')").first.click()
+        terminal = page.locator(".jp-Terminal .xterm-helper-textarea")
+        terminal.wait_for(state="attached", timeout=60_000)
+        page.locator(".jp-Terminal").first.click()
+        page.keyboard.type("clear; grep PRETTY_NAME /etc/os-release | tee ~/seen-os-release.txt\n")
+        deadline = time.monotonic() + 60
+        while not (seen := seen_files(thread)) and time.monotonic() < deadline:
+            page.wait_for_timeout(500)
+        page.wait_for_timeout(1000)  # let the terminal paint before the screenshot
+        page.screenshot(path=str(ARTIFACTS / "vm-terminal.png"))
+        browser.close()
+    assert len(seen) == 1, "the terminal's shell wrote nothing to the home folder"
+    assert MARKER in seen[0].read_text()
