@@ -7,7 +7,8 @@ under ``/api/v1`` and ``/apis/{group}/{version}`` (``namespaces/{ns}/`` for
 namespaced kinds), the ``status`` subresource, watches (``?watch=true`` and
 the legacy ``/watch/`` prefix) streamed as newline-delimited JSON, server-side
 printing as ``Table`` for ``kubectl get``, a Pod's ``log`` (plain text,
-streamed with ``follow``; see :mod:`.podlogs`), and KubeVirt's
+streamed with ``follow``; see :mod:`.podlogs`), ``exec`` over WebSocket
+(:mod:`.podexec`), and KubeVirt's
 ``subresources.kubevirt.io`` start/stop/restart. Request bodies are JSON,
 YAML, or protobuf for the kinds :mod:`.protobuf` decodes; answers are JSON.
 List ``limit``/``continue`` paging is the store's (:meth:`.Store.list_chunk`);
@@ -37,6 +38,7 @@ from .errors import ApiError
 from .faults import Request
 from .kinds import KUBEVIRT_SUBRESOURCE_GROUP, KUBEVIRT_SUBRESOURCE_VERSION, READ_ONLY_SUBRESOURCES, VM_ACTIONS, Kind
 from .patch import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH
+from .podexec import ExecHandler
 from .podlogs import LogOptions, PodLog
 from .watchstream import TRUE_WORDS, WatchStream, watch_options
 
@@ -573,6 +575,7 @@ def make_app(cluster) -> tornado.web.Application:
         (r"/apis/([^/]+)/?", DiscoveryHandler, {**ctx, "document": _api_group}),
         (r"/apis/([^/]+)/([^/]+)/?", DiscoveryHandler, {**ctx, "document": _group_resources}),
         (rf"{subresources}/namespaces/([^/]+)/virtualmachines/([^/]+)/({vm_actions})/?", VMActionHandler, ctx),
+        (r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/exec/?", ExecHandler, ctx),
         (r"/api/(?P<version>v1)/(?P<rest>.+)", ResourceHandler, {**ctx, "group": ""}),
         (r"/apis/(?P<group>[^/]+)/(?P<version>[^/]+)/(?P<rest>.+)", ResourceHandler, ctx),
     ]
