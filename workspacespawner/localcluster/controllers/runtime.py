@@ -6,9 +6,10 @@ What a container runtime gives a kubelet, done with plain host processes:
   ``127.10.0.0/16`` (Linux routes all of ``127/8`` to ``lo``, so a process
   can bind any of them): the "pod network".
 * :class:`Filesystem` maps a workload's paths (``/home/jovyan``) onto host
-  directories (a PVC's directory, a per-pod scratch root) and rewrites
-  argument and environment values accordingly; :func:`translate` also turns
-  ``0.0.0.0`` binds into the workload's own address.
+  directories (a PVC's directory, a per-pod scratch root): in a sandbox
+  (:mod:`.isolation`) only for the agent's own look-ups (:func:`find_inside`),
+  else also to rewrite argument and environment values; :func:`translate`
+  also turns ``0.0.0.0`` binds into the workload's own address.
 * :class:`LocalProcess` runs one command as its own process group with its
   output kept in a :class:`LogTail`; :class:`Supervisor` keeps it running as a
   restart policy says (the kubelet's restart loop, systemd's ``Restart=``)
