@@ -47,6 +47,7 @@ from pathlib import Path
 
 from workspacespawner.core.rsttext import summary
 from workspacespawner.localcluster import LocalCluster
+from workspacespawner.localcluster.codeserver import INSTALL_HINT, code_server_bin
 from workspacespawner.localcluster.goldenimage import make_golden_image
 
 log = logging.getLogger("workspacespawner.demo")
@@ -249,6 +250,7 @@ async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    use_code_server()
     cluster = LocalCluster(state_dir / "cluster", port=0, persist=True)
     hub: asyncio.subprocess.Process | None = None
     try:
@@ -285,6 +287,25 @@ async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str) -> int:
         await cluster.stop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+
+
+def use_code_server() -> Path | None:
+    """Put the real code-server's bin folder first on this process's PATH, which every Pod's PATH ends with.
+
+    Prints one line either way: where code-server is, or that the
+    code-server profiles will not open VS Code and how to install it.
+    Returns the folder, or None when code-server is not installed.
+    """
+    try:
+        bin_dir = code_server_bin()
+    except FileNotFoundError as e:
+        raise DemoError(str(e)) from None
+    if bin_dir is None:
+        print(f"code-server is not installed, so the code-server profiles will not open VS Code; {INSTALL_HINT}", flush=True)
+        return None
+    os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+    print(f"code-server for the code-server profiles: {bin_dir / 'code-server'}", flush=True)
+    return bin_dir
 
 
 async def _hub_answers(url: str, hub_exited: asyncio.Task, stop: asyncio.Event) -> bool:

@@ -6,26 +6,24 @@ Pending under WaitForFirstConsumer; a foreign PVC refused; odd user names;
 forbidden and tampered profile choices answered 403/400; an unlisted image
 choice checked before any Kubernetes write; no GPU setting
 leaking into a later CPU spawn; an unschedulable GPU request failing fast
-with the scheduler's reason; the code-server profile's default URL. On both
+with the scheduler's reason; the code-server profile's default URL, the
+real code-server's workbench behind it, and another user refused it. On both
 control planes (tests/support/planes.py).
 """
 
 from __future__ import annotations
 
 import time
+import urllib.parse
 
 import kubernetes
 import pytest
 import requests
 
-from tests.support import planes
-from tests.support.hubharness import CONFIG_D, Hub, progress_messages
-from tests.support.paths import DATA
+from tests.support import codeserver, planes
+from tests.support.hubharness import CONFIG_D, Hub, login, progress_messages
 from workspacespawner.core import names
-
-#: code-server's npm package downloads binaries from GitHub at install time, which tests cannot reach:
-#: a stand-in `code-server` on the server's PATH answers behind jupyter-server-proxy instead.
-STAND_IN_BIN = DATA / "bin"
+from workspacespawner.localcluster.codeserver import code_server_bin
 
 TEST_PROFILES = """
 c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
@@ -88,7 +86,9 @@ def hub(cluster, tmp_path_factory):
         f"load_subconfig({str(CONFIG_D / piece)!r})" for piece in ("10-workspace-spawner.py", "20-profiles.py")
     )
     config += TEST_PROFILES + f"\nload_subconfig({str(CONFIG_D / '90-check-config.py')!r})\n"
-    config += f'import os\nc.KubeSpawner.environment = {{"PATH": {str(STAND_IN_BIN)!r} + ":" + os.environ["PATH"]}}\n'
+    code_server = code_server_bin()  # the real one, when installed: the code-server test skips without it
+    if code_server is not None:
+        config += f'c.KubeSpawner.environment = {{"PATH": {codeserver.pod_path(code_server)!r}}}\n'
     hub = Hub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config).start()
     yield hub
     hub.stop()
@@ -266,15 +266,34 @@ def test_unschedulable_gpu_request_fails_fast_with_reason(hub, core):
 
 
 def test_code_server_profile_opens_vscode_url(hub, core):
+    codeserver.real_bin()
     hub.create_user("coder")
+    hub.create_user("mallory")
     hub.start_server("coder", {"profile": "code-server-cpu"})
     [pod] = user_pods(core, "coder")
     env = {e.name: e.value for e in pod.spec.containers[0].env}
     assert env.get("JUPYTERHUB_DEFAULT_URL") == "/vscode/"
     r = hub.server_request("coder", "GET", "vscode/")
-    assert r.status_code == 200 and r.text == "stand-in code-server", r.text
+    assert r.status_code == 200 and codeserver.WORKBENCH_MARKER in r.text, r.text[:2000]
+    # code-server's heartbeat (out/node/heart.js): every request but /healthz beats, /healthz reports it
+    health = hub.server_request("coder", "GET", "vscode/healthz").json()
+    assert health["status"] == "alive" and health["lastHeartbeat"] > 0, health
+
     anonymous = requests.get(f"{hub.url}/user/coder/vscode/", allow_redirects=False, timeout=30)
     assert anonymous.status_code == 302 and "oauth2/authorize" in anonymous.headers["Location"]
+    # another user, logged in to the hub: the OAuth step refuses her coder's server
+    other = login(hub, "mallory", follow=False)
+    refused = other.get(f"{hub.url}/user/coder/vscode/", timeout=60)
+    assert refused.status_code == 403, (refused.status_code, refused.url)
+    assert codeserver.WORKBENCH_MARKER not in refused.text
+    # and straight at the Pod's address, past the proxy, with her own API token or none
+    token = hub.api("POST", "/users/mallory/tokens", json={"note": "code-server test"}).json()["token"]
+    port = urllib.parse.urlsplit(env["JUPYTERHUB_SERVICE_URL"]).port
+    direct = f"http://{pod.status.pod_ip}:{port}/user/coder/vscode/"
+    by_token = requests.get(direct, headers={"Authorization": f"token {token}"}, allow_redirects=False, timeout=30)
+    assert by_token.status_code == 403, by_token.status_code
+    bare = requests.get(direct, allow_redirects=False, timeout=30)
+    assert bare.status_code == 302 and "oauth2/authorize" in bare.headers["Location"], bare.status_code
     hub.stop_server("coder")
     hub.start_server("coder", {"profile": "jupyterlab-cpu"})
     [pod] = user_pods(core, "coder")

@@ -191,14 +191,19 @@ def core_and_custom(cluster):
         client.close()
 
 
-def login(hub: Hub, name: str) -> requests.Session:
-    """A browser-like session logged in as ``name`` (the harness's dummy authenticator takes any password)."""
+def login(hub: Hub, name: str, *, follow: bool = True) -> requests.Session:
+    """A browser-like session logged in as ``name`` (the harness's dummy authenticator takes any password).
+
+    ``follow=False`` stops at the login's redirect instead of loading the
+    page it leads to (the spawn form, for a user without a server).
+    """
     session = requests.Session()
     session.get(f"{hub.url}/hub/login", timeout=30)
     r = session.post(
         f"{hub.url}/hub/login",
         data={"username": name, "password": "x", "_xsrf": session.cookies.get("_xsrf")},
         timeout=30,
+        allow_redirects=follow,
     )
     assert r.ok, r.text
     return session

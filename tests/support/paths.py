@@ -6,7 +6,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 #: The test suite's root folder.
 TESTS = REPO / "tests"
-#: Data the tests carry (trimmed schemas, the z2jh chart's values schema, stand-in programs), with sources noted.
+#: Data the tests carry (trimmed schemas, the z2jh chart's values schema), with sources noted.
 DATA = TESTS / "data"
 #: Screenshots and other files a test leaves for a person to look at.
 ARTIFACTS = REPO / "test-artifacts"

@@ -1,0 +1,34 @@
+"""The real code-server for tests (tools/code-server/install.sh): its bin folder, or skip, or fail in CI.
+
+Tests that need it call :func:`real_bin`. Without an installed code-server
+they skip with the reason locally; with ``$CI`` set that is an error
+instead, so CI (which installs it, .ci/run) never skips them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from workspacespawner.localcluster.codeserver import INSTALL_HINT, code_server_bin
+
+#: What the VS Code workbench page code-server serves at its root holds (its configuration element).
+WORKBENCH_MARKER = 'id="vscode-workbench-web-configuration"'
+
+
+def real_bin() -> Path:
+    """The bin folder holding the real ``code-server``; skips (fails under ``$CI``) when it is not installed."""
+    bin_dir = code_server_bin()
+    if bin_dir is None:
+        reason = f"the real code-server is not installed: {INSTALL_HINT}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason} ($CI is set, so this is an error)", pytrace=False)
+        pytest.skip(reason)
+    return bin_dir
+
+
+def pod_path(bin_dir: Path) -> str:
+    """A Pod's PATH with ``bin_dir`` first: the value for ``c.KubeSpawner.environment["PATH"]``."""
+    return f"{bin_dir}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
