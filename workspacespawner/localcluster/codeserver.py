@@ -13,16 +13,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .toolcache import newest_bin
+
 #: Environment variable naming the bin folder outright (what .ci/run sets from install.sh's output).
 BIN_ENV = "WORKSPACESPAWNER_CODE_SERVER_BIN"
 
 #: The hint given wherever code-server is missing.
 INSTALL_HINT = "run tools/code-server/install.sh (a few minutes, once; it prints the folder to export as " + BIN_ENV + ")"
-
-
-def cache_root() -> Path:
-    """The cache folder tools/ scripts install into: ``$WORKSPACESPAWNER_CACHE``, else ``~/.cache/workspacespawner``."""
-    return Path(os.environ.get("WORKSPACESPAWNER_CACHE") or Path.home() / ".cache" / "workspacespawner")
 
 
 def code_server_bin() -> Path | None:
@@ -38,11 +35,4 @@ def code_server_bin() -> Path | None:
         if not os.access(Path(named) / "code-server", os.X_OK):
             raise FileNotFoundError(f"{BIN_ENV}={named} holds no executable code-server")
         return Path(named)
-    installed = [
-        marker.parent / "bin"
-        for marker in (cache_root() / "code-server").glob("*/.installed")
-        if os.access(marker.parent / "bin" / "code-server", os.X_OK)
-    ]
-    if not installed:
-        return None
-    return max(installed, key=lambda bin_dir: (bin_dir.parent / ".installed").stat().st_mtime)
+    return newest_bin("code-server", ".installed", "code-server")

@@ -36,6 +36,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from ..toolcache import newest_bin
 from .pki import Pki
 
 log = logging.getLogger(__name__)
@@ -101,13 +102,7 @@ def find_bin_dir() -> Path | None:
     env = os.environ.get("WORKSPACESPAWNER_K8S_BIN")
     if env:
         return Path(env)
-    root = Path(os.environ.get("WORKSPACESPAWNER_CACHE") or Path.home() / ".cache/workspacespawner") / "k8s"
-    builds = (
-        sorted((p for p in root.glob("*/.built")), key=lambda p: p.stat().st_mtime, reverse=True)
-        if root.is_dir()
-        else []
-    )
-    return builds[0].parent / "bin" if builds else None
+    return newest_bin("k8s", ".built")
 
 
 def _pdeathsig():
