@@ -46,6 +46,7 @@ import asyncio
 import base64
 import functools
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from ..attacher import Consumer, MultiAttachError
@@ -299,14 +300,7 @@ class GuestRuntime(Workload):
         home.mkdir(parents=True, exist_ok=True)
         env = {key: translate(value, self.fs, self.ip) for key, value in declared.items()}
         env.update(self.agent.host_env(env), HOME=str(home))
-        cwd = self.fs.map("/")
-        if unit.working_directory:
-            wanted = unit.working_directory.lstrip("-")
-            cwd = home if wanted == "~" else self.fs.map(wanted)
-            if not cwd.is_dir():
-                if not unit.working_directory.startswith("-"):
-                    raise FileNotFoundError(f"Changing to the requested working directory failed: {wanted}")
-                cwd = home
+        cwd = self.fs.map(_working_directory(unit, home_path, lambda path: self.fs.map(path).is_dir()))
         argv = [translate(word, self.fs, self.ip) for word in expand_exec_argv(unit.exec_start, declared)]
         return Launch(resolve_command(argv, self.fs, env, cwd), env, cwd)
 
@@ -314,14 +308,7 @@ class GuestRuntime(Workload):
         """The unit's process inside the guest's sandbox: real paths, ExecStart found on the guest's PATH."""
         env = {key: translate(value, None, self.ip) for key, value in declared.items()}
         env.update(self.agent.host_env(env), HOME=home)
-        cwd = "/"
-        if unit.working_directory:
-            wanted = unit.working_directory.lstrip("-")
-            cwd = home if wanted == "~" else wanted
-            if wanted != "~" and not self.fs.map(wanted).is_dir() and not Path("/", wanted.lstrip("/")).is_dir():
-                if not unit.working_directory.startswith("-"):
-                    raise FileNotFoundError(f"Changing to the requested working directory failed: {wanted}")
-                cwd = home
+        cwd = _working_directory(unit, home, lambda path: self.fs.map(path).is_dir() or Path("/", path.lstrip("/")).is_dir())
         seen = Filesystem(self.fs.root, self.fs.mounts, lower=Path("/"))
         argv = find_inside([translate(word, None, self.ip) for word in expand_exec_argv(unit.exec_start, declared)], seen, env)
         return joined(self.guest.pid, Launch(argv, env, Path(cwd)), self.dir)
@@ -401,3 +388,20 @@ class GuestRuntime(Workload):
             if self.os_info:
                 status["guestOSInfo"] = self.os_info
         return status
+
+
+def _working_directory(unit: Unit, home: str, is_dir: Callable[[str], bool]) -> str:
+    """The guest path a unit runs in, as systemd's ``WorkingDirectory=`` says: ``/`` without one, ``~`` the user's ``home``.
+
+    ``is_dir(path)``: whether the guest has that directory. A missing one
+    raises FileNotFoundError, as systemd fails the unit; with a leading
+    ``-`` it falls back to ``home``.
+    """
+    if not unit.working_directory:
+        return "/"
+    wanted = unit.working_directory.lstrip("-")
+    if wanted == "~" or is_dir(wanted):
+        return home if wanted == "~" else wanted
+    if not unit.working_directory.startswith("-"):
+        raise FileNotFoundError(f"Changing to the requested working directory failed: {wanted}")
+    return home
