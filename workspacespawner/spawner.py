@@ -184,16 +184,16 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         Inside a start (kubespawner stops a Pod of the same name when its
         create answers 409 AlreadyExists, then creates it again) only the
         old compute goes: the run and the phase stay the start's. After a
-        start that failed before asking for compute (a fence refusal: the old
-        Pod stuck on a lost node), JupyterHub's cleanup stops nothing, so the
-        refusal reaches the user at once. The run closes once the compute is
+        start that failed before asking for compute (a quota refusal, an API
+        outage during the pre-spawn check, a fence refusal: the old Pod stuck
+        on a lost node), JupyterHub's cleanup stops nothing, so the refusal
+        reaches the user at once. The run closes once the compute is
         observed gone (see :meth:`_close_run_if_gone`).
         """
         if self.lifecycle.starting:
             await self.backend.stop(now)
             return
         if self._refused_before_compute:  # JupyterHub's cleanup of a start refused before it made anything
-            self._refused_before_compute = False
             self.log.info("The start of %s made no compute; nothing to stop", self._log_name)
             return
         await self.lifecycle.stopping(self._ref())
@@ -201,9 +201,19 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         await self._close_run_if_gone()
 
     async def run_post_stop_hook(self):
-        """Close the metered run and record the phase also when JupyterHub found the server gone (it then skips stop())."""
+        """Close the metered run and record the phase also when JupyterHub found the server gone (it then skips stop()).
+
+        After a start refused before it asked for compute, JupyterHub's
+        cleanup records nothing: the refusal changed nothing in the cluster
+        (a failed ``start`` already recorded what the cluster shows), and
+        the cleanup must not wait on the API server (during an outage its
+        retries outlast JupyterHub's ``slow_spawn_timeout``, which then
+        answers the spawn with a bare 500 instead of the refusal).
+        """
+        refused, self._refused_before_compute = self._refused_before_compute, False
         await self._close_run_if_gone(gone=True)
-        await self.lifecycle.stopped(self._ref())
+        if not refused:
+            await self.lifecycle.stopped(self._ref())
         return await useroptions.maybe_await(super().run_post_stop_hook())
 
     async def delete_forever(self):
@@ -248,6 +258,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         count toward the consecutive-failure limit.
         """
         self.reservation = None
+        self._refused_before_compute = True  # until the hook returns: a refusal here makes nothing to clean up
         await self.load_user_options()
         await useroptions.maybe_await(super().run_pre_spawn_hook())
         self.profile = useroptions.resolve_profile(self, {"slug": self.profile.slug, "display_name": self.profile.display_name})
@@ -256,6 +267,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         except Exception as e:
             self._raise_for_user(e)
         self._prepared = True
+        self._refused_before_compute = False
 
     def _raise_for_user(self, error: BaseException) -> None:
         """Re-raise ``error`` as the spawn page should show it: a refusal, an API outage or the hub's own lack of a
