@@ -22,6 +22,25 @@ def pytest_configure(config):
     )
 
 
+def _on_the_real_plane(item) -> bool:
+    """Whether ``item`` runs on the real control plane (tests/support/planes.py)."""
+    path = item.nodeid.split("::")[0]
+    callspec = getattr(item, "callspec", None)
+    real_param = callspec is not None and callspec.params.get("control_plane") == "real"
+    return real_param or "/realplane/" in path or path.endswith("_real.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Groups for pytest-xdist's ``--dist loadgroup`` (what .ci/run runs): a module's tests stay on one worker, so
+    its module-scoped cluster and hub start once, and every real-control-plane test goes to one worker, so one real
+    plane runs at a time (each is an etcd, a kube-apiserver, a controller-manager and a scheduler)."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        group = "real-control-plane" if _on_the_real_plane(item) else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 def pytest_generate_tests(metafunc):
     """Tests built on ``control_plane`` run once per plane (tests/support/planes.py), ``embedded_only`` ones once."""
     if "control_plane" in metafunc.fixturenames:
