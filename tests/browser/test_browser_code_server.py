@@ -2,7 +2,8 @@
 
 Logs in, starts the "code-server (CPU)" profile from the spawn form, waits
 for the VS Code workbench (its DOM, not just a page that answers), opens a
-terminal there and writes a file to the home folder. Then the same user's
+terminal there and writes a file to the home folder; code-server's heartbeat
+file (written while a client is connected) is in that home too. Then the same user's
 JupyterLab (a new server on the JupyterLab profile) lists that file: one
 home, one identity. Screenshots of the workbench and of JupyterLab's file
 browser are kept in ``test-artifacts/`` for a person to look at.
@@ -87,6 +88,9 @@ def test_vscode_writes_to_the_home_that_jupyterlab_opens(code_server_demo):
         page.wait_for_selector(".explorer-folders-view .monaco-list-row", timeout=60_000)  # the home folder's files
         page.wait_for_timeout(2000)
         page.screenshot(path=str(ARTIFACTS / "vscode-workbench.png"))
+        # code-server's heartbeat (out/node/heart.js) beats while a client is connected: the file is in the home
+        beats = [path for path in files_in_homes(thread, "heartbeat") if path.parent.name == "code-server"]
+        assert [path.parent.parent.name for path in beats] == ["share"], beats  # ~/.local/share/code-server/heartbeat
 
         page.keyboard.press("Control+Backquote")  # View: Toggle Terminal
         # VS Code's workspace trust asks before a terminal may run in the opened folder (the user's home)

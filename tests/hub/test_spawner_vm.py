@@ -14,7 +14,8 @@ boots, with environment values holding line breaks and braces written for
 the guest as they are; a file the user's container workspace writes in
 home is there in their VM workspace (the home shared through virtiofs, the
 default) and not in a VM that gets the home as a disk (an image in the
-PVC). On both control planes
+PVC); a VM on the code-server profile serves the real VS Code workbench
+(the same code-server binary as the containers'). On both control planes
 (tests/support/planes.py).
 """
 
@@ -26,11 +27,12 @@ import time
 import pytest
 import yaml
 
-from tests.support import planes
+from tests.support import codeserver, planes
 from tests.support.hubharness import CONFIG_D, Hub, core_and_custom
 from workspacespawner.backends.vm.manifests import ENV_FILE
 from workspacespawner.core import names
 from workspacespawner.demo import GOLDEN_IMAGE
+from workspacespawner.localcluster.codeserver import code_server_bin
 from workspacespawner.localcluster.controllers.guest import parse_environment_file
 
 EXTRA_PROFILES = """
@@ -61,13 +63,28 @@ def cluster(control_plane, tmp_path_factory):
         yield cluster
 
 
+def code_server_profile() -> str:
+    """A VM profile on code-server whose guest finds the real code-server first on its PATH ("" when it is not
+    installed: its test skips)."""
+    bin_dir = code_server_bin()
+    if bin_dir is None:
+        return ""
+    profile = {
+        "display_name": "VM with code-server",
+        "slug": "vm-code-server",
+        "kubespawner_override": {"workspace_kind": "vm", "ide": "code-server", "environment": {"PATH": codeserver.pod_path(bin_dir)}},
+    }
+    return f"\nc.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [{profile!r}]\n"
+
+
 @pytest.fixture(scope="module")
 def hub(cluster, tmp_path_factory):
     config = "\n".join(
         f"load_subconfig({str(CONFIG_D / piece)!r})" for piece in ("10-workspace-spawner.py", "20-profiles.py")
     )
     plane_config, start_timeout = planes.hub_settings(cluster)
-    hub = Hub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config + EXTRA_PROFILES + plane_config, start_timeout=start_timeout).start()
+    config += EXTRA_PROFILES + code_server_profile() + plane_config
+    hub = Hub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config, start_timeout=start_timeout).start()
     yield hub
     hub.stop()
 
@@ -126,6 +143,16 @@ def test_vm_workspace_start_stop_start(hub, kube):
     assert r.status_code == 200, r.text
     assert r.json()["content"] == "kept"
     hub.stop_server("vera")
+
+
+@pytest.mark.embedded_only("the guest runs the same code-server on either plane; test_vm_workspace_start_stop_start takes the VM chain through the real one")
+def test_vm_code_server_profile_serves_the_real_workbench(hub):
+    codeserver.real_bin()
+    hub.create_user("vscodie")
+    hub.start_server("vscodie", {"profile": "vm-code-server"})
+    r = hub.server_request("vscodie", "GET", "vscode/")  # jupyter-vscode-proxy in the guest starts code-server
+    assert r.status_code == 200 and codeserver.WORKBENCH_MARKER in r.text, r.text[:2000]
+    hub.stop_server("vscodie")
 
 
 def test_vm_without_free_gpus_fails_fast_and_keeps_disks(hub, kube):
