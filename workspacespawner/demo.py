@@ -82,7 +82,9 @@ async def npm_proxy(state_dir: Path) -> list[str] | None:
 
     JupyterHub's reference proxy streams the spawn page's progress events as
     they happen; the Python port that the ``demo`` extra installs delivers
-    them in one burst when the server is ready, so the demo prefers npm's.
+    them in one burst when the server is ready, and forwards the browser's
+    binary WebSocket frames as text frames (code-server closes the
+    connection: VS Code's workbench stays blank), so the demo prefers npm's.
     """
     prefix = state_dir / "proxy"
     command = prefix / "node_modules" / ".bin" / "configurable-http-proxy"
@@ -375,7 +377,8 @@ def main(argv=None) -> int:
         "--proxy",
         choices=("auto", "python"),
         default="auto",
-        help="auto: npm's configurable-http-proxy when npm is there (live progress), else the Python one (default: %(default)s)",
+        help="auto: npm's configurable-http-proxy when npm is there (live progress; the only one VS Code works behind), "
+        "else the Python one (default: %(default)s)",
     )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
