@@ -252,7 +252,7 @@ async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    use_code_server()
+    code_server = use_code_server()
     cluster = LocalCluster(state_dir / "cluster", port=0, persist=True)
     hub: asyncio.subprocess.Process | None = None
     try:
@@ -260,6 +260,9 @@ async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str) -> int:
         await make_golden_image(cluster, GOLDEN_IMAGE[0], GOLDEN_IMAGE[1], GOLDEN_FILES)
         config_file = state_dir / "jupyterhub_config.py"
         proxy_command = await npm_proxy(state_dir) if proxy == "auto" else None
+        if proxy_command is None and code_server is not None:
+            print("The Python proxy forwards WebSocket frames VS Code cannot read: the code-server profiles will show "
+                  "a blank page (install npm, or drop --proxy python, for npm's configurable-http-proxy)", flush=True)
         config_file.write_text(
             demo_config(state_dir, config_dir(), ports.public, proxy_command, proxy_api_port=ports.proxy_api, hub_port=ports.hub)
         )
