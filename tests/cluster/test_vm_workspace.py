@@ -11,7 +11,10 @@ giving a clear WorkspaceError with no VMI left and no disk deleted; the
 fence (a running VMI, or one on a NotReady node, refuses a second start); a
 profile change (GPU count) applied to the Halted VM; every request made
 going to a path (and, for start/stop, with a body) that KubeVirt's and
-CDI's OpenAPI specs define.
+CDI's OpenAPI specs define; a guest's system changes (``/opt``,
+``/usr/local``) kept on its root disk across a stop, a start and a restart
+of the cluster, invisible to the host and to another user's VM, gone with a
+rebuilt root disk.
 
 The guest runs the real cloud-init user data; only its IDE command is a
 small test server from the golden image (the real one, jupyterhub-singleuser,
@@ -273,6 +276,32 @@ async def test_system_changes_stay_on_the_vms_root_disk(kube):
     url = await ws.start(env=hub_env("t3"), command=COMMAND)
     assert (await sh(url, LOOK)).startswith("no-note\nno-hello\nPRETTY_NAME=")
     assert await ws.stop() is True
+
+
+async def restarted(cluster):
+    """The cluster stopped and started again on its state folder and port, as a demo restart does (the same kubeconfig)."""
+    from workspacespawner.localcluster import LocalCluster
+
+    await cluster.stop()
+    again = LocalCluster(state_dir=cluster.state_dir, port=cluster.port, persist=True, controllers=cluster.controller_names)
+    return await again.start()
+
+
+@pytest.mark.parametrize("cluster_thread", [{"persist": True}], indirect=True)
+async def test_system_changes_survive_a_restart_of_the_cluster(kube):
+    thread = kube[0]
+    if not thread.cluster.controllers["nodeagent"].isolation:
+        pytest.skip("this host cannot sandbox: a guest's / is the host's")
+    ws = workspace(kube)
+    url = await ws.start(env=hub_env("t1"), command=COMMAND)
+    assert await sh(url, INSTALL) == "installed\n"
+    assert await ws.stop() is True
+    await reflectors.stop_all()  # their watches end with the server; the next start makes new ones
+    thread.cluster = await thread.acall(restarted)
+    assert stored(kube, PVCS, ws.ident.root_disk) is not None
+    url = await workspace(kube).start(env=hub_env("t2"), command=COMMAND)
+    assert (await sh(url, LOOK)).startswith("kept\nhello from the disk\n")  # /opt and /usr/local from the root disk
+    assert not Path("/opt/note").exists()
 
 
 def assert_token_blanked(kube, ident: VMIdentity, token: str) -> None:

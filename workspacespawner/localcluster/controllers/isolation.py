@@ -1,7 +1,8 @@
 """Filesystems of their own for the node agent's processes: the host side of :mod:`.sandbox`.
 
-When the agent runs as root on Linux, each Pod container and each VM guest
-runs in its own mount, PID and UTS namespaces (see :mod:`.sandbox`): its
+On Linux, each Pod container and each VM guest runs in its own mount, PID
+and UTS namespaces (see :mod:`.sandbox`; without root, in a user namespace
+too, where the kernel allows unprivileged ones): its
 ``/`` is an overlay whose lower layer is read-only and whose upper layer
 takes its writes, and every volume is bind-mounted at its real
 ``mountPath``. :class:`Layers` names the directories of one such root,
@@ -100,13 +101,13 @@ def joined(pid: int, launch: Launch, host_cwd: Path) -> Launch:
 async def check(scratch: Path) -> str | None:
     """Whether sandboxes work here: None if one ran, else why not (one line, for the agent to say once).
 
-    Needs root on Linux (kernel overlayfs, bind mounts and namespaces);
-    ``scratch`` is a directory the trial may use and leaves empty.
+    Needs Linux (kernel overlayfs, bind mounts and namespaces) and root, or
+    unprivileged user namespaces (``kernel.unprivileged_userns_clone``,
+    ``user.max_user_namespaces``); ``scratch`` is a directory the trial may
+    use and leaves empty.
     """
     if not sys.platform.startswith("linux"):
         return "not Linux"
-    if os.geteuid() != 0:
-        return "not running as root"
     layers = Layers.under(scratch / "sandbox-check")
     layers.prepare(fresh_upper=True)
     trial = sandboxed(Launch(["true"], {"PATH": "/usr/bin:/bin"}, Path("/")), layers, [], "check", scratch)

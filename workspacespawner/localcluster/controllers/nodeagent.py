@@ -51,9 +51,9 @@ the Warning ``FailedMount`` and the container waits in
 ``ContainerCreating``). An emptyDir (``sizeLimit`` recorded, not enforced)
 and Secret/ConfigMap/projected volumes (files written from their data) live
 in ``state_dir/pods/<uid>/volumes/<name>`` and go with the pod.
-Where the agent runs as root on Linux (kernel overlayfs, bind mounts and
-namespaces: see :mod:`.isolation` and :mod:`.sandbox`), every container runs
-in a sandbox: its own mount, PID and UTS namespaces (hostname: the pod's
+Where the agent runs on Linux as root, or as a user who may make user
+namespaces (kernel overlayfs, bind mounts and namespaces: see
+:mod:`.isolation` and :mod:`.sandbox`), every container runs in a sandbox: its own mount, PID and UTS namespaces (hostname: the pod's
 name), ``/`` an overlay of the host's root filesystem, read-only, under a
 fresh writable layer ``state_dir/pods/<uid>/containers/<name>/upper`` (the
 container's writable layer, emptied at each start), the host's other
@@ -67,7 +67,7 @@ EROFS). So the host's Python and JupyterLab are there, paths are real
 HOME if a volume holds it, else the first mount), and nothing of the host
 is writable but ``/dev``. The mounts go with the namespace's last process.
 
-Elsewhere (not root, not Linux) the agent says once at start that it
+Elsewhere (not Linux, or no user namespaces for a user who is not root) the agent says once at start that it
 cannot sandbox, and paths are mapped instead: ``readOnly`` is accepted and
 not enforced (making a directory read-only for one process and writable
 for another needs a read-only bind mount), the pod's root
@@ -205,16 +205,14 @@ class NodeAgent(Controller):
     def host_env(self, declared: dict[str, str]) -> dict[str, str]:
         """What the host adds to a process's ``declared`` environment: PATH, LANG and the image's Jupyter config."""
         env = base_env(declared.get("PATH"))
-        if self.jupyter_config is not None:
-            paths = [str(self.jupyter_config), declared.get("JUPYTER_CONFIG_PATH")]
-            env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(p for p in paths if p)
+        paths = [str(self.jupyter_config), declared.get("JUPYTER_CONFIG_PATH")]
+        env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(p for p in paths if p)
         return env
 
     @staticmethod
-    def _image_jupyter_config(directory: Path) -> Path | None:
-        """When running as root: a Jupyter config directory allowing root, as the image's user is not root."""
-        if os.geteuid() != 0:
-            return None
+    def _image_jupyter_config(directory: Path) -> Path:
+        """A Jupyter config directory allowing root, as an image's user is not root but the agent's processes may be
+        (the agent runs as root, or a sandbox makes its user root of a user namespace)."""
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "jupyter_server_config.json").write_text(json.dumps({"ServerApp": {"allow_root": True}}))
         return directory

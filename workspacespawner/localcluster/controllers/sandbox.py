@@ -19,6 +19,16 @@ of a JSON file (read, then deleted: it holds the command's environment):
     Enter the mount, UTS and PID namespaces of the sandbox whose outer
     process is ``pid`` and run ``argv`` there (a guest's unit, ``kubectl exec``).
 
+Without root (a laptop's demo), the sandbox makes a user namespace too, in
+which the caller's user is root: the same mounts, with two differences the
+kernel asks for. A mount namespace of one's own may not overlay ``/``
+itself (its submounts are locked), so ``/`` is a tmpfs holding one overlay
+per top-level directory of ``lower`` (upper and work directories of the
+same names; a directory that cannot be overlaid is bound read-only), and
+the overlays keep their metadata in ``user.`` extended attributes
+(``userxattr``). A new top-level entry of ``/`` then lives only as long as
+the sandbox.
+
 Process tree: this process stays outside, waits, and exits with the
 command's exit code (128+N for signal N, as container runtimes report).
 In ``run`` mode its child is PID 1 of the new PID namespace: it reaps
@@ -39,9 +49,16 @@ import platform
 import signal
 import sys
 
-CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWPID = 0x00020000, 0x04000000, 0x20000000
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x04000000, 0x20000000, 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
+#: statvfs(3) flags of a mount, as the mount(2) flags a read-only remount must keep (the kernel refuses to
+#: clear them on a mount a user namespace inherited, and should not clear them on any).
+KEPT_FLAGS = {
+    os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC,
+    os.ST_NOATIME: MS_NOATIME, os.ST_NODIRATIME: MS_NODIRATIME, os.ST_RELATIME: MS_RELATIME,
+}
 MNT_DETACH = 2
 #: The line the sandbox prints once its filesystem is up (a guest's units may join it then).
 READY = "sandbox: ready"
@@ -84,7 +101,9 @@ def bind(source: str, target: str, read_only: bool, recursive: bool = False) -> 
         open(target, "a").close()
     mount(source, target, None, MS_BIND | (MS_REC if recursive else 0))
     if read_only:
-        mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+        kept = os.statvfs(target).f_flag
+        flags = sum(flag for st, flag in KEPT_FLAGS.items() if kept & st)
+        mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | flags)
 
 
 def inside(root: str, path: str) -> str:
@@ -104,18 +123,64 @@ def host_mounts() -> list[str]:
     return points
 
 
-def build_root(spec: dict) -> None:
-    """The sandbox's filesystem at ``spec["root"]``, then made ``/`` (see the module docstring)."""
+def is_whiteout(path: str) -> bool:
+    """Whether ``path`` is an overlayfs whiteout (a character device 0:0): the lower entry is deleted."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return (st.st_mode & 0o170000) == 0o020000 and st.st_rdev == 0
+
+
+def overlay_each_top_directory(root: str, lower: str, upper: str, work: str) -> None:
+    """Without root: ``root`` a tmpfs with one overlay per top-level entry of ``lower`` and ``upper``.
+
+    A directory of ``lower`` is overlaid with ``upper``'s of the same name
+    (created); one that cannot be (its mount has locked submounts) is bound
+    read-only; a symlink is copied; an entry only ``upper`` has is bound as
+    it is; a whiteout at the top of ``upper`` hides its entry.
+    """
+    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
+    names = sorted(set(os.listdir(lower)) | set(os.listdir(upper)))
+    for name in names:
+        source, above, target = os.path.join(lower, name), os.path.join(upper, name), os.path.join(root, name)
+        if is_whiteout(above):
+            continue
+        if os.path.islink(above) or (not os.path.lexists(above) and os.path.islink(source)):
+            os.symlink(os.readlink(above if os.path.islink(above) else source), target)
+        elif os.path.isdir(source) and "/" + name not in OWN_MOUNTS:
+            os.makedirs(above, exist_ok=True)
+            os.makedirs(os.path.join(work, name), exist_ok=True)
+            os.makedirs(target)
+            options = f"lowerdir={source},upperdir={above},workdir={os.path.join(work, name)},userxattr"
+            try:
+                mount("overlay", target, "overlay", 0, options)
+            except SetupError:
+                bind(source, target, read_only=True, recursive=True)
+        elif os.path.isdir(source):
+            os.makedirs(target)
+        elif os.path.lexists(above) or os.path.isfile(source):
+            bind(above if os.path.lexists(above) else source, target, read_only=not os.path.lexists(above))
+
+
+def build_root(spec: dict, rootless: bool = False) -> None:
+    """The sandbox's filesystem at ``spec["root"]``, then made ``/`` (see the module docstring).
+
+    ``rootless``: inside a user namespace of the caller's (see the module
+    docstring): ``/`` of per-directory overlays, mounts bound recursively.
+    """
     root = spec["root"]
     carried = [p for p in host_mounts() if not (p + "/").startswith(root.rstrip("/") + "/") and not root.startswith(p + "/")]
     mount(None, "/", None, MS_REC | MS_PRIVATE)
-    options = f"lowerdir={spec['lower']},upperdir={spec['upper']},workdir={spec['work']}"
-    mount("overlay", root, "overlay", 0, options)
+    if rootless:
+        overlay_each_top_directory(root, spec["lower"], spec["upper"], spec["work"])
+    else:
+        mount("overlay", root, "overlay", 0, f"lowerdir={spec['lower']},upperdir={spec['upper']},workdir={spec['work']}")
     for point in carried:
         if os.path.isdir(point) or os.path.isfile(point):
-            bind(point, inside(root, point), read_only=True)
+            bind(point, inside(root, point), read_only=True, recursive=rootless)
     mount("proc", inside(root, "/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    bind("/sys", inside(root, "/sys"), read_only=True)
+    bind("/sys", inside(root, "/sys"), read_only=True, recursive=rootless)
     bind("/dev", inside(root, "/dev"), read_only=False, recursive=True)
     mount("shm", inside(root, "/dev/shm"), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
     for entry in sorted(spec.get("binds") or [], key=lambda b: b["target"].rstrip("/").count("/")):
@@ -171,9 +236,11 @@ def wait_for(pid: int, reap_all: bool) -> int:
 def main(spec: dict) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _ignore)
+    rootless = os.geteuid() != 0
     if spec["mode"] == "join":
         target = _namespace_init(spec["pid"])
-        fds = [os.open(f"/proc/{target}/ns/{ns}", os.O_RDONLY) for ns in ("uts", "pid", "mnt")]
+        namespaces = ("user", "uts", "pid", "mnt") if rootless else ("uts", "pid", "mnt")
+        fds = [os.open(f"/proc/{target}/ns/{ns}", os.O_RDONLY) for ns in namespaces]
         try:
             for fd in fds:
                 _check(_libc.setns(fd, 0), "setns")
@@ -184,12 +251,15 @@ def main(spec: dict) -> int:
         if child == 0:
             execute(spec)
         return wait_for(child, reap_all=False)
-    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWPID), "unshare")
+    if rootless:
+        become_root_of_a_user_namespace()
+    else:
+        _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWPID), "unshare")
     init = os.fork()
     if init == 0:
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         try:
-            build_root(spec)
+            build_root(spec, rootless)
         except (SetupError, OSError) as e:
             print(f"sandbox: {e}", file=sys.stderr, flush=True)
             os._exit(125)
@@ -203,6 +273,15 @@ def main(spec: dict) -> int:
             execute(spec)
         os._exit(wait_for(command, reap_all=True))
     return wait_for(init, reap_all=False)
+
+
+def become_root_of_a_user_namespace() -> None:
+    """Unshare user, mount, UTS and PID namespaces; the caller's user and group are root in the new user namespace."""
+    uid, gid = os.geteuid(), os.getegid()
+    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWPID), "unshare (user namespace)")
+    for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
 
 
 def _namespace_init(outer: int) -> int:
