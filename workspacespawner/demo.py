@@ -192,6 +192,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: What the demo's login page says above the form (JupyterHub's ``announcement_login``).
+LOGIN_HINT = (
+    "This is the workspacespawner demo: any user name logs in, with any password. "
+    "<b>researcher</b> is in the research group and also sees the 8-GPU profile; <b>admin</b> is an administrator."
+)
+
+
 def demo_config(
     state_dir: Path, pieces_dir: Path, port: int, proxy_command: list[str] | None = None, *, proxy_api_port: int = 8001,
     hub_port: int = 8081,
@@ -218,7 +225,9 @@ c.ConfigurableHTTPProxy.pid_file = {str(state_dir / 'proxy.pid')!r}
 # Demo login: any user name, no password, loopback only. Never use this on a real hub.
 c.JupyterHub.authenticator_class = "dummy"
 c.Authenticator.allow_all = True
+c.Authenticator.admin_users = {{"admin"}}
 c.JupyterHub.load_groups = {{"research": {{"users": ["researcher"]}}}}
+c.JupyterHub.template_vars = {{**c.JupyterHub.template_vars, "announcement_login": {LOGIN_HINT!r}}}
 c.KubeSpawner.namespace = "default"
 c.KubeSpawner.start_timeout = 120
 c.KubeSpawner.http_timeout = 60

@@ -68,6 +68,12 @@ def test_login_start_jupyterlab_in_browser(demo_hub):
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = launch(p)
+        login = browser.new_page(viewport={"width": 1280, "height": 800})
+        login.goto(f"{demo_hub.url}/hub/login")
+        hint = login.locator(".announcement").inner_text()
+        assert "any user name logs in, with any password" in hint and "admin is an administrator" in hint, hint
+        login.screenshot(path=str(ARTIFACTS / "login.png"))
+        login.close()
         page = log_in(browser, demo_hub.url, "student1")
         assert page.locator("text=JupyterLab (CPU)").count() >= 1
         assert page.locator("text=JupyterLab, 8 GPUs").count() == 0, "a research-only profile was shown to a student"
@@ -79,4 +85,19 @@ def test_login_start_jupyterlab_in_browser(demo_hub):
         page.wait_for_timeout(1500)  # let the launcher paint before the screenshot
         page.screenshot(path=str(ARTIFACTS / "jupyterlab.png"))
         assert "JupyterLab" in page.title() or page.locator(".jp-Launcher").count() >= 1
+        browser.close()
+
+
+def test_the_demos_admin_user_reaches_the_admin_page(demo_hub):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = log_in(browser, demo_hub.url, "admin")
+        page.goto(f"{demo_hub.url}/hub/admin")
+        page.wait_for_selector("text=student1", timeout=30_000)  # the users' table, which only an admin gets
+        page.screenshot(path=str(ARTIFACTS / "admin.png"))
+        student = log_in(browser, demo_hub.url, "student2")
+        response = student.goto(f"{demo_hub.url}/hub/admin")
+        assert response.status == 403
         browser.close()
