@@ -11,6 +11,8 @@ and every fixture built on it (``cluster``, ``kubeconfig``, ``kube_env``,
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 
@@ -22,23 +24,31 @@ def pytest_configure(config):
     )
 
 
-def _on_the_real_plane(item) -> bool:
-    """Whether ``item`` runs on the real control plane (tests/support/planes.py)."""
-    path = item.nodeid.split("::")[0]
-    callspec = getattr(item, "callspec", None)
-    real_param = callspec is not None and callspec.params.get("control_plane") == "real"
-    return real_param or "/realplane/" in path or path.endswith("_real.py")
+_REAL_PARAMETER = re.compile(r"\[(?:[^\]]*-)?real(?:-[^\]]*)?\]$")
 
 
-def pytest_collection_modifyitems(config, items):
-    """Groups for pytest-xdist's ``--dist loadgroup`` (what .ci/run runs): a module's tests stay on one worker, so
-    its module-scoped cluster and hub start once, and every real-control-plane test goes to one worker, so one real
-    plane runs at a time (each is an etcd, a kube-apiserver, a controller-manager and a scheduler)."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        group = "real-control-plane" if _on_the_real_plane(item) else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+def on_the_real_plane(nodeid: str) -> bool:
+    """Whether the test ``nodeid`` runs on the real control plane (tests/support/planes.py): its ``control_plane``
+    parameter is ``real``, or its module is one of the real tier's."""
+    path = nodeid.split("::", 1)[0]
+    return bool(_REAL_PARAMETER.search(nodeid)) or "/realplane/" in path or path.endswith("_real.py")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """With pytest-xdist's ``--dist loadgroup`` (what .ci/run runs): a module's tests stay on one worker, so its
+    module-scoped cluster and hub start once, and every real-control-plane test goes to one worker, so one real
+    plane runs at a time (each is an etcd, a kube-apiserver, a controller-manager and a scheduler).
+
+    A scheduler of our own: xdist 3.8's ``loadgroup`` does not group under pytest 9 (its nodeid suffix is lost)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleOrRealPlane(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "real-control-plane" if on_the_real_plane(nodeid) else nodeid.split("::", 1)[0]
+
+    return ModuleOrRealPlane(config, log)
 
 
 def pytest_generate_tests(metafunc):
@@ -272,3 +282,4 @@ def golden_cluster(tmp_path_factory):
     thread.call(make_golden_image, *GOLDEN_IMAGE, GOLDEN_FILES)
     yield cluster
     thread.stop()
+
