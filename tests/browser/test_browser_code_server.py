@@ -23,13 +23,12 @@ import time
 
 import pytest
 
-from tests.browser.test_browser_demo import CHROMIUM, launch, log_in
+from tests.browser.test_browser_demo import CHROMIUM, files_in_claims, launch, log_in
 from tests.support import codeserver
 from tests.support.hubharness import Hub
 from tests.support.paths import ARTIFACTS
 from workspacespawner.demo import config_dir, demo_config, npm_proxy, use_code_server
 from workspacespawner.localcluster import ClusterThread
-from workspacespawner.localcluster.volumes import claim_path
 
 pytestmark = [
     pytest.mark.browser,
@@ -43,7 +42,6 @@ TEXT = "hello from code-server"
 
 @pytest.fixture(scope="module")
 def code_server_demo(tmp_path_factory):
-    codeserver.real_bin()
     with pytest.MonkeyPatch.context() as env:
         env.setenv("PATH", codeserver.pod_path(codeserver.real_bin()))  # restored after the module
         use_code_server()  # as the demo does: first on the PATH every Pod's PATH ends with
@@ -56,19 +54,6 @@ def code_server_demo(tmp_path_factory):
         yield thread, hub
         hub.stop()
         thread.stop()
-
-
-def files_in_homes(thread, name: str) -> list:
-    """Every file called ``name`` in the cluster's claims, read from the host (where the home PVC's folder is)."""
-    def find(cluster):
-        found = []
-        for pvc in cluster.store.list(cluster.store.kind("", "v1", "persistentvolumeclaims"), None)[0]:
-            path = claim_path(cluster, pvc["metadata"]["namespace"], pvc["metadata"]["name"])
-            if path is not None:
-                found += list(path.rglob(name))
-        return found
-
-    return thread.call(find)
 
 
 def test_vscode_writes_to_the_home_that_jupyterlab_opens(code_server_demo):
@@ -89,7 +74,7 @@ def test_vscode_writes_to_the_home_that_jupyterlab_opens(code_server_demo):
         page.wait_for_timeout(2000)
         page.screenshot(path=str(ARTIFACTS / "vscode-workbench.png"))
         # code-server's heartbeat (out/node/heart.js) beats while a client is connected: the file is in the home
-        beats = [path for path in files_in_homes(thread, "heartbeat") if path.parent.name == "code-server"]
+        beats = [path for path in files_in_claims(thread, "heartbeat") if path.parent.name == "code-server"]
         assert [path.parent.parent.name for path in beats] == ["share"], beats  # ~/.local/share/code-server/heartbeat
 
         page.keyboard.press("Control+Backquote")  # View: Toggle Terminal
@@ -102,7 +87,7 @@ def test_vscode_writes_to_the_home_that_jupyterlab_opens(code_server_demo):
         page.locator(".terminal-wrapper, .xterm").first.click()
         page.keyboard.type(f"echo '{TEXT}' > ~/{FILE}\n")
         deadline = time.monotonic() + 60
-        while not (written := files_in_homes(thread, FILE)) and time.monotonic() < deadline:
+        while not (written := files_in_claims(thread, FILE)) and time.monotonic() < deadline:
             page.wait_for_timeout(500)
         page.wait_for_timeout(1000)  # let the terminal paint before the screenshot
         page.screenshot(path=str(ARTIFACTS / "vscode-terminal.png"))
@@ -119,4 +104,4 @@ def test_vscode_writes_to_the_home_that_jupyterlab_opens(code_server_demo):
         page.wait_for_timeout(1000)
         page.screenshot(path=str(ARTIFACTS / "jupyterlab-sees-vscode-file.png"))
         browser.close()
-    assert files_in_homes(thread, FILE) == written, "one file in one home: JupyterLab listed code-server's"
+    assert files_in_claims(thread, FILE) == written, "one file in one home: JupyterLab listed code-server's"

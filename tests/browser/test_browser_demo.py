@@ -15,6 +15,7 @@ from tests.support.hubharness import Hub
 from tests.support.paths import ARTIFACTS
 from workspacespawner.demo import config_dir, demo_config
 from workspacespawner.localcluster import ClusterThread
+from workspacespawner.localcluster.volumes import claim_path
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -60,6 +61,20 @@ def log_in(browser, hub_url: str, user: str):
     page.click("input[type=submit], button[type=submit]")
     page.wait_for_url("**/hub/spawn**", timeout=30_000)
     return page
+
+
+def files_in_claims(thread, name: str) -> list:
+    """Every file called ``name`` in the claims of the cluster ``thread`` runs, as found on the host (a home holds
+    what its user wrote)."""
+    def find(cluster):
+        found = []
+        for pvc in cluster.store.list(cluster.store.kind("", "v1", "persistentvolumeclaims"), None)[0]:
+            path = claim_path(cluster, pvc["metadata"]["namespace"], pvc["metadata"]["name"])
+            if path is not None:
+                found += list(path.rglob(name))
+        return found
+
+    return thread.call(find)
 
 
 def test_login_start_jupyterlab_in_browser(demo_hub):

@@ -13,13 +13,12 @@ import time
 
 import pytest
 
-from tests.browser.test_browser_demo import CHROMIUM, launch, log_in
+from tests.browser.test_browser_demo import CHROMIUM, files_in_claims, launch, log_in
 from tests.support.hubharness import Hub
 from tests.support.paths import ARTIFACTS
 from workspacespawner.demo import GOLDEN_FILES, GOLDEN_IMAGE, config_dir, demo_config
 from workspacespawner.localcluster import ClusterThread
 from workspacespawner.localcluster.goldenimage import make_golden_image
-from workspacespawner.localcluster.volumes import claim_path
 
 pytestmark = [
     pytest.mark.browser,
@@ -35,26 +34,13 @@ def vm_demo(tmp_path_factory):
     cluster = thread.start()
     if not cluster.controllers["nodeagent"].isolation:
         thread.stop()
-        pytest.skip("this host cannot sandbox (needs root on Linux): a guest's /etc/os-release is the host's")
+        pytest.skip("this host cannot sandbox (needs Linux, and root or user namespaces): a guest's /etc/os-release is the host's")
     thread.call(make_golden_image, *GOLDEN_IMAGE, GOLDEN_FILES, timeout=60)
     state = tmp_path_factory.mktemp("demo")
     hub = Hub(state, cluster.kubeconfig, demo_config(state, config_dir(), port=8000)).start()
     yield thread, hub
     hub.stop()
     thread.stop()
-
-
-def seen_files(thread) -> list:
-    """Every file named ``seen-os-release.txt`` in the cluster's claims (the user's home holds it)."""
-    def find(cluster):
-        found = []
-        for pvc in cluster.store.list(cluster.store.kind("", "v1", "persistentvolumeclaims"), None)[0]:
-            path = claim_path(cluster, pvc["metadata"]["namespace"], pvc["metadata"]["name"])
-            if path is not None:
-                found += list(path.rglob("seen-os-release.txt"))
-        return found
-
-    return thread.call(find)
 
 
 def test_vm_terminal_reads_the_guests_os_release(vm_demo):
@@ -75,7 +61,7 @@ def test_vm_terminal_reads_the_guests_os_release(vm_demo):
         page.locator(".jp-Terminal").first.click()
         page.keyboard.type("clear; grep PRETTY_NAME /etc/os-release | tee ~/seen-os-release.txt\n")
         deadline = time.monotonic() + 60
-        while not (seen := seen_files(thread)) and time.monotonic() < deadline:
+        while not (seen := files_in_claims(thread, "seen-os-release.txt")) and time.monotonic() < deadline:
             page.wait_for_timeout(500)
         page.wait_for_timeout(1000)  # let the terminal paint before the screenshot
         page.screenshot(path=str(ARTIFACTS / "vm-terminal.png"))

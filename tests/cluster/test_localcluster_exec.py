@@ -43,7 +43,7 @@ async def kubectl(cluster, *args: str, stdin: bytes | None = None) -> tuple[int,
 async def test_kubectl_exec_runs_inside_the_containers_sandbox(tmp_path):
     async with LocalCluster(state_dir=tmp_path, controllers=CONTROLLERS) as cluster:
         if not cluster.controllers["nodeagent"].isolation:
-            pytest.skip("this host cannot sandbox (needs root on Linux)")
+            pytest.skip("this host cannot sandbox (needs Linux, and root or user namespaces)")
         store = cluster.store
         create(store, make_pvc("home-ann"))
         pod = make_pod("ws-ann", ["sleep", "600"], volumeMounts=[{"name": "home", "mountPath": "/home/jovyan"}])

@@ -232,7 +232,7 @@ async def test_home_volume_outlives_the_pod(tmp_path, isolation):
     async with LocalCluster(state_dir=tmp_path, controllers=CONTROLLERS) as cluster:
         agent = cluster.controllers["nodeagent"]
         if isolation and not agent.isolation:
-            pytest.skip("this host cannot sandbox (needs root on Linux)")
+            pytest.skip("this host cannot sandbox (needs Linux, and root or user namespaces)")
         agent.isolation = isolation
         store = cluster.store
         create(store, make_pvc("claim-ann"))

@@ -144,7 +144,7 @@ print("cwd", os.getcwd(), "home", os.environ["HOME"])
 async def test_read_only_mounts_are_enforced_at_their_real_paths(tmp_path):
     async with LocalCluster(state_dir=tmp_path, controllers=CONTROLLERS) as cluster:
         if not cluster.controllers["nodeagent"].isolation:
-            pytest.skip("this host cannot sandbox (needs root on Linux): paths are mapped, readOnly is not enforced")
+            pytest.skip("this host cannot sandbox (needs Linux, and root or user namespaces): paths are mapped, readOnly is not enforced")
         store = cluster.store
         for claim in ("team", "models", "home"):
             create(store, make_pvc(claim))

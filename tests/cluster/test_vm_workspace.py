@@ -235,13 +235,20 @@ INSTALL = (
 LOOK = "cat /opt/note 2>/dev/null || echo no-note; /usr/local/bin/hello 2>/dev/null || echo no-hello; grep PRETTY /etc/os-release"
 
 
-async def test_system_changes_stay_on_the_vms_root_disk(kube):
-    thread = kube[0]
-    if not thread.cluster.controllers["nodeagent"].isolation:
-        pytest.skip("this host cannot sandbox (needs root on Linux): a guest's / is the host's")
+async def started_with_system_changes(kube) -> VMWorkspace:
+    """A VM workspace whose guest wrote ``/opt/note`` and installed ``/usr/local/bin/hello`` (:data:`INSTALL`);
+    skipped where the host cannot sandbox (a guest's ``/`` is then the host's)."""
+    if not kube[0].cluster.controllers["nodeagent"].isolation:
+        pytest.skip("this host cannot sandbox (needs Linux, and root or user namespaces): a guest's / is the host's")
     ws = workspace(kube)
     url = await ws.start(env=hub_env("t1"), command=COMMAND)
     assert await sh(url, INSTALL) == "installed\n"
+    return ws
+
+
+async def test_system_changes_stay_on_the_vms_root_disk(kube):
+    thread = kube[0]
+    ws = await started_with_system_changes(kube)
     root_disk = claim_path(thread.cluster, NS, ws.ident.root_disk)
     assert not Path("/opt/note").exists() and not Path("/usr/local/bin/hello").exists()  # not on the host
     assert (root_disk / "opt/note").read_text() == "kept\n"  # on the disk: the overlay's upper layer
@@ -290,11 +297,7 @@ async def restarted(cluster):
 @pytest.mark.parametrize("cluster_thread", [{"persist": True}], indirect=True)
 async def test_system_changes_survive_a_restart_of_the_cluster(kube):
     thread = kube[0]
-    if not thread.cluster.controllers["nodeagent"].isolation:
-        pytest.skip("this host cannot sandbox: a guest's / is the host's")
-    ws = workspace(kube)
-    url = await ws.start(env=hub_env("t1"), command=COMMAND)
-    assert await sh(url, INSTALL) == "installed\n"
+    ws = await started_with_system_changes(kube)
     assert await ws.stop() is True
     await reflectors.stop_all()  # their watches end with the server; the next start makes new ones
     thread.cluster = await thread.acall(restarted)
