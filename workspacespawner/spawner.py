@@ -36,7 +36,7 @@ from workspacespawner.backends.vm.manifests import singleuser_command
 from workspacespawner.backends.vm.traits import VMTraits
 from workspacespawner.config.check import check_spawner_config
 from workspacespawner.config.profiles import ResolvedProfile
-from workspacespawner.config.workspace import KubeSpawnerGuards, WorkspaceTraits
+from workspacespawner.config.workspace import IDE_ENV, KubeSpawnerGuards, WorkspaceTraits
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.hubcompat import as_spawn_failure, options_sent
@@ -362,9 +362,10 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         return expanded
 
     def get_env(self):
-        """kubespawner's environment plus the storage tiers' (cache locations, ``WORKSPACE_*``); ``environment`` wins."""
+        """kubespawner's environment plus the storage tiers' (cache locations, ``WORKSPACE_*``) and code-server's
+        socket (:data:`~workspacespawner.config.workspace.IDE_ENV`); ``environment`` wins."""
         env = super().get_env()
-        for key, value in self._current_tiers().env(vm=self.backend is self._vm).items():
+        for key, value in {**self._current_tiers().env(vm=self.backend is self._vm), **IDE_ENV}.items():
             env.setdefault(key, value)
         return env
 

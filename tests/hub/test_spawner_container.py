@@ -275,6 +275,11 @@ def test_code_server_profile_opens_vscode_url(hub, core):
     assert env.get("JUPYTERHUB_DEFAULT_URL") == "/vscode/"
     r = hub.server_request("coder", "GET", "vscode/")
     assert r.status_code == 200 and codeserver.WORKBENCH_MARKER in r.text, r.text[:2000]
+    # started on a Unix socket (jupyter-vscode-proxy's socket mode), never on a TCP port another process could reach
+    assert env.get("JUPYTER_VSCODE_PROXY_USE_SOCKET") == "true"
+    started = codeserver.command_lines(env["JUPYTERHUB_API_TOKEN"])
+    assert any("--socket" in argv for argv in started), started  # its child processes get their options over IPC
+    assert not any(a.startswith(("--port", "--bind-addr")) for argv in started for a in argv), started
     # code-server's heartbeat (out/node/heart.js): every request but /healthz beats, /healthz reports it
     health = hub.server_request("coder", "GET", "vscode/healthz").json()
     assert health["status"] == "alive" and health["lastHeartbeat"] > 0, health

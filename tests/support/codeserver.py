@@ -18,6 +18,25 @@ from workspacespawner.localcluster.codeserver import INSTALL_HINT, code_server_b
 WORKBENCH_MARKER = 'id="vscode-workbench-web-configuration"'
 
 
+def command_lines(api_token: str) -> list[list[str]]:
+    """The command lines of the code-server processes of the server whose ``JUPYTERHUB_API_TOKEN`` is ``api_token``.
+
+    Read from ``/proc`` on this host, where the local cluster's (either
+    plane's) node agent runs every Pod's processes.
+    """
+    found = []
+    marker = f"JUPYTERHUB_API_TOKEN={api_token}".encode()
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if not any(b"code-server" in a for a in argv) or marker not in (proc / "environ").read_bytes().split(b"\0"):
+                continue
+        except OSError:  # gone, or not ours to read
+            continue
+        found.append([a.decode(errors="replace") for a in argv if a])
+    return found
+
+
 def real_bin() -> Path:
     """The bin folder holding the real ``code-server``; skips (fails under ``$CI``) when it is not installed."""
     bin_dir = code_server_bin()

@@ -11,6 +11,10 @@ from traitlets import Bool, Enum, HasTraits, TraitError, Unicode, default, valid
 
 from workspacespawner.config.profiles import IDES, WORKSPACE_KINDS, validate_profile_list
 
+#: Environment every workspace gets unless ``environment`` sets it: code-server behind jupyter-server-proxy on a
+#: Unix socket (jupyter-vscode-proxy >= 0.6), not a TCP port (see :attr:`WorkspaceTraits.ide`).
+IDE_ENV = {"JUPYTER_VSCODE_PROXY_USE_SOCKET": "true"}
+
 
 class WorkspaceTraits(HasTraits):
     """The workspace kind (container or VM), the IDE, and how a start that cannot be placed fails."""
@@ -34,6 +38,11 @@ class WorkspaceTraits(HasTraits):
         code-server is served through jupyter-server-proxy at
         :attr:`code_server_url`, behind JupyterHub's login, with the same
         identity and access policy as JupyterLab. Usually set per profile.
+        Every workspace (JupyterLab's launcher opens VS Code too) gets
+        ``JUPYTER_VSCODE_PROXY_USE_SOCKET=true`` unless ``environment``
+        sets it: jupyter-vscode-proxy then starts code-server (with
+        ``--auth none``) on a Unix socket only the server's user may open,
+        never on a TCP port another process could reach.
         """,
     )
 
