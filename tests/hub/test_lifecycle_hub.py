@@ -9,7 +9,9 @@ deleted; a deleted user's home Retained, and the same user, recreated,
 getting that very disk back at their next start (reclaim policy
 ``automatic``), audited; a start finding the user's leftover Pod on a node
 that stopped answering refused with 409 and the fence command to run, the
-home ``Degraded``, and the start going ahead once an admin fenced it.
+home ``Degraded``, and the start going ahead once an admin fenced it. On
+both control planes (tests/support/planes.py), the lost node on the embedded
+one only.
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ import kubernetes
 import pytest
 import requests
 
+from tests.support import planes
 from tests.support.hubharness import CONFIG_D, Hub
 from tests.support.lifecycleenv import pod_manifest
 from workspacespawner.admin import fence as fence_command
 from workspacespawner.core import names
-from workspacespawner.localcluster import ClusterThread
 from workspacespawner.workspace.audit import AuditLog
 
 LIFECYCLE_CONFIG = """
@@ -39,16 +41,9 @@ c.WorkspaceQuota.ledger_url = "sqlite:///{ledger}"
 
 
 @pytest.fixture(scope="module")
-def cluster_thread(tmp_path_factory):
-    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
-    thread.start()
-    yield thread
-    thread.stop()
-
-
-@pytest.fixture(scope="module")
-def cluster(cluster_thread):
-    return cluster_thread.cluster
+def cluster(control_plane, tmp_path_factory):
+    with planes.running(control_plane, tmp_path_factory.mktemp("cluster")) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +55,8 @@ def ledger(tmp_path_factory):
 def hub(cluster, ledger, tmp_path_factory):
     config = "\n".join(f"load_subconfig({str(CONFIG_D / piece)!r})" for piece in ("10-workspace-spawner.py", "20-profiles.py"))
     config += LIFECYCLE_CONFIG.replace("{ledger}", str(ledger))
-    hub = Hub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config).start()
+    plane_config, start_timeout = planes.hub_settings(cluster)
+    hub = Hub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config + plane_config, start_timeout=start_timeout).start()
     yield hub
     hub.stop()
 
@@ -151,7 +147,8 @@ def test_deleted_user_gets_their_disk_back(hub, core, ledger):
     assert actions[-2:] == ["retain", "reclaim"]
 
 
-def test_leaked_pod_on_a_lost_node_refuses_the_start_until_fenced(hub, core, cluster, cluster_thread, ledger, tmp_path):
+@pytest.mark.embedded_only("the real plane's node agent reports its nodes Ready again; tests/hub/test_fault_matrix_real.py has no node loss")
+def test_leaked_pod_on_a_lost_node_refuses_the_start_until_fenced(hub, core, cluster, ledger, tmp_path):
     hub.create_user("kim")
     hub.start_server("kim", {"profile": "jupyterlab-cpu"})
     hub.stop_server("kim")
@@ -160,7 +157,7 @@ def test_leaked_pod_on_a_lost_node_refuses_the_start_until_fenced(hub, core, clu
     leaked["metadata"]["namespace"] = "default"
     pod = core.create_namespaced_pod("default", leaked)
     node = wait_until(lambda: core.read_namespaced_pod(pod.metadata.name, "default").spec.node_name, 30, "pod placed")
-    cluster_thread.call(lambda cl: cl.controllers["scheduler"].set_node_ready(node, False))
+    planes.set_node_ready(cluster, node, False)
 
     r = hub.spawn("kim", {"profile": "jupyterlab-cpu"})
     assert r.status_code == 409, r.text
@@ -175,7 +172,7 @@ def test_leaked_pod_on_a_lost_node_refuses_the_start_until_fenced(hub, core, clu
     assert fence_command.main(["kim", "--confirm-node-down", "-f", str(hub_config), "--kubeconfig", str(cluster.kubeconfig),
                                "--actor", "root"]) == 0
     assert core.read_namespaced_persistent_volume_claim("home-kim", "default").metadata.labels[names.PHASE_LABEL] == "Stopped"
-    cluster_thread.call(lambda cl: cl.controllers["scheduler"].set_node_ready(node, True))  # the node is repaired (the demo has one CPU node)
+    planes.set_node_ready(cluster, node, True)  # the node is repaired (the demo has one CPU node)
     hub.start_server("kim", {"profile": "jupyterlab-cpu"})
     assert core.read_namespaced_persistent_volume_claim("home-kim", "default").metadata.labels[names.PHASE_LABEL] == "Running"
     hub.stop_server("kim")

@@ -84,3 +84,27 @@ def hub_settings(cluster) -> tuple[str, int]:
     if not getattr(cluster, "real_control_plane", False):
         return "", 60
     return '\nc.JupyterHub.tornado_settings = {"slow_spawn_timeout": 15}\n', 150
+
+
+def set_node_ready(cluster, node: str, ready: bool) -> None:
+    """Mark ``node`` of ``cluster`` Ready, or unreachable (``Ready=Unknown`` and the unreachable taints), through
+    its API server: what the embedded scheduler's knob writes, from outside the cluster's thread."""
+    import asyncio
+
+    from kubernetes_asyncio import config
+
+    from workspacespawner.localcluster.client import ApiServerClient
+    from workspacespawner.localcluster.controllers.refs import NODES
+    from workspacespawner.localcluster.controllers.scheduler import set_node_ready as mark
+
+    async def run() -> None:
+        api = await config.new_client_from_config(config_file=str(cluster.kubeconfig))
+        client = ApiServerClient(api)
+        try:
+            await client.watch((NODES,))
+            await mark(client, node, ready)
+        finally:
+            await client.close()
+            await api.close()
+
+    asyncio.run(run())
