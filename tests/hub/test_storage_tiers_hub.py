@@ -11,6 +11,7 @@ sizeLimit, a profile overriding it for one start only, its notice file
 written by the init container, and the cache variables pointing at it; a
 VM workspace getting the team folder (virtiofs), scratch (an empty disk)
 and the cloud-init mounts, and losing the folder after leaving the group.
+On both control planes (tests/support/planes.py).
 """
 
 from __future__ import annotations
@@ -20,11 +21,9 @@ import base64
 import pytest
 import yaml
 
+from tests.support import planes
 from tests.support.hubharness import Hub, config_pieces, progress_messages
 from workspacespawner.core import names
-from workspacespawner.demo import GOLDEN_FILES, GOLDEN_IMAGE
-from workspacespawner.localcluster import ClusterThread
-from workspacespawner.localcluster.goldenimage import make_golden_image
 
 NAMESPACE = "default"
 
@@ -49,16 +48,20 @@ c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory):
-    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
-    cluster = thread.start()
-    thread.call(make_golden_image, *GOLDEN_IMAGE, GOLDEN_FILES)
-    config = config_pieces("10-workspace-spawner.py", "20-profiles.py") + TIER_CONFIG + config_pieces("90-check-config.py")
-    hub = Hub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config).start()
+def cluster(control_plane, tmp_path_factory):
+    with planes.running(control_plane, tmp_path_factory.mktemp("cluster"), golden=True) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def hub(cluster, tmp_path_factory):
+    plane_config, start_timeout = planes.hub_settings(cluster)  # first: TIER_CONFIG's slow_spawn_timeout wins
+    config = config_pieces("10-workspace-spawner.py", "20-profiles.py") + plane_config + TIER_CONFIG
+    config += config_pieces("90-check-config.py")
+    hub = Hub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config, start_timeout=start_timeout).start()
     hub.cluster = cluster
     yield hub
     hub.stop()
-    thread.stop()
 
 
 @pytest.fixture(scope="module")
