@@ -10,7 +10,9 @@ spawn form showing a GPU
 profile's cost and the user's card-hours; the enforcer stopping a GPU
 server through the hub's REST API once its card-hours ran out, with the
 reason in the ledger and the message on the user's home page; the refusal
-counter on ``/hub/metrics``. All of it with the ledger on SQLite and on PostgreSQL.
+counter on ``/hub/metrics``. All of it with the ledger on SQLite and on PostgreSQL,
+on the embedded control plane, and with the SQLite ledger on the real one
+(tests/support/planes.py).
 """
 
 from __future__ import annotations
@@ -22,29 +24,33 @@ import kubernetes
 import pytest
 import sqlalchemy as sa
 
-from tests.support.helpers import get_object
-from tests.support.hubharness import CONFIG_D, Hub, login
+from tests.support import planes
+from tests.support.hubharness import CONFIG_D, Hub, core_and_custom, login
 from tests.support.paths import REPO
 from tests.support.pgserver import fresh_database
-from workspacespawner.localcluster import ClusterThread
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.quota.policy import CLOSED, OPEN
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def ledger_url(request, tmp_path_factory):
-    """The hub's ledger: a SQLite file, or a database on the PostgreSQL server (the z2jh hub's own, in production)."""
+def ledger_url(request, control_plane, tmp_path_factory):
+    """The hub's ledger: a SQLite file, or a database on the PostgreSQL server (the z2jh hub's own, in production).
+
+    The real control plane runs the SQLite one: the ledger's database and
+    the API server are independent, and the real tier's time is dear.
+    """
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path_factory.mktemp('ledger') / 'ledger.sqlite'}"
+    if control_plane == "real":
+        pytest.skip("the PostgreSQL ledger runs on the embedded control plane (the real one runs the SQLite one)")
     return fresh_database(request.getfixturevalue("postgres_server"), "quota_hub")
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, ledger_url):
+def cluster(control_plane, tmp_path_factory, ledger_url):
     # a cluster per ledger: the second hub starts from no users and no workspaces, as the first did
-    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
-    yield thread.start()
-    thread.stop()
+    with planes.running(control_plane, tmp_path_factory.mktemp("cluster")) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +90,8 @@ c.Spawner.pre_spawn_hook = admin_pre_spawn_hook
 from workspacespawner.quota.announce import with_quota_announcements
 c.JupyterHub.template_vars = with_quota_announcements(c.JupyterHub.template_vars)
 """
-    hub = Hub(workdir, cluster.kubeconfig, config)
+    plane_config, start_timeout = planes.hub_settings(cluster)
+    hub = Hub(workdir, cluster.kubeconfig, config + plane_config, start_timeout=start_timeout)
     hub.env["WORKSPACESPAWNER_QUOTA_TOKEN"] = hub.token  # the harness's admin service token has the servers scope
     hub.start()
     yield hub
@@ -141,8 +148,9 @@ def test_cpu_start_is_metered_from_running_to_stop(hub, ledger, cluster):
     hub.start_server("cy", {"profile": "jupyterlab-cpu"})  # 0 card-hours never block a CPU profile
     [run] = runs_of(ledger, "cy")
     assert (run.state, run.gpus, run.profile, run.server_name) == (OPEN, 0, "jupyterlab-cpu", "")
-    pod = get_object(cluster, ("", "v1", "pods"), "jupyter-cy")
-    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    with core_and_custom(cluster) as (core, _custom):
+        pod = core.read_namespaced_pod("jupyter-cy", "default")
+    env = {e.name: e.value for e in pod.spec.containers[0].env}
     assert env["ADMIN_HOOK_SAW"] == "jupyterlab-cpu"  # the admin's pre_spawn_hook kept, after the profile applied
     hub.stop_server("cy")
     [run] = runs_of(ledger, "cy")
