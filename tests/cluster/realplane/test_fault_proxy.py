@@ -61,6 +61,20 @@ async def test_requests_and_watch_streams_pass_and_are_recorded(proxy, via_proxy
     await core.delete_namespaced_config_map(name, "default")
 
 
+async def test_a_compressed_answer_keeps_its_content_encoding(proxy, via_proxy):
+    """kube-apiserver gzips an answer over 128 KiB for a client that accepts it (kubespawner's reflectors read such
+    lists raw): the proxy passes the body through as it is, so it passes its Content-Encoding on too."""
+    core = client.CoreV1Api(via_proxy)
+    name = f"big-{uuid.uuid4().hex[:6]}"
+    await core.create_namespaced_config_map("default", {"metadata": {"name": name}, "data": {"k": uuid.uuid4().hex * 8192}})
+    try:
+        raw = await core.read_namespaced_config_map(name, "default", _preload_content=False)
+        assert raw.headers.get("Content-Encoding") == "gzip"
+        assert len((await raw.json())["data"]["k"]) == 32 * 8192
+    finally:
+        await core.delete_namespaced_config_map(name, "default")
+
+
 async def test_a_fault_is_answered_as_a_status_then_requests_pass_again(proxy, via_proxy):
     core = client.CoreV1Api(via_proxy)
     proxy.faults.add("GET", r"/api/v1/namespaces/default$", status=503, reason="ServiceUnavailable", message="etcd is gone", count=1)

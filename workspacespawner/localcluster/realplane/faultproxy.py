@@ -44,8 +44,9 @@ log = logging.getLogger(__name__)
 
 #: Request headers not passed on (hop-by-hop, or set again by the upstream connection).
 _DROPPED_REQUEST = {"host", "connection", "keep-alive", "transfer-encoding", "te", "upgrade", "proxy-connection", "content-length"}
-#: Response headers not passed back (the proxy's own framing replaces them).
-_DROPPED_RESPONSE = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding"}
+#: Response headers not passed back (the proxy's own framing replaces them). Content-Encoding stays: the body is
+#: passed on as the API server sent it (gzip above 128 KiB), not decompressed.
+_DROPPED_RESPONSE = {"connection", "keep-alive", "transfer-encoding", "content-length"}
 
 
 class FaultProxy:
