@@ -10,7 +10,8 @@ browser are kept in ``test-artifacts/`` for a person to look at.
 
 The demo's hub and cluster are set up as ``workspacespawner demo`` sets them
 up: code-server found by :func:`workspacespawner.demo.use_code_server`, and
-JupyterHub's reference proxy from npm (:func:`workspacespawner.demo.npm_proxy`).
+JupyterHub's reference proxy from npm (:func:`workspacespawner.demo.npm_proxy`,
+through ``running_demo``).
 The Python port of configurable-http-proxy (0.4) forwards the browser's
 binary WebSocket frames as text frames, which code-server closes: the
 workbench then stays blank.
@@ -18,17 +19,15 @@ workbench then stays blank.
 
 from __future__ import annotations
 
-import asyncio
+import os
 import time
 
 import pytest
 
-from tests.browser.test_browser_demo import CHROMIUM, files_in_claims, launch, log_in
+from tests.browser.test_browser_demo import CHROMIUM, files_in_claims, launch, log_in, running_demo
 from tests.support import codeserver
-from tests.support.hubharness import Hub
 from tests.support.paths import ARTIFACTS
-from workspacespawner.demo import config_dir, demo_config, npm_proxy, use_code_server
-from workspacespawner.localcluster import ClusterThread
+from workspacespawner.demo import use_code_server
 
 pytestmark = [
     pytest.mark.browser,
@@ -42,18 +41,12 @@ TEXT = "hello from code-server"
 
 @pytest.fixture(scope="module")
 def code_server_demo(tmp_path_factory):
+    codeserver.real_bin()
     with pytest.MonkeyPatch.context() as env:
-        env.setenv("PATH", codeserver.pod_path(codeserver.real_bin()))  # restored after the module
+        env.setenv("PATH", os.environ.get("PATH", os.defpath))  # restored after the module
         use_code_server()  # as the demo does: first on the PATH every Pod's PATH ends with
-        thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
-        cluster = thread.start()
-        state = tmp_path_factory.mktemp("demo")
-        proxy = asyncio.run(npm_proxy(state))
-        assert proxy is not None, "npm could not install configurable-http-proxy (see the log above)"
-        hub = Hub(state, cluster.kubeconfig, demo_config(state, config_dir(), port=8000, proxy_command=proxy)).start()
-        yield thread, hub
-        hub.stop()
-        thread.stop()
+        with running_demo(tmp_path_factory, npm_proxy_in_front=True) as (thread, hub):
+            yield thread, hub
 
 
 def test_vscode_writes_to_the_home_that_jupyterlab_opens(code_server_demo):

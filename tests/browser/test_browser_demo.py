@@ -7,14 +7,17 @@ form and of JupyterLab in ``test-artifacts/`` for a person to look at.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import shutil
 
 import pytest
 
 from tests.support.hubharness import Hub
 from tests.support.paths import ARTIFACTS
-from workspacespawner.demo import config_dir, demo_config
+from workspacespawner.demo import GOLDEN_FILES, GOLDEN_IMAGE, config_dir, demo_config, npm_proxy
 from workspacespawner.localcluster import ClusterThread
+from workspacespawner.localcluster.goldenimage import make_golden_image
 from workspacespawner.localcluster.volumes import claim_path
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -25,15 +28,35 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def demo_hub(tmp_path_factory):
+@contextlib.contextmanager
+def running_demo(tmp_path_factory, *, golden_image: bool = False, npm_proxy_in_front: bool = False):
+    """(cluster thread, hub): a local cluster and a hub on the demo's configuration, stopped on exit.
+
+    ``golden_image``: the demo's golden image made first, for the VM
+    profiles. ``npm_proxy_in_front``: JupyterHub's reference proxy from npm,
+    as the demo prefers (VS Code needs it), instead of the Python port.
+    """
     thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
     cluster = thread.start()
-    state = tmp_path_factory.mktemp("demo")
-    hub = Hub(state, cluster.kubeconfig, demo_config(state, config_dir(), port=8000)).start()
-    yield hub
-    hub.stop()
-    thread.stop()
+    try:
+        if golden_image:
+            thread.call(make_golden_image, *GOLDEN_IMAGE, GOLDEN_FILES, timeout=60)
+        state = tmp_path_factory.mktemp("demo")
+        proxy = asyncio.run(npm_proxy(state)) if npm_proxy_in_front else None
+        assert proxy is not None or not npm_proxy_in_front, "npm could not install configurable-http-proxy (see the log above)"
+        hub = Hub(state, cluster.kubeconfig, demo_config(state, config_dir(), port=8000, proxy_command=proxy)).start()
+        try:
+            yield thread, hub
+        finally:
+            hub.stop()
+    finally:
+        thread.stop()
+
+
+@pytest.fixture(scope="module")
+def demo_hub(tmp_path_factory):
+    with running_demo(tmp_path_factory) as (_thread, hub):
+        yield hub
 
 
 def launch(playwright):

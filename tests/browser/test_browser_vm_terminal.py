@@ -13,12 +13,8 @@ import time
 
 import pytest
 
-from tests.browser.test_browser_demo import CHROMIUM, files_in_claims, launch, log_in
-from tests.support.hubharness import Hub
+from tests.browser.test_browser_demo import CHROMIUM, files_in_claims, launch, log_in, running_demo
 from tests.support.paths import ARTIFACTS
-from workspacespawner.demo import GOLDEN_FILES, GOLDEN_IMAGE, config_dir, demo_config
-from workspacespawner.localcluster import ClusterThread
-from workspacespawner.localcluster.goldenimage import make_golden_image
 
 pytestmark = [
     pytest.mark.browser,
@@ -30,17 +26,10 @@ MARKER = "workspacespawner demo image"  # in the golden image's PRETTY_NAME
 
 @pytest.fixture(scope="module")
 def vm_demo(tmp_path_factory):
-    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
-    cluster = thread.start()
-    if not cluster.controllers["nodeagent"].isolation:
-        thread.stop()
-        pytest.skip("this host cannot sandbox (needs Linux, and root or user namespaces): a guest's /etc/os-release is the host's")
-    thread.call(make_golden_image, *GOLDEN_IMAGE, GOLDEN_FILES, timeout=60)
-    state = tmp_path_factory.mktemp("demo")
-    hub = Hub(state, cluster.kubeconfig, demo_config(state, config_dir(), port=8000)).start()
-    yield thread, hub
-    hub.stop()
-    thread.stop()
+    with running_demo(tmp_path_factory, golden_image=True) as (thread, hub):
+        if not thread.cluster.controllers["nodeagent"].isolation:
+            pytest.skip("this host cannot sandbox (needs Linux, and root or user namespaces): a guest's /etc/os-release is the host's")
+        yield thread, hub
 
 
 def test_vm_terminal_reads_the_guests_os_release(vm_demo):
