@@ -282,4 +282,3 @@ def golden_cluster(tmp_path_factory):
     thread.call(make_golden_image, *GOLDEN_IMAGE, GOLDEN_FILES)
     yield cluster
     thread.stop()
-

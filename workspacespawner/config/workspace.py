@@ -12,7 +12,7 @@ from traitlets import Bool, Enum, HasTraits, TraitError, Unicode, default, valid
 from workspacespawner.config.profiles import IDES, WORKSPACE_KINDS, validate_profile_list
 
 #: Environment every workspace gets unless ``environment`` sets it: code-server behind jupyter-server-proxy on a
-#: Unix socket (jupyter-vscode-proxy >= 0.6), not a TCP port (see :attr:`WorkspaceTraits.ide`).
+#: Unix socket (jupyter-vscode-proxy >= 0.7), not a TCP port (see :attr:`WorkspaceTraits.ide`).
 IDE_ENV = {"JUPYTER_VSCODE_PROXY_USE_SOCKET": "true"}
 
 

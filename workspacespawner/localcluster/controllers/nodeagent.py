@@ -53,8 +53,8 @@ and Secret/ConfigMap/projected volumes (files written from their data) live
 in ``state_dir/pods/<uid>/volumes/<name>`` and go with the pod.
 Where the agent runs on Linux as root, or as a user who may make user
 namespaces (kernel overlayfs, bind mounts and namespaces: see
-:mod:`.isolation` and :mod:`.sandbox`), every container runs in a sandbox: its own mount, PID and UTS namespaces (hostname: the pod's
-name), ``/`` an overlay of the host's root filesystem, read-only, under a
+:mod:`.isolation` and :mod:`.sandbox`), every container runs in a sandbox:
+its own mount, PID and UTS namespaces (hostname: the pod's name), ``/`` an overlay of the host's root filesystem, read-only, under a
 fresh writable layer ``state_dir/pods/<uid>/containers/<name>/upper`` (the
 container's writable layer, emptied at each start), the host's other
 filesystems read-only, a fresh ``/proc``, the host's ``/dev`` with a private
@@ -67,8 +67,8 @@ EROFS). So the host's Python and JupyterLab are there, paths are real
 HOME if a volume holds it, else the first mount), and nothing of the host
 is writable but ``/dev``. The mounts go with the namespace's last process.
 
-Elsewhere (not Linux, or no user namespaces for a user who is not root) the agent says once at start that it
-cannot sandbox, and paths are mapped instead: ``readOnly`` is accepted and
+Elsewhere (not Linux, or no user namespaces for a user who is not root)
+the agent says once at start that it cannot sandbox, and paths are mapped instead: ``readOnly`` is accepted and
 not enforced (making a directory read-only for one process and writable
 for another needs a read-only bind mount), the pod's root
 ``state_dir/pods/<uid>/root`` holds each ``mountPath`` as a symlink to its
