@@ -21,10 +21,10 @@ enforcer posts its QuotaLow Event on the VM, stopped. Then:
 
 The admin commands then run with the ``workspacespawner-admin`` token
 (helm-values/retention.yaml) on what the hub left: ``disk list``, ``disk
-expand`` (a home, a VM root disk), ``retention list``, ``purge --dry-run``,
-``purge``, ``reclaim``; none refused, and the same proof of least
-privilege for its Role (but for the snapshot grants: the real plane has no
-VolumeSnapshot API; tests/hub/test_helm_retention.py covers them).
+expand`` (a home, a VM root disk), ``disk snapshot`` and ``disk restore``
+(the VolumeSnapshot CRD of external-snapshotter, served by the real API
+server), ``retention list``, ``purge --dry-run``, ``purge``, ``reclaim``;
+none refused, and the same proof of least privilege for its Role.
 
 Runs only with WORKSPACESPAWNER_CONTROL_PLANE=real and WORKSPACESPAWNER_K8S_BIN.
 """
@@ -385,14 +385,6 @@ def test_a_grant_taken_away_fails_the_start_in_words(scenario, real, hub, admin,
 
 # -- the admin commands, with helm-values/retention.yaml's Role ---------------------------------
 
-#: Admin grants the real plane cannot exercise: (group, resource, verb) -> why.
-ADMIN_EXCUSED = {
-    # `disk snapshot` and `disk restore` (which creates the restored home): the real plane serves no
-    # VolumeSnapshot API (no CRD carried); tests/hub/test_helm_retention.py checks them on the embedded cluster.
-    ("snapshot.storage.k8s.io", "volumesnapshots", "get"): "no VolumeSnapshot API on the real plane",
-    ("snapshot.storage.k8s.io", "volumesnapshots", "create"): "no VolumeSnapshot API on the real plane",
-    ("", "persistentvolumeclaims", "create"): "disk restore: no VolumeSnapshot API on the real plane",
-}
 
 
 @pytest.fixture(scope="module")
@@ -433,6 +425,8 @@ def admin_scenario(real, scenario, admin, tmp_path_factory) -> list[dict]:
     common = ["-f", str(workdir / "jupyterhub_config.py"), "--kubeconfig", str(token), "--actor", "retention-cronjob"]
     assert disk_command.main(["list", *common]) == 0
     assert disk_command.main(["expand", "ann", "--size", "2Gi", *common]) == 0
+    assert disk_command.main(["snapshot", "ann", "--name", "ann-1", "--wait", "60", *common]) == 0
+    assert disk_command.main(["restore", "ann", "--snapshot", "ann-1", *common]) == 0
     assert disk_command.main(["expand", "rita", "--pvc", f"{vm_name}-root", "--size", "60Gi", *common]) == 0
     assert retention_command.main(["list", *common]) == 0
     assert retention_command.main(["purge", "--dry-run", *common]) == 0
@@ -452,5 +446,5 @@ def test_the_admin_commands_were_never_refused(admin_scenario):
 
 
 def test_the_admin_role_grants_every_request_and_needs_every_rule(admin_scenario, real):
-    assert least_privilege(real.plane, "admin-probe", helm_values("retention.yaml"), admin_scenario, ADMIN_EXCUSED) == [], \
+    assert least_privilege(real.plane, "admin-probe", helm_values("retention.yaml"), admin_scenario, {}) == [], \
         "retention.yaml's Role grants what no admin command needed"

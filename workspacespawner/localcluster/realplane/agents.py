@@ -22,9 +22,9 @@ kubeconfig from the TokenRequest API. Every client dials 127.0.0.1 only (the
 kubeconfigs name the API server's loopback address, never the
 ``kubernetes`` Service).
 
-:func:`install` prepares the plane (the KubeVirt and CDI CRDs, CDI's
-clone-permission check, the agents'
-ServiceAccounts, roles and kubeconfigs), synchronously, once per start;
+:func:`install` prepares the plane (the KubeVirt, CDI and VolumeSnapshot
+CRDs, CDI's clone-permission check, the agents' ServiceAccounts, roles and
+kubeconfigs), synchronously, once per start;
 then ``await PlaneAgents(plane).start()`` on an event loop (or
 ``ClusterThread(cluster=PlaneAgents(plane))``).
 
@@ -144,7 +144,7 @@ def wait_condition(plane, path: str, condition: str, deadline: float) -> None:
 
 
 def install_crds(plane, timeout: float = 60.0) -> None:
-    """Create (or update) the KubeVirt and CDI CRDs of :data:`~.CRDS_DIR`, wait until each is Established, then
+    """Create (or update) the KubeVirt, CDI and VolumeSnapshot CRDs of :data:`~.CRDS_DIR`, wait until each is Established, then
     install CDI's clone-permission check (:func:`install_clone_permission`)."""
     names = []
     for path in sorted(Path(CRDS_DIR).glob("*.yaml")):
