@@ -109,7 +109,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             asyncio.get_running_loop()
         except RuntimeError:
             return
-        self.services.start_reconciler(_compute_objects, interval=self.reconcile_interval)
+        self.services.start_reconciler(watches.compute_objects, interval=self.reconcile_interval)
         if self.hub is not None:
             self.services.quota.start_enforcer(hub_api_url=self.hub.api_url, alive=_alive_workspaces)
 
@@ -384,15 +384,9 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             yield item
 
 
-def _compute_objects() -> list[dict] | None:
-    """Every Pod and VMI the shared watch caches hold (the API's JSON); None until they have loaded."""
-    caches = watches.compute_caches()
-    return None if caches is None else [obj for cache in caches for obj in list(cache.resources.values())]
-
-
 def _alive_workspaces() -> set[tuple[str, str]] | None:
     """(user, server) of every Pod and VMI the shared watch caches hold; None until they have loaded."""
-    objects = _compute_objects()
+    objects = watches.compute_objects()
     return None if objects is None else alive_from_objects(objects)
 
 

@@ -33,6 +33,7 @@ from kubespawner.reflector import NamespacedResourceReflector
 from traitlets import Any, Unicode
 
 from workspacespawner.core import names
+from workspacespawner.k8s.kinds import POD, VMI
 
 log = logging.getLogger("workspacespawner")
 
@@ -196,10 +197,18 @@ async def stop_all() -> None:
             await reflector.stop()
 
 
-def compute_caches() -> list | None:
-    """The watch caches of every Pod (kubespawner's) and VMI (ours) reflector; None until each has loaded, or when one gave up."""
-    caches = [r for (name, _ns), r in list(_reflectors.items()) if name == "pods"]
-    caches += shared_reflectors(VirtualMachineInstanceReflector)
-    if not caches or not all(r.first_load_future.done() and alive(r) for r in caches):
-        return None  # a frozen cache is no answer
-    return caches
+def compute_objects() -> list[dict] | None:
+    """Every Pod (kubespawner's reflectors) and VMI (ours) the watch caches hold, as the API's JSON with ``kind`` set;
+    None until each cache has loaded, or when one gave up (a frozen cache is no answer).
+
+    A cached object came from a list or from a watch event: kube-apiserver
+    leaves ``kind`` off the items of a list of Pods (built-in lists carry no
+    per-item type meta) but not off a watch event's object, so the kind is
+    set here from the cache it was read from (a shallow copy; the caches are
+    kubespawner's and stay as the API sent them).
+    """
+    caches = [(POD.kind, r) for (name, _ns), r in list(_reflectors.items()) if name == "pods"]
+    caches += [(VMI.kind, r) for r in shared_reflectors(VirtualMachineInstanceReflector)]
+    if not caches or not all(r.first_load_future.done() and alive(r) for _kind, r in caches):
+        return None
+    return [{**obj, "kind": kind} for kind, cache in caches for obj in list(cache.resources.values())]

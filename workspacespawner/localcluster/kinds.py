@@ -62,6 +62,11 @@ class Kind:
         return f"{self.group}/{self.version}" if self.group else self.version
 
     @property
+    def built_in(self) -> bool:
+        """A kind of Kubernetes itself (not a custom resource): its list items carry no ``kind``/``apiVersion``."""
+        return self.schema == "kubernetes"
+
+    @property
     def singular(self) -> str:
         return self.kind.lower()
 

@@ -99,6 +99,14 @@ def table_version(accept: str | None) -> str | None:
     return None
 
 
+def list_items(kind: Kind, items: list[dict]) -> list[dict]:
+    """A list's items as kube-apiserver encodes them: without ``kind``/``apiVersion`` for a built-in kind (typed
+    lists leave each item's TypeMeta empty), unchanged for a custom resource (unstructured items keep theirs)."""
+    if not kind.built_in:
+        return items
+    return [{key: value for key, value in item.items() if key not in ("kind", "apiVersion")} for item in items]
+
+
 def resource_not_found() -> ApiError:
     return ApiError(404, "NotFound", "the server could not find the requested resource")
 
@@ -372,7 +380,7 @@ class ResourceHandler(BaseHandler):
             table["metadata"].update(meta)
             self.send_json(table)
             return
-        self.send_json({"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta, "items": items})
+        self.send_json({"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta, "items": list_items(kind, items)})
 
     async def watch(self, target: Target) -> None:
         options = watch_options(self.query, target.namespace, target.name)
@@ -504,7 +512,8 @@ class ResourceHandler(BaseHandler):
         )
         rv = str(self.store.resource_version)
         self.send_json(
-            {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": {"resourceVersion": rv}, "items": deleted}
+            {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": {"resourceVersion": rv},
+             "items": list_items(kind, deleted)}
         )
 
 

@@ -3,7 +3,7 @@
 Each test runs against the embedded local cluster (always) and against the
 real kube-apiserver of this tier (with WORKSPACESPAWNER_CONTROL_PLANE=real),
 so the real server proves what the embedded one is expected to answer:
-list paging (``limit``/``continue``), server-side apply, ``metadata.generation``
+list paging (``limit``/``continue``), the type meta of list items, server-side apply, ``metadata.generation``
 of custom resources, namespace deletion, PVC resize on a class without
 ``allowVolumeExpansion``, ownerReference garbage collection (orphan,
 foreground, absent owners), finalizers during deletion, ``/version`` and the
@@ -102,6 +102,20 @@ async def test_list_paging_with_limit_and_continue(probe, ns):
     status, body = await probe.call("GET", cms(ns), query={"limit": "1", "continue": "not-a-token"})
     assert (status, body["reason"]) == (400, "BadRequest"), body
     assert body["message"].startswith("invalid continue token: continue key is not valid"), body
+
+
+async def test_list_items_of_built_in_kinds_carry_no_type_meta(probe, ns, vm_kind):
+    """kube-apiserver leaves ``kind``/``apiVersion`` off the items of a built-in list (typed lists encode empty
+    TypeMeta); a custom resource's items keep theirs (unstructured). Watch events carry them either way."""
+    await probe.ok("POST", cms(ns), cm("typed"))
+    [item] = [o for o in (await probe.ok("GET", cms(ns)))["items"] if o["metadata"]["name"] == "typed"]
+    assert "kind" not in item and "apiVersion" not in item, item
+    assert (await probe.ok("GET", f"{cms(ns)}/typed"))["kind"] == "ConfigMap"
+    vm = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "typed"},
+          "spec": {"runStrategy": "Halted", "template": {"spec": {"domain": {"devices": {}, "resources": {"requests": {"memory": "1Gi"}}}}}}}
+    await probe.ok("POST", VM_PATH.format(ns=ns), vm)
+    [item] = (await probe.ok("GET", VM_PATH.format(ns=ns)))["items"]
+    assert (item["kind"], item["apiVersion"]) == ("VirtualMachine", "kubevirt.io/v1"), item
 
 
 # -- server-side apply --------------------------------------------------------------
