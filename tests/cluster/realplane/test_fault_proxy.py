@@ -10,6 +10,7 @@ that identity, not the proxy's admin certificate).
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 
 import pytest
@@ -73,6 +74,19 @@ async def test_a_compressed_answer_keeps_its_content_encoding(proxy, via_proxy):
         assert len((await raw.json())["data"]["k"]) == 32 * 8192
     finally:
         await core.delete_namespaced_config_map(name, "default")
+
+
+async def test_a_body_without_content_type_is_passed_on_without_one(proxy, via_proxy):
+    """The kubernetes 37 sync client creates a Pod without a Content-Type header; kube-apiserver reads such a body
+    as JSON. The proxy must not label it (aiohttp would send application/octet-stream, answered 415)."""
+    name = f"untyped-{uuid.uuid4().hex[:6]}"
+    api = via_proxy
+    url = f"{api.configuration.host}/api/v1/namespaces/default/configmaps"
+    body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}).encode()
+    answer = await api.rest_client.pool_manager.request("POST", url, data=body, skip_auto_headers=("Content-Type",))
+    assert answer.status == 201, await answer.text()
+    assert [r.content_type for r in proxy.requests.matching("POST", r"/configmaps$")] == [""]
+    await client.CoreV1Api(api).delete_namespaced_config_map(name, "default")
 
 
 async def test_a_fault_is_answered_as_a_status_then_requests_pass_again(proxy, via_proxy):

@@ -124,6 +124,9 @@ class FaultProxy:
             upstream = await self._session.request(
                 request.method, URL(self.upstream + request.raw_path, encoded=True),
                 headers=headers, data=body or None, ssl=context, allow_redirects=False,
+                # a body sent without Content-Type stays without one (kube-apiserver reads it as JSON);
+                # aiohttp would otherwise label the bytes application/octet-stream, which it refuses with 415
+                skip_auto_headers=("Content-Type",),
             )
         except aiohttp.ClientError as e:
             return self._refuse(request, 502, "ServiceUnavailable", f"the fault proxy could not reach the API server: {e}", body)
