@@ -381,12 +381,13 @@ def test_user_deletion_whose_retention_write_fails_is_retried(hub, cluster, core
 
 
 @matrix_case("vm-first-start-claim", "VM start", "a VM's first start: its new root disk claimed before the guest starts")
-def test_a_vm_root_disk_is_claimed_on_its_first_start(hub, cluster, ledger):
+def test_a_vm_root_disk_is_claimed_on_its_first_start(hub, cluster, ledger, core):
     user = "fm-vm-first"
     hub.create_user(user)
     hub.start_server(user, {"profile": VM})
-    [disk] = [dv for dv in cluster.store.objects(cluster.store.kind("cdi.kubevirt.io", "v1beta1", "datavolumes"))
-              if names.owned_by(dv["metadata"], user)]
+    custom = kubernetes.client.CustomObjectsApi(core.api_client)
+    [disk] = custom.list_namespaced_custom_object("cdi.kubevirt.io", "v1beta1", "default", "datavolumes",
+                                                  label_selector=names.owner_selector(user))["items"]
     claim = (disk["metadata"].get("annotations") or {}).get(names.ATTACH_ANNOTATION)
     assert claim and json.loads(claim)["server"].endswith(user), (disk["metadata"]["name"], claim)
     stop(hub, user)

@@ -6,18 +6,35 @@ scheduler, with the faults injected by the proxy in front of the API server
 (workspacespawner.localcluster.realplane.faultproxy) and the invariants
 asserted after each one, as there: no disk deleted, one consumer per
 ReadWriteOnce disk, every GPU second metered, no open run without compute,
-and the next start works. Every case whose fault is an API answer (a
-container's or a VM's start and stop), and an e-mail user name; the
-tampered-input and other odd-name rows never reach the API server
-differently, and the races and hub crashes (which need the embedded
-cluster's knobs) stay there.
+and the next start works. Every row whose fault is an API answer (a
+container's or a VM's start and stop) and an e-mail user name; then every
+case written as its own test there (metering, races, hub crashes, ghost and
+orphan Pods, user deletion, a VM's first start), the same functions with
+this module's fixtures. The tampered-input and other odd-name rows never
+reach the API server differently and run on the embedded cluster only.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.hub.test_fault_matrix import CASES
+# The matrix's rows, and the cases written as tests of their own (collected here too, with this module's fixtures):
+from tests.hub.test_fault_matrix import (
+    CASES,
+    core,  # noqa: F401 (a CoreV1Api on this module's cluster)
+    test_a_ghost_pod_is_removed_once_the_api_is_back_and_metered_until_then,  # noqa: F401
+    test_a_stop_retries_a_pod_delete_that_answers_500,  # noqa: F401
+    test_a_stop_while_the_start_is_under_way,  # noqa: F401
+    test_a_vm_root_disk_is_claimed_on_its_first_start,  # noqa: F401
+    test_hub_killed_while_a_gpu_server_runs,  # noqa: F401
+    test_hub_killed_while_a_start_is_under_way,  # noqa: F401
+    test_hub_killed_while_a_stop_is_under_way,  # noqa: F401
+    test_orphan_compute_is_reported_and_one_command_removes_it,  # noqa: F401
+    test_pod_create_409_keeps_the_run_open,  # noqa: F401
+    test_two_named_servers_on_one_home,  # noqa: F401
+    test_two_starts_of_one_server_at_once,  # noqa: F401
+    test_user_deletion_whose_retention_write_fails_is_retried,  # noqa: F401
+)
 from tests.support import faultcases, planes
 from tests.support.faultcases import run_case
 from tests.support.invariants import assert_invariants
