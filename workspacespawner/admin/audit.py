@@ -12,8 +12,8 @@ import argparse
 
 from workspacespawner.admin import common
 from workspacespawner.core.rsttext import summary
+from workspacespawner.core.times import parse_time
 from workspacespawner.workspace.audit import ACTIONS
-from workspacespawner.workspace.lifecycle import parse_time
 
 COLUMNS = ["time", "actor", "user", "server", "disk", "action", "before", "after", "result"]
 

@@ -37,10 +37,11 @@ from datetime import datetime
 
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.core.times import parse_time
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import POD, VMI
 from workspacespawner.k8s.objects import FINISHED_PHASES, pointer
-from workspacespawner.workspace.lifecycle import WorkspaceRef, parse_time, rfc3339, utcnow
+from workspacespawner.workspace.lifecycle import WorkspaceRef, rfc3339, utcnow
 
 log = logging.getLogger("workspacespawner")
 

@@ -36,6 +36,7 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from workspacespawner.core import names
 from workspacespawner.core.quantities import gib, in_unit_of, parse_quantity
+from workspacespawner.core.times import parse_time
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VMI, VOLUME_SNAPSHOT
 from workspacespawner.k8s.objects import holders, pointer
@@ -87,11 +88,11 @@ def requested_bytes(obj: dict) -> int:
 
 def _since(obj: dict) -> datetime:
     status = Status.from_object(obj)
-    return (status.since if status else None) or lifecycle.parse_time(_meta(obj).get("creationTimestamp")) or EPOCH
+    return (status.since if status else None) or parse_time(_meta(obj).get("creationTimestamp")) or EPOCH
 
 
 def _created(obj: dict) -> datetime:
-    return lifecycle.parse_time(_meta(obj).get("creationTimestamp")) or EPOCH
+    return parse_time(_meta(obj).get("creationTimestamp")) or EPOCH
 
 
 def choose_home(pvcs: list[dict], user_name: str, slot: str) -> dict | None:

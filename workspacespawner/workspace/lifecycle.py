@@ -47,6 +47,7 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from workspacespawner.core import names
+from workspacespawner.core.times import parse_time
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE, VMI, Kind
 from workspacespawner.k8s.objects import FINISHED_PHASES, holders, node_of, pointer, terminating
@@ -67,14 +68,6 @@ def rfc3339(moment: datetime | None) -> str | None:
     if moment is None:
         return None
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: str | None) -> datetime | None:
-    """An RFC 3339 / ISO 8601 time as an aware UTC datetime (naive means UTC); None for None or ``""``."""
-    if not text:
-        return None
-    moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
 
 
 class Phase(enum.StrEnum):
