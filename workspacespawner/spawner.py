@@ -375,12 +375,13 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         return super().is_pod_running(pod)
 
     async def progress(self):
-        """Spawn-page steps: ours (home volume, tiers, start) and the Pod's Events in plain words."""
+        """Spawn-page steps: ours (home volume, tiers, start) and this start's Pod or VMI Events in plain words."""
         await self._start_watching_events()
         def finished():
             return self._start_future is not None and self._start_future.done()
 
-        async for item in self.steps.stream(finished=finished, pod_events=lambda: self.events, describe=events.describe_event):
+        async for item in self.steps.stream(finished=finished, compute_events=self.backend.compute_events,
+                                            describe=events.describe_event):
             yield item
 
 

@@ -21,7 +21,7 @@ import pytest
 import requests
 
 from tests.support import codeserver, planes
-from tests.support.hubharness import CONFIG_D, Hub, login, progress_messages
+from tests.support.hubharness import CONFIG_D, Hub, login, progress_of_a_start
 from workspacespawner.core import names
 from workspacespawner.localcluster.codeserver import code_server_bin
 
@@ -307,26 +307,28 @@ def test_code_server_profile_opens_vscode_url(hub, core):
     hub.stop_server("coder")
 
 
-def test_progress_speaks_plain_words(hub, core, cluster):
-    import threading
-
+def test_progress_speaks_plain_words_of_this_start_only(hub, core, cluster):
     hub.create_user("petra")
     agent = cluster.controllers["nodeagent"]
     agent.pull_seconds = 2.0  # an image pull long enough to watch the spawn page (an attribute the agent reads)
-    answer = {}
-    spawn = threading.Thread(target=lambda: answer.update(r=hub.spawn("petra", {"profile": "jupyterlab-cpu"})))
-    spawn.start()
     try:
-        while not hub.user("petra").get("servers", {}).get(""):
-            time.sleep(0.05)
-        text = "\n".join(progress_messages(hub, "petra"))
+        first = progress_of_a_start(hub, "petra", {"profile": "jupyterlab-cpu"})
+        hub.wait_ready("petra")
+        [pod] = user_pods(core, "petra")
+        hub.stop_server("petra")
+        again = progress_of_a_start(hub, "petra", {"profile": "jupyterlab-cpu"})
     finally:
-        spawn.join()
         agent.pull_seconds = 0.0
-    assert answer["r"].status_code in (201, 202), answer["r"].text
+    text = "\n".join(e["message"] for e in first)
     assert "Home volume home-petra" in text
     assert "Found a node for your server" in text
     assert "Image ready" in text
     assert "Server starting" in text
+    # the second start shows the Events of its own Pod, none of the first one's (its start, its stop)
+    old = [e["message"] for e in again if (e.get("raw_event") or {}).get("involvedObject", {}).get("uid") == pod.metadata.uid]
+    assert old == [], old
+    assert "Found a node for your server" in "\n".join(e["message"] for e in again)
+    percents = [e["progress"] for e in again if "progress" in e]
+    assert percents == sorted(percents), percents
     hub.wait_ready("petra")
     hub.stop_server("petra")

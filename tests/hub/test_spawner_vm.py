@@ -28,7 +28,8 @@ import pytest
 import yaml
 
 from tests.support import codeserver, planes
-from tests.support.hubharness import CONFIG_D, Hub, core_and_custom
+from tests.support.faultcases import wait_until
+from tests.support.hubharness import CONFIG_D, Hub, core_and_custom, progress_of_a_start
 from workspacespawner.backends.vm.manifests import ENV_FILE
 from workspacespawner.core import names
 from workspacespawner.demo import GOLDEN_IMAGE
@@ -219,6 +220,14 @@ def test_golden_image_not_ready_is_named_and_the_next_start_clones(hub, kube):
         "cdi.kubevirt.io", "v1beta1", "default", "datavolumes", label_selector=names.owner_selector("gwen"))["items"]
     custom.patch_namespaced_custom_object("cdi.kubevirt.io", "v1beta1", namespace, "datasources", "broken-golden",
                                           {"spec": {"source": {"pvc": {"name": GOLDEN_IMAGE[1], "namespace": namespace}}}})
+
+    def cdi_noticed() -> bool:  # the fixed image reached CDI: the DataVolume no longer waits for its source
+        got = custom.get_namespaced_custom_object("cdi.kubevirt.io", "v1beta1", "default", "datavolumes", dv["metadata"]["name"])
+        return not any(c.get("reason") == "CloneWithoutSource" for c in (got.get("status") or {}).get("conditions") or [])
+
+    # A start in the moment before CDI re-reads the DataSource fails as the first did (the DataVolume still says
+    # CloneWithoutSource): the test starts again once CDI has seen the fixed image, as a student would a moment later.
+    assert wait_until(cdi_noticed, timeout=60)
     hub.start_server("gwen", {"profile": "vm-broken-image"})
     again = custom.get_namespaced_custom_object("cdi.kubevirt.io", "v1beta1", "default", "datavolumes", dv["metadata"]["name"])
     assert again["metadata"]["uid"] == dv["metadata"]["uid"] and again["status"]["phase"] == "Succeeded"
@@ -228,6 +237,25 @@ def test_golden_image_not_ready_is_named_and_the_next_start_clones(hub, kube):
     guest_env = parse_environment_file(env_file)
     assert guest_env["MOTD"] == "Welcome\nto the lab\n" and guest_env["JSON"] == '{"a": 1}'
     hub.stop_server("gwen")
+
+
+def test_a_vm_start_shows_its_own_progress_not_an_earlier_containers(hub, kube):
+    """The spawn page of a VM start lists the steps and Events of this start (its VMI's), none of the Pod Events
+    the user's earlier container server left under the same name (issue #17)."""
+    core, _custom = kube
+    hub.create_user("vera")
+    hub.start_server("vera", {"profile": "jupyterlab-cpu"})
+    hub.stop_server("vera")
+    pod_events = [e for e in core.list_namespaced_event("default").items if e.involved_object.kind == "Pod"
+                  and e.involved_object.name == "jupyter-vera"]
+    assert pod_events, "the container start left no Pod Events: nothing to leak"
+    events = progress_of_a_start(hub, "vera", {"profile": "ubuntu-vm"})
+    leaked = [e["message"] for e in events if (e.get("raw_event") or {}).get("involvedObject", {}).get("kind") == "Pod"]
+    assert leaked == [], leaked
+    assert events[-1].get("ready"), events[-1]
+    percents = [e["progress"] for e in events if "progress" in e]
+    assert percents == sorted(percents), percents
+    hub.stop_server("vera")
 
 
 def test_one_home_for_container_and_vm_but_not_as_a_disk(hub):

@@ -108,7 +108,11 @@ class Hub:
                 self.proc.wait()
 
     def log(self) -> str:
-        return self.log_file.read_text(errors="replace")[-8000:] if self.log_file.exists() else ""
+        """The hub's log without the harness's own polling requests, last 8000 characters."""
+        if not self.log_file.exists():
+            return ""
+        lines = self.log_file.read_text(errors="replace").splitlines(keepends=True)
+        return "".join(line for line in lines if "(tests@127.0.0.1)" not in line or " 200 GET " not in line)[-8000:]
 
     # -- REST API ---------------------------------------------------------
 
@@ -209,18 +213,42 @@ def login(hub: Hub, name: str, *, follow: bool = True) -> requests.Session:
     return session
 
 
-def progress_messages(hub: Hub, name: str) -> list[str]:
-    """The spawn-progress event stream of ``name``'s default server, read to its end (the server ready or failed)."""
+def progress_events(hub: Hub, name: str) -> list[dict]:
+    """The spawn-progress event stream of ``name``'s default server (JupyterHub's progress dicts: ``progress``,
+    ``message``, ``raw_event``...), read to its end (the server ready or failed)."""
     import json
 
-    messages = []
+    events = []
     url = f"/users/{requests.utils.quote(name, safe='')}/server/progress"
     with hub.api("GET", url, stream=True) as r:
         r.raise_for_status()
         for line in r.iter_lines(decode_unicode=True):
             if line and line.startswith("data:"):
                 event = json.loads(line[5:])
-                messages.append(event.get("message", ""))
+                events.append(event)
                 if event.get("ready") or event.get("failed"):
                     break
-    return messages
+    return events
+
+
+def progress_messages(hub: Hub, name: str) -> list[str]:
+    """The messages of :func:`progress_events`."""
+    return [event.get("message", "") for event in progress_events(hub, name)]
+
+
+def progress_of_a_start(hub: Hub, name: str, user_options: dict) -> list[dict]:
+    """Start ``name``'s default server with ``user_options`` and read its progress stream while it starts
+    (:func:`progress_events`); asserts the start was accepted."""
+    import threading
+
+    answer = {}
+    spawn = threading.Thread(target=lambda: answer.update(r=hub.spawn(name, user_options)))
+    spawn.start()
+    try:
+        while not hub.user(name).get("servers", {}).get(""):
+            time.sleep(0.05)
+        events = progress_events(hub, name)
+    finally:
+        spawn.join()
+    assert answer["r"].status_code in (201, 202), answer["r"].text
+    return events

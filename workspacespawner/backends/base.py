@@ -97,6 +97,11 @@ class Backend(abc.ABC):
         """``Spawner.poll()``: None while the server runs or starts, else an exit status."""
 
     @abc.abstractmethod
+    def compute_events(self) -> list[dict]:
+        """The core/v1 Events (dicts, from the shared watch caches, no API call) about this workspace's compute:
+        its Pod's, its current VMI's; the spawn page's progress shows those of the current start."""
+
+    @abc.abstractmethod
     def event_object(self) -> dict:
         """The core/v1 ``ObjectReference`` (``apiVersion``, ``kind``, ``name``) Events about this workspace go on."""
 

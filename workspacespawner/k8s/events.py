@@ -5,6 +5,10 @@ Pure functions over core/v1 Event dicts (as the watch caches hold them).
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from workspacespawner.core.times import parse_time
+
 #: Event reason -> how the step reads on the spawn page ({message} is the Event's message).
 EVENT_STEPS = {
     "Scheduled": "Found a node for your server ({message})",
@@ -29,6 +33,23 @@ def describe_event(event: dict) -> str:
     if template is None:
         return f"[{event.get('type', 'Normal')}] {message}"
     return template.format(message=message)
+
+
+def event_time(event: dict) -> datetime | None:
+    """When ``event`` last happened (UTC): ``lastTimestamp``, else ``eventTime``, else its creation; None if none."""
+    meta = event.get("metadata") or {}
+    return parse_time(event.get("lastTimestamp") or event.get("eventTime") or meta.get("creationTimestamp"))
+
+
+def events_since(events: list[dict], since: datetime) -> list[dict]:
+    """The ``events`` that happened at or after ``since`` (whole seconds, as Events record time), oldest first.
+
+    What one start shows: the Events an object of the same name left at an
+    earlier start or stop (a Pod's, a VMI's) are older than the start.
+    """
+    floor = since.replace(microsecond=0)
+    timed = [(moment, event) for event in events if (moment := event_time(event)) is not None and moment >= floor]
+    return [event for _moment, event in sorted(timed, key=lambda pair: pair[0])]
 
 
 def scale_up_triggered(events: list[dict]) -> bool:

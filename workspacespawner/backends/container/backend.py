@@ -171,6 +171,9 @@ class ContainerBackend(Backend):
     async def poll(self) -> int | None:
         return await KubeSpawner.poll(self.spawner)
 
+    def compute_events(self) -> list[dict]:
+        return self.spawner.events  # kubespawner's: its Event reflector's, of the Pod's name
+
     def event_object(self) -> dict:
         return {"apiVersion": "v1", "kind": "Pod", "name": self.spawner.pod_name}
 

@@ -144,6 +144,9 @@ class VMBackend(Backend):
     async def poll(self) -> int | None:
         return await self._workspace().poll()
 
+    def compute_events(self) -> list[dict]:
+        return self._workspace().cached_vmi_events() if self.ident else []
+
     def event_object(self) -> dict:
         vm = self.ident.vm if self.ident else self.naming.base_name
         return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": vm}

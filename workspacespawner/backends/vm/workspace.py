@@ -63,6 +63,7 @@ from workspacespawner.k8s.watches import (
     VirtualMachineReflector,
     VMIEventReflector,
     shared_reflector,
+    shared_reflectors,
 )
 
 log = logging.getLogger("workspacespawner")
@@ -151,6 +152,15 @@ class VMWorkspace:
             self._caches["vmi"].resources.get(f"{ns}/{self.ident.vm}"),
             self._caches["dv"].resources.get(f"{ns}/{self.ident.root_disk}"),
         )
+
+    def cached_vmi_events(self) -> list[dict]:
+        """The Events of the VM's current VMI from the namespace's shared caches ([] before they run or without a VMI)."""
+        namespace = self.ident.namespace
+        vmis = [r for r in shared_reflectors(VirtualMachineInstanceReflector) if r.namespace == namespace]
+        events = [r for r in shared_reflectors(VMIEventReflector) if r.namespace == namespace]
+        vmi = vmis[0].resources.get(f"{namespace}/{self.ident.vm}") if vmis else None
+        uid = (vmi or {}).get("metadata", {}).get("uid")
+        return events[0].events_for(self.ident.vm, uid) if events and uid else []
 
     def _vmi_events(self, vmi: dict | None) -> list[dict]:
         uid = (vmi or {}).get("metadata", {}).get("uid")
