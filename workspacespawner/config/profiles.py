@@ -181,10 +181,13 @@ def with_unlisted_defaults(profiles: list[dict]) -> list[dict]:
     """``profiles`` (an initialized copy, changed in place) with the image-reference rule on unlisted image choices.
 
     So the spawn form's field (its HTML ``pattern``) and kubespawner's own
-    check use the same rule as :func:`unlisted_rule`.
+    check use the same rule as :func:`unlisted_rule`. An option offering only
+    the free-form field gets an empty ``choices`` (kubespawner's form template
+    reads ``choices`` of every option: without it the spawn page was a 500).
     """
     for profile in profiles:
         for option in (profile.get("profile_options") or {}).values():
+            option.setdefault("choices", {})
             unlisted = option.get("unlisted_choice")
             if isinstance(unlisted, dict) and unlisted.get("enabled") and not unlisted.get("validation_regex"):
                 regex, message = unlisted_rule(unlisted)
