@@ -3,9 +3,10 @@
 :class:`HubServices` holds what a spawner must not own and must not build
 per user: the quota service (settings, ledger, enforcer), the audit log on
 the ledger's database, the Kubernetes facade over the hub's shared API
-clients, the set that keeps background tasks alive, and the compute
-reconciler (:mod:`.workspace.reconciler`) with what it reads: whether each
-server of this hub is active. The spawner gets
+clients, the set that keeps background tasks alive, the compute
+reconciler (:mod:`.workspace.reconciler`) with what it reads (whether each
+server of this hub is active), and the view of free GPUs
+(:mod:`.workspace.gpus`). The spawner gets
 it with :func:`hub_services` on construction; services take explicit
 arguments (refs, statuses, frozen settings) and never read a spawner.
 
@@ -24,10 +25,12 @@ from prometheus_client import Gauge
 from workspacespawner.core.tasks import BackgroundTasks
 from workspacespawner.db.engine import DatabaseUnavailable
 from workspacespawner.k8s.api import Kube
+from workspacespawner.k8s.kinds import NODE
 from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.quota.service import QuotaService
 from workspacespawner.workspace.audit import AuditLog
+from workspacespawner.workspace.gpus import GPUCapacity
 from workspacespawner.workspace.reconciler import ComputeReconciler
 
 log = logging.getLogger("workspacespawner")
@@ -51,6 +54,7 @@ class HubServices:
         self._active: dict[tuple[str, str], Callable[[], bool]] = {}
         self._retries: dict[object, Callable[[], Awaitable[bool]]] = {}
         self.reconciler: ComputeReconciler | None = None
+        self._gpus: GPUCapacity | None = None
 
     def retry_later(self, key, attempt: Callable[[], Awaitable[bool]]) -> None:
         """Try ``attempt()`` again at each reconciler pass until it returns True (a deleted user's retention write).
@@ -75,6 +79,16 @@ class HubServices:
         """Whether the hub has ``(user, server)`` running, starting or stopping; None when it is no server of this hub."""
         active = self._active.get((user, server))
         return None if active is None else bool(active())
+
+    def gpu_capacity(self, compute: Callable[[], list | None]) -> GPUCapacity | None:
+        """The process's view of free GPUs (:mod:`.workspace.gpus`), made on the first call with ``compute`` (the watch
+        caches' Pods and VMIs); None without the Kube facade."""
+        if self.kube is None:
+            return None
+        if self._gpus is None:
+            kube = self.kube
+            self._gpus = GPUCapacity(lambda: kube.list(NODE, None), compute)
+        return self._gpus
 
     def start_reconciler(self, objects: Callable[[], list | None], *, interval: float) -> ComputeReconciler | None:
         """Start the process's compute reconciler once (needs the Kube facade and a running loop); later calls return it."""

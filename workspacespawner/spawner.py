@@ -51,7 +51,7 @@ from workspacespawner.storage import home
 from workspacespawner.storage.prepare import PreparedTiers, prepare_tiers
 from workspacespawner.storage.settings import check_storage_config
 from workspacespawner.storage.traits import HomeTraits, StorageTraits
-from workspacespawner.workspace import disks
+from workspacespawner.workspace import disks, gpus
 from workspacespawner.workspace.tracker import LifecycleSettings, WorkspaceLifecycle
 from workspacespawner.workspace.traits import LifecycleTraits
 
@@ -74,7 +74,9 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
 
     @default("options_form")
     def _options_form_default(self):
-        return (lambda spawner: useroptions.render_form(spawner, self.services.quota)) if self.profile_list else ""
+        if not self.profile_list:
+            return ""
+        return lambda spawner: useroptions.render_form(spawner, self.services.quota, spawner._gpu_pools)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -269,6 +271,39 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         self._prepared = True
         self._refused_before_compute = False
 
+    async def _gpu_pools(self) -> dict[str, gpus.GPUPool] | None:
+        """The GPUs free now by type (:class:`~.workspace.gpus.GPUCapacity`), or None when that cannot be known.
+
+        The namespace's Pod and VMI watches start here if no start has
+        started them yet (after a hub restart, the first page view), so a
+        running VM's GPUs are never missed.
+        """
+        capacity = self.services.gpu_capacity(watches.compute_objects)
+        if capacity is None:
+            return None
+        try:
+            await self._start_watching_pods()
+            await watches.shared_reflector(watches.VirtualMachineInstanceReflector, self.namespace,
+                                           custom_api=shared_client("CustomObjectsApi"))
+        except Exception as e:  # the watches cannot start (API down, no permission): no numbers
+            self.log.warning("No free-GPU counts: the Pod and VMI watches cannot start (%s)", e)
+            return None
+        return await capacity.pools()
+
+    async def _with_gpu_numbers(self, error: BaseException) -> BaseException:
+        """A refusal for want of a node, for a GPU profile whose GPUs are taken, reworded with the numbers
+        (:func:`.workspace.gpus.shortage`; the scheduler's words stay in the log); any other error as it is."""
+        profile = self.profile
+        if not (isinstance(error, WorkspaceError) and error.reason == "unschedulable" and profile and profile.gpus):
+            return error
+        pools = await self._gpu_pools()
+        sentence = gpus.shortage(gpus.pool_for(pools, profile.gpu_product), profile.gpus) if pools is not None else None
+        if sentence is None:
+            return error
+        advice = "Try a CPU profile or one with fewer GPUs, or try again later."
+        return WorkspaceError(f"{sentence} {advice}", reason=error.reason, status_code=error.status_code,
+                              log_message=error.detail)
+
     def _raise_for_user(self, error: BaseException) -> None:
         """Re-raise ``error`` as the spawn page should show it: a refusal, an API outage or the hub's own lack of a
         permission in words, else as it is."""
@@ -305,7 +340,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             self._refused_before_compute = not self._compute_asked
             await self.services.quota.release(self.reservation)
             await self.lifecycle.start_failed(self._ref(), e)
-            self._raise_for_user(e)
+            self._raise_for_user(await self._with_gpu_numbers(e))
         finally:
             self.services.quota.start_done(self.user.name, self.name or "")
         await self.lifecycle.running(self._ref())

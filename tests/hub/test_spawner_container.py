@@ -21,9 +21,12 @@ import pytest
 import requests
 
 from tests.support import codeserver, planes
+from tests.support.faultcases import wait_until
 from tests.support.hubharness import CONFIG_D, Hub, login, progress_of_a_start
 from workspacespawner.core import names
 from workspacespawner.localcluster.codeserver import code_server_bin
+
+A100 = "NVIDIA-A100-SXM4-80GB"
 
 TEST_PROFILES = """
 c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
@@ -257,12 +260,58 @@ def test_unschedulable_gpu_request_fails_fast_with_reason(hub, core):
     r = hub.spawn("greedy", {"profile": "sixteen-gpus"})
     assert r.status_code == 503, r.text
     message = r.json()["message"]
-    assert "No node can run your server" in message and "nvidia.com/gpu" in message
+    # it names no GPU type: every GPU node counts
+    assert message.startswith("This profile needs 16 GPUs, more than any node has (8 GPUs at most). "), message
+    assert "Try a CPU profile" in message
+    assert "Insufficient nvidia.com/gpu" in hub.log()  # the scheduler's own words stay in the log for the admins
     # 503 (not 202) means the spawn failed within slow_spawn_timeout, long before start_timeout.
     deadline = time.monotonic() + 30
     while user_pods(core, "greedy") and time.monotonic() < deadline:
         time.sleep(0.2)
     assert user_pods(core, "greedy") == []
+
+
+def spawn_form(hub, name: str) -> str:
+    """The spawn form's text as ``name`` sees it."""
+    page = login(hub, name).get(f"{hub.url}/hub/spawn", timeout=60)
+    assert page.ok, page.text
+    return page.text
+
+
+def test_free_gpus_on_the_form_and_in_the_refusal_match_the_scheduler(hub, core):
+    """Issue #17: the form counts the GPUs free now; once a server holds all 8, the form says a 1-GPU profile cannot
+    start, and the scheduler's refusal of one reads as that sentence with the numbers."""
+    hub.create_user("hal")
+    hub.create_user("fill8", groups=("research",))
+    assert f"GPUs free now: 8 of 8 {A100}." in spawn_form(hub, "hal")
+    hub.start_server("fill8", {"profile": "jupyterlab-8gpu"})
+    form = spawn_form(hub, "hal")
+    assert f"GPUs free now: 0 of 8 {A100}. Cannot start now: All 8 {A100} GPUs are in use right now; this profile " \
+           "needs 1 GPU." in form, form
+    r = hub.spawn("hal", {"profile": "jupyterlab-1gpu"})
+    assert r.status_code == 503, r.text
+    assert r.json()["message"] == (f"All 8 {A100} GPUs are in use right now; this profile needs 1 GPU. "
+                                   "Try a CPU profile or one with fewer GPUs, or try again later."), r.json()
+    assert wait_until(lambda: user_pods(core, "hal") == [], timeout=30)
+    hub.stop_server("fill8")
+    assert f"GPUs free now: 8 of 8 {A100}." in spawn_form(hub, "hal")
+
+
+def test_the_form_shows_an_option_that_offers_only_a_free_form_field(hub):
+    """``own-image`` has an option with no ``choices``, only ``unlisted_choice``: kubespawner's form template read
+    ``choices`` of every option, and the spawn page was a 500."""
+    hub.create_user("ivy")
+    assert "Image reference" in spawn_form(hub, "ivy")
+
+
+@pytest.mark.embedded_only("reads the embedded API server's request log")
+def test_the_form_lists_nodes_at_most_once_per_five_seconds(hub, cluster):
+    hub.create_user("counter")
+    spawn_form(hub, "counter")  # the hub's caches are loaded by now: this form has counted GPUs
+    cluster.requests.clear()
+    for _ in range(3):
+        assert "GPUs free now:" in spawn_form(hub, "counter")
+    assert cluster.requests.count("GET", r"/api/v1/nodes$") <= 1
 
 
 def test_code_server_profile_opens_vscode_url(hub, core):

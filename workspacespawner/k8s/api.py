@@ -69,10 +69,12 @@ class Kube:
                 return None
             raise
 
-    async def list(self, kind: Kind, namespace: str, *, labels: str | None = None) -> list[dict]:
-        """The objects of ``kind`` in ``namespace`` matching the label selector ``labels``."""
+    async def list(self, kind: Kind, namespace: str | None, *, labels: str | None = None) -> list[dict]:
+        """The objects of ``kind`` in ``namespace`` (None for a cluster-scoped kind: Nodes) matching the label selector ``labels``."""
         kwargs = {"label_selector": labels} if labels else {}
-        if kind.core:
+        if kind.core and not kind.namespaced:
+            found = self._sanitize(await call(getattr(self.core_api, f"list_{kind.core}"), **kwargs))
+        elif kind.core:
             found = self._sanitize(await call(getattr(self.core_api, f"list_namespaced_{kind.core}"), namespace, **kwargs))
         else:
             found = await self._custom("list", kind, namespace, **kwargs)

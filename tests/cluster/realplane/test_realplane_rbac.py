@@ -3,7 +3,8 @@
 One real control plane and one hub for the module. kube-apiserver writes
 an audit log of every request the hub's ServiceAccount makes, with the
 authorizer's decision. The scenario: a container workspace on a home that
-binds late (its claim watched until bound), stopped; a VM workspace cloned
+binds late (its claim watched until bound), stopped; the spawn form of
+another user (the GPU nodes listed for the free-GPU counts); a VM workspace cloned
 from the golden image in ``golden-images`` (CDI's clone check, asked of the
 real authorizer: see ``install_clone_permission``), fenced by a second
 start next to its running VMI (the VMI's Node read), stopped; started again
@@ -44,7 +45,7 @@ import yaml
 from tests.support import planes
 from tests.support.chart import render
 from tests.support.chartvalues import HELM_VALUES, our_values
-from tests.support.hubharness import Hub, config_pieces, core_and_custom, progress_messages
+from tests.support.hubharness import Hub, config_pieces, core_and_custom, login, progress_messages
 from workspacespawner.backends.vm.manifests import VMIdentity
 from workspacespawner.backends.vm.workspace import VMWorkspace
 from workspacespawner.core import names
@@ -264,6 +265,8 @@ def scenario(real, hub, admin) -> list[dict]:
     hub.start_server("rita", {"profile": "late-binding"})
     assert core.read_namespaced_persistent_volume_claim("home-rita", NS).status.phase == "Bound"
     hub.stop_server("rita")
+    form = login(hub, "sam").get(f"{hub.url}/hub/spawn", timeout=60)
+    assert "GPUs free now: 8 of 8 NVIDIA-A100-SXM4-80GB." in form.text, form.text  # the Nodes listed
 
     hub.start_server("rita", {"profile": "ubuntu-vm"})
     [vmi] = vmis_of(custom, "rita")
