@@ -146,7 +146,7 @@ def test_orphan_compute_is_reported_and_one_command_removes_it(hub, cluster, cor
     orphan = pod_manifest("zed", "jupyter-zed", "home-zed")
     orphan["metadata"]["annotations"].update({"hub.jupyter.org/username": "zed", "hub.jupyter.org/servername": ""})
     core.create_namespaced_pod("default", orphan)
-    assert wait_until(lambda: "Orphan compute: Pod default/jupyter-zed of zed's server ''" in hub.log(), timeout=30), hub.log()
+    assert wait_until(lambda: "Orphan compute: Pod default/jupyter-zed of zed's server ''" in hub.log(tail=None), timeout=30), hub.log()
     assert "workspacespawner_orphan_compute 1.0" in hub.api("GET", "/../metrics").text
     code, out = orphans_command(hub, cluster, capsys, "--json")
     assert code == 2, out

@@ -210,7 +210,7 @@ def test_api_outage_fails_a_start_in_words_and_the_hub_recovers(hub, core, modul
     hub.create_user("otto")
     hub.start_server("otto", {"profile": "jupyterlab-cpu"})  # the shared Pod and Event watches are up
     hub.stop_server("otto")
-    given_up = hub.log().count("never recovered, giving up")
+    given_up = hub.log(tail=None).count("never recovered, giving up")
     cluster.faults.add("*", "", status=503, reason="ServiceUnavailable", message="the API server is restarting", count=10**9)
     try:
         module_cluster_thread.call(lambda cl: cl.store.close_watches())
@@ -219,9 +219,9 @@ def test_api_outage_fails_a_start_in_words_and_the_hub_recovers(hub, core, modul
         assert "API server is not answering (503" in r.json()["message"], hub.log()
         # JupyterHub's cleanup of the refused start records nothing: the refusal made nothing, and a cleanup that
         # waits out the API's retries outlasts slow_spawn_timeout (JupyterHub then answers a bare 500)
-        assert "Could not record that otto stopped" not in hub.log(), hub.log()
+        assert "Could not record that otto stopped" not in hub.log(tail=None), hub.log()
         deadline = time.monotonic() + 120
-        while hub.log().count("never recovered, giving up") < given_up + 2:  # kubespawner's Pod and Event watches
+        while hub.log(tail=None).count("never recovered, giving up") < given_up + 2:  # kubespawner's Pod and Event watches
             assert time.monotonic() < deadline, hub.log()
             time.sleep(1)
     finally:

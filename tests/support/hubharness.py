@@ -78,7 +78,9 @@ class Hub:
         )
 
     def start(self) -> Hub:
-        log = open(self.log_file, "wb")
+        # appended to, never truncated: a proxy the hub started outlives a SIGKILLed hub (kill_and_restart) and goes on
+        # writing to this file; at its old offset in a truncated file that made a sparse file whose end was the proxy's
+        log = open(self.log_file, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "jupyterhub", "-f", str(self.config_file)],
             cwd=self.workdir,
@@ -107,12 +109,14 @@ class Hub:
                 self.proc.kill()
                 self.proc.wait()
 
-    def log(self) -> str:
-        """The hub's log without the harness's own polling requests, last 8000 characters."""
+    def log(self, tail: int | None = 8000) -> str:
+        """The hub's log without the harness's own polling requests: its last ``tail`` characters (None: all of it,
+        for a test that looks for a line)."""
         if not self.log_file.exists():
             return ""
         lines = self.log_file.read_text(errors="replace").splitlines(keepends=True)
-        return "".join(line for line in lines if "(tests@127.0.0.1)" not in line or " 200 GET " not in line)[-8000:]
+        text = "".join(line for line in lines if "(tests@127.0.0.1)" not in line or " 200 GET " not in line)
+        return text if tail is None else text[-tail:]
 
     # -- REST API ---------------------------------------------------------
 
