@@ -300,6 +300,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         sentence = gpus.shortage(gpus.pool_for(pools, profile.gpu_product), profile.gpus) if pools is not None else None
         if sentence is None:
             return error
+        self.log.info("%s: %s (the scheduler: %s)", self._log_name, sentence, error.detail)
         advice = "Try a CPU profile or one with fewer GPUs, or try again later."
         return WorkspaceError(f"{sentence} {advice}", reason=error.reason, status_code=error.status_code,
                               log_message=error.detail)

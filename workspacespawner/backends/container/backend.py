@@ -172,7 +172,14 @@ class ContainerBackend(Backend):
         return await KubeSpawner.poll(self.spawner)
 
     def compute_events(self) -> list[dict]:
-        return self.spawner.events  # kubespawner's: its Event reflector's, of the Pod's name
+        # kubespawner's (its Event reflector's, of the Pod's name), of the Pod there is now: an earlier Pod of the
+        # same name can have Events stamped after this start began (its "Stopping container" when the kubelet is late)
+        spawner = self.spawner
+        reflector = spawner.pod_reflector
+        uid = _uid(reflector.pods.get(f"{spawner.namespace}/{spawner.pod_name}")) if reflector is not None else None
+        if uid is None:
+            return []
+        return [e for e in spawner.events if (e.get("involvedObject") or {}).get("uid") in (uid, None)]
 
     def event_object(self) -> dict:
         return {"apiVersion": "v1", "kind": "Pod", "name": self.spawner.pod_name}
