@@ -21,6 +21,7 @@ import re
 import unicodedata
 
 from workspacespawner.config.profiles import (
+    GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     UNLISTED_MAX_CHARS,
     ResolvedProfile,
@@ -32,7 +33,7 @@ from workspacespawner.config.profiles import (
 )
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.quota.form import override_gpus
-from workspacespawner.workspace.gpus import GPU_PRODUCT_LABEL, GPUPool, free_line, pool_for, shortage
+from workspacespawner.workspace.gpus import GPUPool, free_line, pool_for, shortage
 
 #: How kubespawner names the free-form value of option ``x`` in user_options: ``x--unlisted-choice``.
 UNLISTED_SUFFIX = "--unlisted-choice"
@@ -230,7 +231,7 @@ def resolve_profile(spawner, profile: dict) -> ResolvedProfile:
         workspace_kind=spawner.workspace_kind,
         ide=spawner.ide,
         gpus=gpus,
-        gpu_product=(spawner.node_selector or {}).get("nvidia.com/gpu.product"),
+        gpu_product=(spawner.node_selector or {}).get(GPU_PRODUCT_LABEL),
         cpu=spawner.cpu_limit,
         memory=str(spawner.mem_limit) if spawner.mem_limit else None,
         image=spawner.image,

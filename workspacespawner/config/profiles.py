@@ -26,6 +26,8 @@ from dataclasses import dataclass
 WORKSPACE_KINDS = ("container", "vm")
 IDES = ("jupyterlab", "code-server")
 GPU_RESOURCE = "nvidia.com/gpu"
+#: The node label NVIDIA GPU feature discovery puts the GPU type in (what a profile's node_selector names).
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 PROFILE_KEYS = {
     "display_name",

@@ -23,15 +23,12 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from workspacespawner.config.profiles import GPU_RESOURCE
+from workspacespawner.config.profiles import GPU_PRODUCT_LABEL, GPU_RESOURCE
 from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.k8s.kinds import VMI
-from workspacespawner.k8s.objects import FINISHED_PHASES
+from workspacespawner.k8s.objects import FINISHED_PHASES, node_of, ready_condition
 
 log = logging.getLogger("workspacespawner")
-
-#: The node label NVIDIA GPU feature discovery puts the GPU type in (what profiles' node_selector names).
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 
 @dataclass(frozen=True)
@@ -63,26 +60,18 @@ def _count(value) -> int:
 
 def node_usable(node: dict) -> bool:
     """Whether kube-scheduler may place new work on ``node``: condition ``Ready`` True and not cordoned."""
-    if (node.get("spec") or {}).get("unschedulable"):
-        return False
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return not (node.get("spec") or {}).get("unschedulable") and ready_condition(node) is True
 
 
 def gpus_held(obj: dict) -> int:
     """GPUs a Pod or VMI (``kind`` set) holds on its node: 0 once it finished or while it is not placed."""
-    status = obj.get("status") or {}
     spec = obj.get("spec") or {}
-    if status.get("phase") in FINISHED_PHASES:
+    if (obj.get("status") or {}).get("phase") in FINISHED_PHASES or not node_of(obj):
         return 0
     if obj.get("kind") == VMI.kind:
-        if not status.get("nodeName"):
-            return 0
         devices = ((spec.get("domain") or {}).get("devices")) or {}
         host = [d for d in devices.get("hostDevices") or [] if str(d.get("deviceName", "")).startswith("nvidia.com/")]
         return len(devices.get("gpus") or []) + len(host)
-    if not spec.get("nodeName"):
-        return 0
     total = 0
     for container in spec.get("containers") or []:
         resources = container.get("resources") or {}
@@ -101,8 +90,7 @@ def gpu_pools(nodes: list[dict], compute: list[dict]) -> dict[str, GPUPool]:
             allocatable[meta.get("name", "")] = ((meta.get("labels") or {}).get(GPU_PRODUCT_LABEL, ""), gpus)
     held = dict.fromkeys(allocatable, 0)
     for obj in compute:
-        spec, status = obj.get("spec") or {}, obj.get("status") or {}
-        node = status.get("nodeName") if obj.get("kind") == VMI.kind else spec.get("nodeName")
+        node = node_of(obj)
         if node in held:
             held[node] += gpus_held(obj)
     pools: dict[str, GPUPool] = {}

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import yaml
 
 from workspacespawner.backends.vm.tiers import VMTiers, add_tiers_to_cloud_config, add_tiers_to_vm
-from workspacespawner.config.profiles import ResolvedProfile
+from workspacespawner.config.profiles import GPU_PRODUCT_LABEL, ResolvedProfile
 from workspacespawner.core import names
 
 #: The singleuser server's port in the guest (Service port ``jupyter``).
@@ -206,7 +206,7 @@ class VMSettings:
         values["gpus"] = profile.gpus
         selector = dict(values.get("node_selector") or ())
         if profile.gpu_product:
-            selector["nvidia.com/gpu.product"] = profile.gpu_product
+            selector[GPU_PRODUCT_LABEL] = profile.gpu_product
         values["node_selector"] = tuple(sorted(selector.items()))
         return cls(golden_image=golden_image, golden_image_namespace=golden_image_namespace, **values)
 
