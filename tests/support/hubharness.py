@@ -48,6 +48,11 @@ class Hub:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # the REST API is called at the hub's own port, as z2jh's services and singleuser servers do
+        # (JUPYTERHUB_API_URL http://hub:8081/hub/api): a proxy hop adds its own failures (CI once read
+        # configurable-http-proxy's 503 for a reset connection), which are not the hub's
+        self.hub_port = free_port()
+        self.api_url = f"http://127.0.0.1:{self.hub_port}/hub/api"
         self.token = secrets.token_hex(16)
         self.start_timeout = start_timeout
         self.config_file = self.workdir / "jupyterhub_config.py"
@@ -62,7 +67,7 @@ class Hub:
             c.JupyterHub.ip = "127.0.0.1"
             c.JupyterHub.port = {self.port}
             c.JupyterHub.hub_ip = "127.0.0.1"
-            c.JupyterHub.hub_port = {free_port()}
+            c.JupyterHub.hub_port = {self.hub_port}
             c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{free_port()}"
             c.ConfigurableHTTPProxy.pid_file = "{self.workdir / 'proxy.pid'}"
             c.JupyterHub.db_url = "sqlite:///{self.workdir / 'hub.sqlite'}"
@@ -122,7 +127,7 @@ class Hub:
 
     def api(self, method: str, path: str, **kwargs) -> requests.Response:
         headers = {"Authorization": f"token {self.token}"}
-        return requests.request(method, f"{self.url}/hub/api{path}", headers=headers, timeout=90, **kwargs)
+        return requests.request(method, f"{self.api_url}{path}", headers=headers, timeout=90, **kwargs)
 
     def create_user(self, name: str, groups: tuple[str, ...] = ()) -> None:
         r = self.api("POST", f"/users/{requests.utils.quote(name, safe='')}")
