@@ -1,10 +1,18 @@
-"""Spawn cost: WorkspaceSpawner against plain KubeSpawner, in the same run, on the local cluster.
+"""Spawn cost: WorkspaceSpawner against plain KubeSpawner with its own home PVC, in the same run, on the local cluster.
 
-For each spawner a real JupyterHub starts and stops ``--users`` servers one
-after another; the script prints, per spawner, the mean time from the spawn
-request to a ready server (seconds), the Kubernetes API requests made per
-start and per stop (from the local cluster's request log), and the ratios
-WorkspaceSpawner / KubeSpawner.
+For each spawner a fresh local cluster (in this process) and a real
+JupyterHub start; ``--users`` users each start a server (a new user), stop
+it, start it again and stop it, one after another. The script prints, per
+spawner, the mean seconds from the spawn request to a ready server and the
+Kubernetes API calls of a first start, a stop and a start again (every
+request of the API server's log but the shared watches' own,
+``tests/support/callcount.py``), then the ratios WorkspaceSpawner /
+KubeSpawner. With ``--show`` it lists the calls of the last user.
+
+KubeSpawner is configured as the equivalent of WorkspaceSpawner's default
+profile (``benchmarks/burst.py``): its own home PVC (``storage_pvc_ensure``,
+``home-{username}``, ``ceph-rbd``, 10Gi), mounted at the home; both run the
+same tiny singleuser server.
 
     python benchmarks/spawn_cost.py --users 5
 
@@ -23,76 +31,70 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the repository root: tests.support
+sys.path.insert(0, str(HERE))
 
-from tests.support.hubharness import CONFIG_D, Hub  # noqa: E402
+import burst  # noqa: E402
+
+from tests.support.callcount import workspace_calls  # noqa: E402
+from tests.support.hubharness import Hub  # noqa: E402
 from workspacespawner.localcluster import ClusterThread  # noqa: E402
 
-SPAWNERS = {
-    "KubeSpawner": 'c.JupyterHub.spawner_class = "kubespawner.KubeSpawner"\n',
-    "WorkspaceSpawner": "\n".join(
-        f"load_subconfig({str(CONFIG_D / piece)!r})" for piece in ("10-workspace-spawner.py", "20-profiles.py")
-    )
-    + "\n",
-}
+STEPS = ("first start", "stop", "start again", "stop again")
 
 
-def per_spawn_calls(cluster) -> int:
-    """Requests aimed at one workspace: everything but the shared reflectors' list and watch calls.
-
-    Reflectors (one per resource and namespace, for all users) re-list and
-    re-watch on their own schedule; counting them would charge a spawn for
-    whatever watch happened to time out during it.
-    """
-    return sum(1 for r in cluster.requests.matching() if not (r.method == "GET" and r.path.rstrip("/").endswith(("/pods", "/events"))))
-
-
-def measure(name: str, config: str, users: int, workdir: Path) -> dict:
-    """Start and stop ``users`` servers with one spawner; return mean seconds and API calls."""
+def measure(name: str, users: int, workdir: Path) -> dict:
+    """Start, stop, start and stop ``users`` servers with one spawner; mean seconds per start and calls per step."""
     thread = ClusterThread(state_dir=workdir / f"{name}-cluster")
     cluster = thread.start()
-    hub = Hub(workdir / f"{name}-hub", cluster.kubeconfig, config).start()
-    seconds, start_calls, stop_calls = [], [], []
+    config = burst.COMMON.format(tiny=burst.TINY_SERVER) + burst.SPAWNERS[name]
+    hub = Hub(workdir / f"{name}-hub", cluster.kubeconfig, config, start_timeout=120)
+    hub.env["PYTHONPATH"] = str(HERE.parent)
+    seconds, calls = [], {step: [] for step in STEPS}
     try:
+        hub.start()
         for i in range(users + 1):
             user = f"bench{i}"
             hub.create_user(user)
-            cluster.requests.clear()
-            began = time.perf_counter()
-            hub.start_server(user)
-            elapsed = time.perf_counter() - began
-            started = per_spawn_calls(cluster)
-            cluster.requests.clear()
-            hub.stop_server(user)
-            stopped = per_spawn_calls(cluster)
-            if i == 0:
-                continue  # the first start also opens the shared watches: warm-up, not counted
-            seconds.append(elapsed)
-            start_calls.append(started)
-            stop_calls.append(stopped)
+            for step in STEPS:
+                cluster.requests.clear()
+                began = time.perf_counter()
+                if "start" in step:
+                    hub.start_server(user)
+                    if i:
+                        seconds.append(time.perf_counter() - began)
+                else:
+                    hub.stop_server(user)
+                time.sleep(1.0)  # what the hub does after it answers (a stop's claim release) lands in this step
+                calls[step].append(workspace_calls(cluster.requests.records))
+            if i == 0:  # the first start also opens the shared watches: warm-up, not counted
+                calls = {step: [] for step in STEPS}
     finally:
         hub.stop()
         thread.stop()
-    return {
-        "seconds": statistics.mean(seconds),
-        "start_calls": statistics.mean(start_calls),
-        "stop_calls": statistics.mean(stop_calls),
-    }
+    return {"seconds": statistics.mean(seconds), "calls": calls}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--users", type=int, default=5, help="servers started and stopped per spawner (default: %(default)s)")
+    parser.add_argument("--users", type=int, default=5, help="users per spawner (default: %(default)s)")
+    parser.add_argument("--show", action="store_true", help="list the calls of each step of the last user")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="spawn-cost-") as tmp:
-        results = {name: measure(name, config, args.users, Path(tmp)) for name, config in SPAWNERS.items()}
-    base, ours = results["KubeSpawner"], results["WorkspaceSpawner"]
-    print(f"{'':18}{'start s':>10}{'API calls/start':>18}{'API calls/stop':>16}")
+        results = {name: measure(name, args.users, Path(tmp)) for name in ("KubeSpawner", "WorkspaceSpawner")}
+
+    def mean_calls(result, step):
+        return statistics.mean(len(c) for c in result["calls"][step])
+
+    print(f"{'':18}{'start s':>9}" + "".join(f"{'calls, ' + step:>21}" for step in STEPS))
     for name, r in results.items():
-        print(f"{name:18}{r['seconds']:>10.2f}{r['start_calls']:>18.1f}{r['stop_calls']:>16.1f}")
-    print(
-        f"{'ratio':18}{ours['seconds'] / base['seconds']:>10.2f}"
-        f"{ours['start_calls'] / base['start_calls']:>18.2f}{ours['stop_calls'] / base['stop_calls']:>16.2f}"
-    )
+        print(f"{name:18}{r['seconds']:>9.2f}" + "".join(f"{mean_calls(r, step):>21.1f}" for step in STEPS))
+    base, ours = results["KubeSpawner"], results["WorkspaceSpawner"]
+    print(f"{'ratio':18}{ours['seconds'] / base['seconds']:>9.2f}"
+          + "".join(f"{mean_calls(ours, step) / max(mean_calls(base, step), 1e-9):>21.2f}" for step in STEPS))
+    if args.show:
+        for name, r in results.items():
+            for step in STEPS:
+                print(f"{name}, {step}: " + ", ".join(f"{m} {p}" for m, p in r["calls"][step][-1]))
     return 0
 
 

@@ -24,7 +24,7 @@ from prometheus_client import Gauge
 
 from workspacespawner.core.tasks import BackgroundTasks
 from workspacespawner.db.engine import DatabaseUnavailable
-from workspacespawner.k8s.api import Kube
+from workspacespawner.k8s.cachedkube import CachedKube
 from workspacespawner.k8s.kinds import NODE
 from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.quota.ledger import Ledger
@@ -49,7 +49,7 @@ class HubServices:
     def __init__(self, config=None, *, core_api=None, custom_api=None):
         self.quota = QuotaService(WorkspaceQuota(config=config) if config is not None else WorkspaceQuota())
         self.audit = AuditLog(self.quota.ledger)
-        self.kube = Kube(core_api, custom_api) if core_api is not None else None
+        self.kube = CachedKube(core_api, custom_api) if core_api is not None else None
         self.tasks = BackgroundTasks()
         self._active: dict[tuple[str, str], Callable[[], bool]] = {}
         self._retries: dict[object, Callable[[], Awaitable[bool]]] = {}
@@ -139,7 +139,7 @@ def hub_services(config=None, *, core_api=None, custom_api=None) -> HubServices:
     if _SERVICES is None:
         _SERVICES = HubServices(config, core_api=core_api, custom_api=custom_api)
     elif _SERVICES.kube is None and core_api is not None:
-        _SERVICES.kube = Kube(core_api, custom_api)
+        _SERVICES.kube = CachedKube(core_api, custom_api)
     return _SERVICES
 
 

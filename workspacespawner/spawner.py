@@ -41,6 +41,7 @@ from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.hubcompat import as_spawn_failure, options_sent
 from workspacespawner.k8s import events, watches
+from workspacespawner.k8s.kinds import PVC
 from workspacespawner.k8s.owned import forbidden_error, outage_error
 from workspacespawner.quota.enforcer import alive_from_objects
 from workspacespawner.quota.request import reserve_start
@@ -51,7 +52,8 @@ from workspacespawner.storage import home
 from workspacespawner.storage.prepare import PreparedTiers, prepare_tiers
 from workspacespawner.storage.settings import check_storage_config
 from workspacespawner.storage.traits import HomeTraits, StorageTraits
-from workspacespawner.workspace import disks, gpus
+from workspacespawner.workspace import attach, disks, gpus, lifecycle
+from workspacespawner.workspace.lifecycle import Phase, Status
 from workspacespawner.workspace.tracker import LifecycleSettings, WorkspaceLifecycle
 from workspacespawner.workspace.traits import LifecycleTraits
 
@@ -279,16 +281,25 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         running VM's GPUs are never missed.
         """
         capacity = self.services.gpu_capacity(watches.compute_objects)
-        if capacity is None:
+        if capacity is None or not await self._watch_workspaces():
             return None
+        return await capacity.pools()
+
+    async def _watch_workspaces(self) -> bool:
+        """Start (or join) the namespace's shared Pod, VMI and PVC watches, which the hot path reads
+        (:class:`~.k8s.cachedkube.CachedKube`); False, logged, when they cannot start (API down, no permission):
+        reads then go to the API server."""
         try:
             await self._start_watching_pods()
             await watches.shared_reflector(watches.VirtualMachineInstanceReflector, self.namespace,
                                            custom_api=shared_client("CustomObjectsApi"))
-        except Exception as e:  # the watches cannot start (API down, no permission): no numbers
-            self.log.warning("No free-GPU counts: the Pod and VMI watches cannot start (%s)", e)
-            return None
-        return await capacity.pools()
+            await watches.shared_reflector(watches.PersistentVolumeClaimReflector, self.namespace,
+                                           core_api=shared_client("CoreV1Api"))
+        except Exception as e:
+            self.log.warning("The Pod, VMI and PVC watches of %s cannot start (%s): reading from the API server",
+                             self.namespace, e)
+            return False
+        return True
 
     async def _with_gpu_numbers(self, error: BaseException) -> BaseException:
         """A refusal for want of a node, for a GPU profile whose GPUs are taken, reworded with the numbers
@@ -315,6 +326,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
 
     async def _reserve(self) -> None:
         quota = self.services.quota
+        await self._watch_workspaces()
         self.home_pvc_name = await home.find_home(
             self.services.kube, namespace=self.namespace, user_name=self.user.name,
             slot=self._expand_user_properties(self.home_pvc_name_template), template=self.home_pvc_name_template,
@@ -351,7 +363,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         """Fence, ensure the home volume and the tiers, then start the backend's compute; return the server URL."""
         ref = self._ref()
         await self.lifecycle.before_start(ref, fence_own=self.backend.fence, say=self.steps.say)
-        pvc = await home.ensure_home_pvc(self.api, self._home_manifest(), self.user.name)
+        pvc = await self._home_pvc()
         phase = (pvc.get("status") or {}).get("phase", "Pending")
         self.steps.say(f"Home volume {self.home_pvc_name} ready" if phase == "Bound" else
                    f"Home volume {self.home_pvc_name} created ({phase}; it binds when your server is placed on a node)")
@@ -371,12 +383,21 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         )
         return await self.backend.start(ctx)
 
-    def _home_manifest(self) -> dict:
-        return home.make_home_pvc(
+    async def _home_pvc(self) -> dict:
+        """The home PVC: as the PVC watch holds it when it is the user's, else read, or made (already ``Stopped``)."""
+        kube = self.services.kube
+        known, pvc = kube.peek(PVC, self.namespace, self.home_pvc_name)
+        if known and pvc is not None and names.owned_by(pvc["metadata"], self.user.name):
+            return pvc
+        now = lifecycle.utcnow().replace(microsecond=0)
+        manifest = home.make_home_pvc(
             name=self.home_pvc_name, namespace=self.namespace, user_name=self.user.name,
             kubespawner_username=self._expand_user_properties("{username}"), storage_class=self.home_storage_class,
             size=self.home_size, access_modes=self.home_access_modes,
+            status=Status(Phase.STOPPED, since=now, server=self.name or ""), annotations=attach.claim_annotation(self._ref(), now),
         )
+        pvc = await home.ensure_home_pvc(self.api, manifest, self.user.name, create_first=known and pvc is None)
+        return kube.remember(PVC, self.namespace, pvc)
 
     def _current_tiers(self) -> PreparedTiers:
         return self._tiers or PreparedTiers(self.storage_settings(), frozenset(useroptions.group_names(self)))

@@ -90,13 +90,21 @@ def start_named(hub: Hub, user: str, server: str, profile: str = "jupyterlab-cpu
     wait_until(lambda: (hub.user(user).get("servers", {}).get(server) or {}).get("ready"), 90, f"{user}/{server} ready")
 
 
+def in_use_by(pvc, user: str) -> bool:
+    """A home in use as issue #15 records it: the phase at rest (``Stopped``; the Pod shows Running) and the
+    attach claim of ``user``'s default server."""
+    claim = (pvc.metadata.annotations or {}).get(names.ATTACH_ANNOTATION)
+    return pvc.metadata.labels[names.PHASE_LABEL] == "Stopped" and claim is not None and json.loads(claim)["server"] == user
+
+
 def test_phase_follows_start_and_stop(hub, core):
     hub.create_user("pia")
     hub.start_server("pia", {"profile": "jupyterlab-cpu"})
     pvc = core.read_namespaced_persistent_volume_claim("home-pia", "default")
-    assert pvc.metadata.labels[names.PHASE_LABEL] == "Running"
+    assert in_use_by(pvc, "pia")
     hub.stop_server("pia")
-    pvc = core.read_namespaced_persistent_volume_claim("home-pia", "default")
+    pvc = wait_until(lambda: (p := core.read_namespaced_persistent_volume_claim("home-pia", "default")).metadata.annotations
+                     .get(names.ATTACH_ANNOTATION) is None and p, 30, "claim released")
     assert pvc.metadata.labels[names.PHASE_LABEL] == "Stopped"
 
 
@@ -139,7 +147,7 @@ def test_deleted_user_gets_their_disk_back(hub, core, ledger):
     hub.create_user("jon")
     hub.start_server("jon", {"profile": "jupyterlab-cpu"})
     pvc = core.read_namespaced_persistent_volume_claim("home-jon", "default")
-    assert pvc.metadata.uid == uid and pvc.metadata.labels[names.PHASE_LABEL] == "Running"
+    assert pvc.metadata.uid == uid and in_use_by(pvc, "jon")
     r = hub.server_request("jon", "GET", "api/contents/kept.txt")
     assert r.status_code == 200 and r.json()["content"] == "mine"
     hub.stop_server("jon")
@@ -174,5 +182,5 @@ def test_leaked_pod_on_a_lost_node_refuses_the_start_until_fenced(hub, core, clu
     assert core.read_namespaced_persistent_volume_claim("home-kim", "default").metadata.labels[names.PHASE_LABEL] == "Stopped"
     planes.set_node_ready(cluster, node, True)  # the node is repaired (the demo has one CPU node)
     hub.start_server("kim", {"profile": "jupyterlab-cpu"})
-    assert core.read_namespaced_persistent_volume_claim("home-kim", "default").metadata.labels[names.PHASE_LABEL] == "Running"
+    assert in_use_by(core.read_namespaced_persistent_volume_claim("home-kim", "default"), "kim")
     hub.stop_server("kim")

@@ -38,6 +38,9 @@ from workspacespawner.workspace.lifecycle import (
 P = Phase
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 
+#: Phases the Pod or VMI shows, never written (issue #15: persist only what the cluster cannot show).
+SHOWN_BY_COMPUTE = {P.STARTING, P.RUNNING, P.STOPPING}
+
 #: The design's moves (DESIGN.md "lifecycle phase", issue 6), written out independently of the module's table.
 ALLOWED = {
     (P.REQUESTED, P.PROVISIONING_DISK), (P.REQUESTED, P.DEGRADED),
@@ -56,9 +59,15 @@ REF = WorkspaceRef(namespace="ns", user_name="Ann@school", server_name="gpu", ho
 class FakeKube:
     """Records the guarded patches a move sends; every object exists and is ours."""
 
-    def __init__(self, *, refuse: set[str] = frozenset()):
+    def __init__(self, *, refuse: set[str] = frozenset(), cached: dict | None = None):
         self.patches: list[tuple[str, str, list]] = []
         self.refuse = refuse
+        self.cached = cached  # name -> object (None: known absent) a watch cache holds; None: no cache at all
+
+    def peek(self, kind, namespace, name):
+        if self.cached is None or name not in self.cached:
+            return False, None
+        return True, self.cached[name]
 
     async def patch_owned(self, kind, namespace, name, user_name, operations):
         if name in self.refuse:
@@ -96,8 +105,8 @@ async def test_every_transition(before, after):
         return
     new = await move(kube, REF, status(before), after, audit=audit, now=NOW, **kwargs)
     assert new.phase == after
-    if status(before).same(new):
-        assert kube.patches == []  # idempotent: nothing to write
+    if status(before).same(new) or after in SHOWN_BY_COMPUTE:
+        assert kube.patches == [] and audit.records == []  # idempotent, or shown by the compute: nothing to write
         return
     assert [(kind, name) for kind, name, _ops in kube.patches] == [
         ("PersistentVolumeClaim", "home-ann"), ("DataVolume", "ws-ann-root"), ("VirtualMachine", "ws-ann"),
@@ -127,8 +136,8 @@ async def test_degraded_needs_a_reason():
 
 async def test_move_skips_a_foreign_object_unless_it_must_hold():
     kube = FakeKube(refuse={"home-ann"})
-    new = await move(kube, REF, status(P.STOPPED), P.STARTING, now=NOW)
-    assert new.phase == P.STARTING and [name for _k, name, _o in kube.patches] == ["ws-ann-root", "ws-ann"]
+    new = await move(kube, REF, status(P.DEGRADED), P.STOPPED, now=NOW)
+    assert new.phase == P.STOPPED and [name for _k, name, _o in kube.patches] == ["ws-ann-root", "ws-ann"]
     with pytest.raises(NotOurs):
         await move(FakeKube(refuse={"home-ann"}), REF, status(P.RETAINED), P.DELETING_DISK, expect=P.RETAINED, now=NOW)
 
@@ -258,3 +267,28 @@ def test_derive_phase(observed, expected):
 def test_derive_keeps_since_of_the_same_phase():
     recorded = Status(P.STOPPED, since=NOW)
     assert derive_phase(Observed(home=pvc(), recorded=recorded), ContainerStatus()) is recorded
+
+
+async def test_a_start_and_a_stop_write_no_phase():
+    """Starting, Running and Stopping are what the compute shows (DERIVED_PHASES): the objects keep Stopped."""
+    kube = FakeKube()
+    current = status(P.STOPPED)
+    for target in (P.STARTING, P.RUNNING, P.STOPPING):
+        current = await move(kube, REF, current, target, now=NOW)
+        assert current.phase == target
+    assert kube.patches == []
+
+
+async def test_a_move_writes_nothing_the_watch_cache_shows_recorded_or_absent():
+    recorded = status(P.STOPPED)
+    home = {"metadata": {"name": "home-ann", "labels": {**names.owner_labels(REF.user_name), names.PHASE_LABEL: "Stopped"},
+                         "annotations": {**names.owner_annotations(REF.user_name),
+                                         names.LIFECYCLE_ANNOTATION: json.dumps(recorded.to_state())}}}
+    kube, audit = FakeKube(cached={"home-ann": home, "ws-ann-root": None}), FakeAudit()
+    await move(kube, REF, status(P.PROVISIONING_DISK), P.STOPPED, audit=audit, now=NOW)
+    assert [name for _kind, name, _ops in kube.patches] == ["ws-ann"]  # the one object no cache knows
+    assert [(r["action"], r["disk"]) for r in audit.records] == [("create", "home-ann")]  # made Stopped: still audited
+    foreign = {**home, "metadata": {**home["metadata"], "annotations": {names.LIFECYCLE_ANNOTATION: home["metadata"]["annotations"][names.LIFECYCLE_ANNOTATION]}}}
+    kube = FakeKube(cached={"home-ann": foreign, "ws-ann-root": None})
+    await move(kube, REF, status(P.PROVISIONING_DISK), P.STOPPED, now=NOW)
+    assert [name for _kind, name, _ops in kube.patches] == ["home-ann", "ws-ann"]  # not provably ours: the guarded write decides

@@ -58,8 +58,9 @@ class Kube:
             return call(getattr(self.core_api, f"{verb}_namespaced_{kind.core}"), name, namespace, *args, **kwargs)
         return call(getattr(self.core_api, f"{verb}_{kind.core}"), name, *args, **kwargs)
 
-    async def get(self, kind: Kind, namespace: str | None, name: str) -> dict | None:
-        """The object, or None when it does not exist."""
+    async def get(self, kind: Kind, namespace: str | None, name: str, *, fresh: bool = False) -> dict | None:
+        """The object, or None when it does not exist (``fresh``: read from the API server even where a cache could
+        answer; this class always does, see :class:`~.cachedkube.CachedKube`)."""
         try:
             if kind.core:
                 return self._dict(kind, await self._core("read", kind, name, namespace))
@@ -69,8 +70,19 @@ class Kube:
                 return None
             raise
 
-    async def list(self, kind: Kind, namespace: str | None, *, labels: str | None = None) -> list[dict]:
-        """The objects of ``kind`` in ``namespace`` (None for a cluster-scoped kind: Nodes) matching the label selector ``labels``."""
+    def remember(self, kind: Kind, namespace: str, obj: dict) -> dict:
+        """Note ``obj`` as a write of this process returned it (made outside this facade: kubespawner's client);
+        returns it. Nothing to note in this class (:class:`~.cachedkube.CachedKube` reads its own writes)."""
+        return obj
+
+    def peek(self, kind: Kind, namespace: str, name: str) -> tuple[bool, dict | None]:
+        """``(True, object or None)`` when a watch cache knows the object without a request, else ``(False, None)``
+        (always, in this class; see :class:`~.cachedkube.CachedKube`)."""
+        return False, None
+
+    async def list(self, kind: Kind, namespace: str | None, *, labels: str | None = None, fresh: bool = False) -> list[dict]:
+        """The objects of ``kind`` in ``namespace`` (None for a cluster-scoped kind: Nodes) matching the label selector
+        ``labels`` (``fresh``: as for :meth:`get`)."""
         kwargs = {"label_selector": labels} if labels else {}
         if kind.core and not kind.namespaced:
             found = self._sanitize(await call(getattr(self.core_api, f"list_{kind.core}"), **kwargs))

@@ -141,18 +141,22 @@ async def ensure_owned(
     user_name: str,
     what: str,
     reason: str,
+    create_first: bool = False,
 ) -> tuple[dict, bool]:
     """Make sure an object exists and belongs to ``user_name``; return ``(object, created)``.
 
     ``read`` and ``create`` are coroutine functions returning the object as
     a plain dict (kubernetes_asyncio ``ApiException`` on failure). A 404 from
     ``read`` leads to ``create``; a 409 from ``create`` (made meanwhile) to
-    one more read. A found object that is not ours raises
-    :func:`refuse_foreign`'s 409 :class:`WorkspaceError`; other API errors
-    propagate.
+    one more read. ``create_first``: try ``create`` before any read (a watch
+    cache says there is none of ours; a foreign one answers 409 and is read).
+    A found object that is not ours raises :func:`refuse_foreign`'s 409
+    :class:`WorkspaceError`; other API errors propagate.
     """
-    for _attempt in range(2):
+    for attempt in range(2):
         try:
+            if create_first and attempt == 0:
+                raise ApiException(status=404, reason="not in the watch cache")
             found = await read()
         except ApiException as e:
             if e.status != 404:

@@ -1,4 +1,4 @@
-"""Shared watch caches of VirtualMachines, VirtualMachineInstances, DataVolumes and VMI Events.
+"""Shared watch caches of our PersistentVolumeClaims, VirtualMachines, VirtualMachineInstances, DataVolumes and VMI Events.
 
 One reflector per (kind, namespace) for all users, as kubespawner keeps one
 for pods: ``poll()``, progress and start/stop waits read the cache instead
@@ -97,6 +97,23 @@ class DataVolumeReflector(CustomObjectReflector):
     plural = "datavolumes"
 
 
+class PersistentVolumeClaimReflector(NamespacedResourceReflector):
+    """core/v1 PersistentVolumeClaims of ours (homes, root-disk PVCs, scratch and shared tiers) in one namespace.
+
+    ``core_api``: the ``CoreV1Api`` to use (default: kubespawner's shared client).
+    """
+
+    kind = "persistentvolumeclaims"
+    list_method_name = Unicode("list_namespaced_persistent_volume_claim")
+    core_api = Any(None, allow_none=True)
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("labels", dict(MANAGED_LABELS))
+        super().__init__(*args, **kwargs)
+        if self.core_api is not None:
+            self.api = self.core_api
+
+
 class VMIEventReflector(NamespacedResourceReflector):
     """core/v1 Events about VirtualMachineInstances (scheduling, scale-up, boot), for progress.
 
@@ -183,6 +200,21 @@ async def shared_reflector(reflector_class: type[NamespacedResourceReflector], n
     return reflector
 
 
+def running_reflector(reflector_class: type[NamespacedResourceReflector], namespace: str):
+    """The shared reflector of ``reflector_class`` for ``namespace`` if one was started in this event loop, else None."""
+    reflector = _reflectors.get(_key(reflector_class, namespace))
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    return reflector if isinstance(reflector, reflector_class) and getattr(reflector, "_loop", None) is loop else None
+
+
+def pod_reflector(namespace: str):
+    """kubespawner's Pod reflector of ``namespace`` (registered as ``("pods", namespace)``), or None."""
+    return _reflectors.get(("pods", namespace))
+
+
 def shared_reflectors(reflector_class: type[NamespacedResourceReflector]) -> list:
     """The running shared reflectors of ``reflector_class``, one per namespace (empty before any was started)."""
     return [r for (name, namespace), r in list(_reflectors.items()) if (name, namespace) == _key(reflector_class, namespace) and isinstance(r, reflector_class)]
@@ -192,7 +224,7 @@ async def stop_all() -> None:
     """Stop every shared reflector of ours in the running event loop (hub shutdown, tests); kubespawner's stay its own."""
     loop = asyncio.get_running_loop()
     for key, reflector in list(_reflectors.items()):
-        if getattr(reflector, "_loop", None) is loop and isinstance(reflector, (CustomObjectReflector, VMIEventReflector)):
+        if getattr(reflector, "_loop", None) is loop and isinstance(reflector, (CustomObjectReflector, VMIEventReflector, PersistentVolumeClaimReflector)):
             del _reflectors[key]
             await reflector.stop()
 

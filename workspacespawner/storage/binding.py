@@ -18,7 +18,7 @@ last Event:
   node is the scheduler's refusal, reported on its own).
 
 API followed: core/v1 PersistentVolumeClaim (watched by name, field
-selector ``metadata.name``), core/v1 Events (``involvedObject``), and
+selector ``metadata.name``, or the hub's PVC watch cache), core/v1 Events (``involvedObject``), and
 ``storage.k8s.io/v1`` StorageClass ``volumeBindingMode`` (immutable, so
 read once per class and process).
 """
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.rest import ApiException
@@ -79,20 +80,36 @@ async def last_event(core_api, namespace: str, claim: str) -> str:
     return f"{events[-1].reason}: {events[-1].message}" if events else ""
 
 
-async def wait_claim_bound(core_api, *, namespace: str, claim: str, deadline: float) -> None:
-    """Return once claim ``claim`` is Bound; WorkspaceError when it is missing, or not Bound ``deadline`` seconds after it should bind."""
-    sanitize = core_api.api_client.sanitize_for_serialization
-    try:
-        pvc = sanitize(await call(core_api.read_namespaced_persistent_volume_claim, claim, namespace))
-    except ApiException as e:
-        if e.status != 404:
-            raise
-        raise WorkspaceError(
-            f"Your server cannot start: the volume claim {claim!r} it mounts does not exist. "
-            "Nothing was started; please ask an administrator.",
-            reason="volume-missing",
-            status_code=409,
-        ) from None
+#: Seconds between looks at the PVC watch cache while a claim is not Bound (no request is made).
+CACHE_INTERVAL = 0.25
+
+#: ``peek(claim)``: the claim as a watch cache holds it, or None when no cache knows it (see ``Kube.peek``).
+Peek = Callable[[str], "dict | None"]
+
+
+async def wait_claim_bound(core_api, *, namespace: str, claim: str, deadline: float, peek: Peek | None = None) -> None:
+    """Return once claim ``claim`` is Bound; WorkspaceError when it is missing, or not Bound ``deadline`` seconds after it should bind.
+
+    With ``peek``, a claim the hub's PVC watch holds is read and followed
+    there (no request at all); any other is read, then watched by name.
+    """
+    def cached() -> dict | None:
+        return peek(claim) if peek is not None else None
+
+    pvc = cached()
+    if pvc is None:
+        try:
+            pvc = core_api.api_client.sanitize_for_serialization(
+                await call(core_api.read_namespaced_persistent_volume_claim, claim, namespace))
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            raise WorkspaceError(
+                f"Your server cannot start: the volume claim {claim!r} it mounts does not exist. "
+                "Nothing was started; please ask an administrator.",
+                reason="volume-missing",
+                status_code=409,
+            ) from None
     storage_class = (pvc.get("spec") or {}).get("storageClassName")
     mode = await binding_mode(core_api, storage_class)
     loop = asyncio.get_running_loop()
@@ -103,8 +120,11 @@ async def wait_claim_bound(core_api, *, namespace: str, claim: str, deadline: fl
                     return
                 if clock.when() is None and _on_the_clock(pvc, mode):
                     clock.reschedule(loop.time() + deadline)
-                rv = pvc["metadata"].get("resourceVersion")
-                pvc = await _next_version(core_api, namespace, claim, rv) or pvc
+                if cached() is not None:
+                    await asyncio.sleep(CACHE_INTERVAL)
+                    pvc = cached() or pvc
+                else:
+                    pvc = await _next_version(core_api, namespace, claim, pvc["metadata"].get("resourceVersion")) or pvc
     except TimeoutError:
         pass
     event = await last_event(core_api, namespace, claim)
@@ -139,10 +159,10 @@ async def _next_version(core_api, namespace: str, claim: str, resource_version: 
     return None
 
 
-async def wait_bound(core_api, *, namespace: str, claims: list[str], deadline: float) -> None:
+async def wait_bound(core_api, *, namespace: str, claims: list[str], deadline: float, peek: Peek | None = None) -> None:
     """:func:`wait_claim_bound` for every claim at once; the first refusal is raised and the other waits cancelled."""
     tasks = [
-        asyncio.ensure_future(wait_claim_bound(core_api, namespace=namespace, claim=claim, deadline=deadline))
+        asyncio.ensure_future(wait_claim_bound(core_api, namespace=namespace, claim=claim, deadline=deadline, peek=peek))
         for claim in dict.fromkeys(claims)
     ]
     try:

@@ -22,6 +22,7 @@ from workspacespawner.k8s.admission import exceeded_quota
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.k8s.owned import core_accessors, ensure_owned
 from workspacespawner.workspace.disks import home_candidates
+from workspacespawner.workspace.lifecycle import Status, recorded_metadata
 
 log = logging.getLogger("workspacespawner")
 
@@ -35,11 +36,17 @@ def make_home_pvc(
     storage_class: str | None,
     size: str,
     access_modes: list[str],
+    status: Status | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> dict:
     """The home PVC manifest (a plain dict, core/v1 PersistentVolumeClaim).
 
     ``size`` is a Kubernetes quantity (``"10Gi"``); ``storage_class`` None
-    leaves the cluster default; ``access_modes`` e.g. ``["ReadWriteOnce"]``.
+    leaves the cluster default; ``access_modes`` e.g. ``["ReadWriteOnce"]``;
+    ``status``: the lifecycle status it is made in (a new home is
+    ``Stopped`` at once: nothing provisions it before a Pod uses it), so no
+    write has to record it after the create; ``annotations``: more of them
+    (the start's attach claim).
     """
     spec = {
         "accessModes": list(access_modes),
@@ -47,17 +54,22 @@ def make_home_pvc(
     }
     if storage_class is not None:
         spec["storageClassName"] = storage_class
-    return {
+    manifest = {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {
             "name": name,
             "namespace": namespace,
             "labels": names.disk_labels(user_name, kubespawner_username, names.HOME_DISK),
-            "annotations": names.owner_annotations(user_name),
+            "annotations": {**(annotations or {}), **names.owner_annotations(user_name)},
         },
         "spec": spec,
     }
+    if status is not None:
+        phase_label, phase_annotation = recorded_metadata(status)
+        manifest["metadata"]["labels"].update(phase_label)
+        manifest["metadata"]["annotations"].update(phase_annotation)
+    return manifest
 
 
 def home_volume(pvc_name: str) -> dict:
@@ -70,12 +82,14 @@ def home_volume_mount(mount_path: str) -> dict:
     return {"name": "home", "mountPath": mount_path}
 
 
-async def ensure_home_pvc(core_api, manifest: dict, user_name: str) -> dict:
+async def ensure_home_pvc(core_api, manifest: dict, user_name: str, *, create_first: bool = False) -> dict:
     """Make sure the home PVC of ``manifest`` exists and belongs to ``user_name``; return it as a dict.
 
     ``core_api`` is a kubernetes_asyncio ``CoreV1Api``. Reads first (one
-    call when the PVC exists, the common case), creates on 404, and re-reads
-    on a 409 from a concurrent create; transient API errors are retried.
+    call when the PVC exists), creates on 404, and re-reads on a 409 from a
+    concurrent create; transient API errors are retried. ``create_first``:
+    the hub's PVC watch holds none of ours by that name, so the create comes
+    first (a foreign PVC of that name answers 409, and is read and refused).
     Raises :class:`WorkspaceError` (``reason="home-volume"``) when the PVC
     exists but is not ours or is another user's, and (403,
     ``reason="storage-quota"``) when the namespace's ResourceQuota refuses
@@ -85,7 +99,8 @@ async def ensure_home_pvc(core_api, manifest: dict, user_name: str) -> dict:
     """
     read, create = core_accessors(core_api, "persistent_volume_claim", manifest)
     try:
-        pvc, created = await ensure_owned(read=read, create=create, user_name=user_name, what="home volume", reason="home-volume")
+        pvc, created = await ensure_owned(read=read, create=create, user_name=user_name, what="home volume", reason="home-volume",
+                                          create_first=create_first)
     except ApiException as e:
         refused = exceeded_quota(e)
         if refused is None:

@@ -45,6 +45,10 @@ from workspacespawner.workspace.lifecycle import WorkspaceRef, rfc3339, utcnow
 
 log = logging.getLogger("workspacespawner")
 
+#: Seconds an attach claim without compute counts as a start under way (the default of
+#: ``WorkspaceSpawner.attach_grace_seconds``; the admin's restore, outside the hub, uses it as is).
+ATTACH_GRACE_SECONDS = 600.0
+
 #: How many times a claim is read and tried again when the disk changed under it.
 ATTEMPTS = 5
 
@@ -127,6 +131,23 @@ def refusal(disk: str, holder: Holder, why: str) -> WorkspaceError:
     )
 
 
+def already_held(current: Holder | None, me: Holder, *, grace: float) -> bool:
+    """Whether ``current`` is ``me``'s own claim (same server, compute kind and name), taken less than ``grace / 2``
+    seconds before ``me.since``: the disk was made with it (:func:`claim_annotation`), or the claim was just
+    written. Writing it again would only move ``since``; the half of ``grace`` left is the time this start has to
+    create its compute before another server could count the claim stale."""
+    return (
+        current is not None and me.since is not None and current.since is not None
+        and (current.server, current.kind, current.name) == (me.server, me.kind, me.name)
+        and (me.since - current.since).total_seconds() < grace / 2
+    )
+
+
+def claim_annotation(ref: WorkspaceRef, now: datetime) -> dict[str, str]:
+    """The annotation of ``ref``'s claim at ``now``, for a disk made for this start (claimed as it is created)."""
+    return {names.ATTACH_ANNOTATION: me_of(ref, now).to_json()}
+
+
 def me_of(ref: WorkspaceRef, now: datetime | None = None) -> Holder:
     """The holder a start of ``ref`` writes: its server, and its VMI (a VM) or Pod."""
     if ref.is_vm:
@@ -169,16 +190,20 @@ async def claim(kube, ref: WorkspaceRef, *, grace: float, now=utcnow) -> list[st
 
 
 async def _claim_one(kube, kind, ref: WorkspaceRef, name: str, *, grace: float, now) -> bool:
-    for _attempt in range(ATTEMPTS):
-        disk = await kube.get(kind, ref.namespace, name)
+    for attempt in range(ATTEMPTS):
+        disk = await kube.get(kind, ref.namespace, name, fresh=attempt > 0)  # the cache first; after a 422, the API
+        if disk is None and attempt == 0:  # a disk made moments ago (a VM's first root disk) may not be in the cache yet
+            disk = await kube.get(kind, ref.namespace, name, fresh=True)
         if disk is None:
-            return False  # not made yet (a VM's first root disk): nothing can mount it before it exists
+            return False  # not made yet: nothing can mount it before it exists
         current = holder_of(disk)
         me = me_of(ref, now())
         alive = current is not None and current.server != me.server and await compute_alive(kube, ref.namespace, ref.user_name, current)
         verdict = decide(current, me, holder_alive=alive, now=me.since, grace=grace)
         if not verdict.take:
             raise refusal(name, current, verdict.why)
+        if verdict.why == "ours" and already_held(current, me, grace=grace):
+            return True
         if verdict.why == "stale":
             log.warning("Taking over the stale attach claim of %s on %s %s for %s", current.describe(), kind.kind, name, me.server)
         operations = [

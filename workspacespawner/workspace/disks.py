@@ -27,7 +27,6 @@ Sizes are bytes (ints) or Kubernetes quantities (``"100Gi"``).
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -39,10 +38,10 @@ from workspacespawner.core.quantities import gib, in_unit_of, parse_quantity
 from workspacespawner.core.times import parse_time
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VMI, VOLUME_SNAPSHOT
-from workspacespawner.k8s.objects import holders, pointer
+from workspacespawner.k8s.objects import holders, pointer, terminating
 from workspacespawner.k8s.status import one_line
 from workspacespawner.workspace import lifecycle
-from workspacespawner.workspace.attach import holder_of
+from workspacespawner.workspace.attach import ATTACH_GRACE_SECONDS, holder_of
 from workspacespawner.workspace.lifecycle import SYSTEM, Phase, Status, WorkspaceRef
 
 log = logging.getLogger("workspacespawner")
@@ -223,12 +222,13 @@ def make_restored_pvc(*, name: str, old: dict, snapshot: dict, status: Status) -
     size = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
     if restore_size and int(parse_quantity(restore_size)) > requested_bytes(old):
         size = restore_size
-    labels = {**(meta.get("labels") or {}), names.PHASE_LABEL: str(status.phase)}
+    phase_label, phase_annotation = lifecycle.recorded_metadata(status)
+    labels = {**(meta.get("labels") or {}), **phase_label}
     annotations = {
         names.OWNER_ANNOTATION: (meta.get("annotations") or {})[names.OWNER_ANNOTATION],
         names.HOME_SLOT_ANNOTATION: slot_of(old),
         names.RESTORED_FROM_ANNOTATION: _meta(snapshot)["name"],
-        names.LIFECYCLE_ANNOTATION: json.dumps(status.to_state()),
+        **phase_annotation,
     }
     new_spec = {
         "accessModes": list(spec.get("accessModes") or ["ReadWriteOnce"]),
@@ -405,10 +405,14 @@ class DiskOps:
             )
         if phase_of(old) not in (None, str(Phase.STOPPED)):
             await refuse(f"{old_name} is {phase_of(old)}, not Stopped; a restore swaps only a stopped workspace's home.", "in-use")
+        claim = holder_of(old)
+        if claim is not None and (claim.since is None or (now - claim.since).total_seconds() < ATTACH_GRACE_SECONDS):
+            await refuse(f"{old_name} is claimed by {claim.describe()}, which is starting; stop the workspace first.", "in-use")
         ref = WorkspaceRef(namespace=self.namespace, user_name=user, home_pvc=old_name)
         current = Status.from_object(old) or Status(Phase.STOPPED)
         if phase_of(old) is None:  # made before the lifecycle: record it first, so the swap below can test it
             current = await lifecycle.move(self.kube, ref, current, Phase.STOPPED, observed=True, actor=self.actor)
+            old = await self.kube.get(PVC, self.namespace, old_name, fresh=True) or old  # its version after that write
         provisioning = Status(Phase.PROVISIONING_DISK, since=now)
         manifest = make_restored_pvc(name=restored_name(slot, now), old=old, snapshot=snap, status=provisioning)
         new = await self.kube.create(PVC, self.namespace, manifest)
@@ -416,7 +420,7 @@ class DiskOps:
         try:
             await lifecycle.move(
                 self.kube, ref, current, Phase.RETAINED, expect=Phase.STOPPED, audit=self.audit, actor=self.actor,
-                retain_until=now + timedelta(days=self.retention_days), now=now,
+                retain_until=now + timedelta(days=self.retention_days), now=now, expect_version=_meta(old)["resourceVersion"],
             )
         except NotOurs:
             await lifecycle.move(self.kube, new_ref, provisioning, Phase.RETAINED, retain_until=now + timedelta(days=self.retention_days),
@@ -464,13 +468,29 @@ class DiskOps:
                 "kind": obj["kind"],
                 "role": (meta.get("labels") or {}).get(names.DISK_LABEL, ""),
                 "size": gib(requested_bytes(obj)),
-                "phase": phase_of(obj) or "",
+                "phase": shown_phase(phase_of(obj), holders(compute, meta["name"])),
                 "retain_until": lifecycle.rfc3339(status.retain_until) if status and status.retain_until else "",
                 "slot": slot_of(obj) if obj["kind"] == "PersistentVolumeClaim" else "",
                 "used_by": " ".join(_meta(o)["name"] for o in holders(compute, meta["name"])),
                 "claimed_by": _claimed_by(obj),
             })
         return sorted(rows, key=lambda r: (r["owner"], r["name"]))
+
+
+def shown_phase(recorded: str | None, using: list[dict]) -> str:
+    """The phase a listing shows for a disk recorded in ``recorded`` and mounted by the Pods/VMIs ``using`` (pure).
+
+    A start and a stop write no phase (:data:`.lifecycle.DERIVED_PHASES`): a
+    disk recorded ``Stopped`` that compute uses shows ``Stopping`` when that
+    compute is being deleted, ``Running`` when it runs, else ``Starting``.
+    """
+    if recorded not in (None, str(Phase.STOPPED)) or not using:
+        return recorded or ""
+    if any(terminating(o) for o in using):
+        return str(Phase.STOPPING)
+    if any((o.get("status") or {}).get("phase") == "Running" for o in using):
+        return str(Phase.RUNNING)
+    return str(Phase.STARTING)
 
 
 def _claimed_by(obj: dict) -> str:

@@ -106,6 +106,12 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
 }
 
 
+#: Phases never written to the cluster: the workspace's compute (its Pod, or its VM's VMI) and attach claim show them
+#: (:func:`derive_phase`), so a start and a stop write no phase; the objects keep the phase they had at rest
+#: (``Stopped``). Every other phase is recorded: it must survive a hub restart and the cluster alone cannot show it.
+DERIVED_PHASES = frozenset({P.STARTING, P.RUNNING, P.STOPPING})
+
+
 class IllegalTransition(RuntimeError):
     """A move :data:`TRANSITIONS` does not allow: a bug in the caller, never a state to record."""
 
@@ -252,8 +258,15 @@ def _whole_seconds(moment: datetime | None) -> datetime | None:
     return None if moment is None else moment.replace(microsecond=0)
 
 
-def _record_operations(status: Status, expect: Phase | None) -> list[dict]:
+def recorded_metadata(status: Status) -> tuple[dict[str, str], dict[str, str]]:
+    """The label and the annotation that record ``status`` on an object, for a manifest made already in that phase."""
+    return {names.PHASE_LABEL: str(status.phase)}, {names.LIFECYCLE_ANNOTATION: json.dumps(status.to_state())}
+
+
+def _record_operations(status: Status, expect: Phase | None, expect_version: str | None = None) -> list[dict]:
     operations = []
+    if expect_version is not None:
+        operations.append({"op": "test", "path": pointer("metadata", "resourceVersion"), "value": expect_version})
     if expect is not None:
         operations.append({"op": "test", "path": pointer("metadata", "labels", names.PHASE_LABEL), "value": str(expect)})
     operations += [
@@ -276,6 +289,7 @@ async def move(
     retain_until: datetime | None = None,
     observed: bool = False,
     expect: Phase | None = None,
+    expect_version: str | None = None,
     now: datetime | None = None,
 ) -> Status:
     """Move the workspace of ``ref`` from ``current`` to ``target``; return the new :class:`Status`.
@@ -290,7 +304,10 @@ async def move(
     and is ``ref.user_name``'s gets the phase label and the lifecycle
     annotation; one that is not ours is left untouched (logged). With
     ``expect``, each object must still be recorded in that phase (an atomic
-    JSON Patch ``test``), else :class:`~.kube.NotOurs` is raised. A move
+    JSON Patch ``test``), else :class:`~.kube.NotOurs` is raised;
+    ``expect_version`` (with ``expect``, for a ``ref`` of one object): the
+    object must also be unchanged since it was read at that
+    ``resourceVersion`` (no attach claim taken meanwhile). A move
     that concerns a disk (:func:`audit_action`) adds an audit record per
     disk to ``audit`` (an :class:`~.audit.AuditLog`), by ``actor``.
     """
@@ -309,9 +326,17 @@ async def move(
     )
     if new.same(current) and expect is None and not observed:
         return current
-    operations = _record_operations(new, expect)
+    if target in DERIVED_PHASES and expect is None:  # the compute shows it: nothing to write
+        log.info("Workspace %s: %s -> %s", ref.label(), current.phase, target)
+        return new
+    operations = _record_operations(new, expect, expect_version)
     recorded: list[tuple[Kind, str]] = []
     for kind, name in ref.persistent():
+        known, cached = kube.peek(kind, ref.namespace, name)
+        if known and expect is None and (cached is None or (new.same(Status.from_object(cached)) and _ours(cached, ref.user_name))):
+            if cached is not None:  # already recorded so (made so): nothing to write, the move still audited
+                recorded.append((kind, name))
+            continue
         try:
             found = await kube.patch_owned(kind, ref.namespace, name, ref.user_name, operations)
         except NotOurs:
@@ -501,7 +526,11 @@ async def reconcile(
     """
     found = await observe(kube, ref, saved)
     derived = derive_phase(found, kind)
-    if derived.same(found.recorded):
+    # an object made after the last record (a VM's root disk and VM, made by its first start) gets it too
+    unrecorded = derived.phase not in DERIVED_PHASES and any(
+        obj is not None and not derived.same(Status.from_object(obj)) for obj in (found.home, found.root, found.vm)
+    )
+    if derived.same(found.recorded) and not unrecorded:
         return found.recorded
     if not any((found.home, found.root, found.vm)):
         return derived

@@ -50,7 +50,7 @@ class LifecycleSettings:
     retention_days: float = 30.0
     reclaim_policy: str = "automatic"
     fence_wait_seconds: float = 120.0
-    attach_grace_seconds: float = 600.0
+    attach_grace_seconds: float = attach.ATTACH_GRACE_SECONDS
 
 
 class WorkspaceLifecycle:

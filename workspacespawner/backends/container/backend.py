@@ -27,6 +27,7 @@ from workspacespawner.backends.container.status import ContainerStatus
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s import events
+from workspacespawner.k8s.kinds import PVC
 from workspacespawner.k8s.models import to_model
 from workspacespawner.k8s.owned import TRANSIENT_STATUSES
 from workspacespawner.storage import binding, home, tiers
@@ -91,7 +92,12 @@ class ContainerBackend(Backend):
     async def _claims_bound(self) -> None:
         s = self.spawner
         claims = await self._claims
-        await binding.wait_bound(s.api, namespace=s.namespace, claims=claims, deadline=s.claim_binding_timeout)
+        kube = s.services.kube
+
+        def peek(claim: str) -> dict | None:
+            return kube.peek(PVC, s.namespace, claim)[1]
+
+        await binding.wait_bound(s.api, namespace=s.namespace, claims=claims, deadline=s.claim_binding_timeout, peek=peek)
 
     async def stop(self, now: bool = False) -> None:
         """Delete the Pod this stop knows, by uid, and wait until that Pod is gone (kubespawner's waiting).

@@ -1,0 +1,70 @@
+"""The exact Kubernetes API calls of a start and a stop, through a real JupyterHub (issue #15).
+
+Reads come from the hub's shared watch caches (``k8s/cachedkube.py``) and a
+start or stop writes only what must change, so the calls are pinned here,
+call by call, as the API server's request log shows them (the shared
+watches' own requests aside, ``tests/support/callcount.py``). For
+comparison, kubespawner with its own home PVC makes 2 calls to start a new
+user (PVC create, Pod create), 1 to start again and 1 to stop
+(``benchmarks/spawn_cost.py`` measures both side by side).
+
+The embedded plane only: its request log records the hub's requests.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.support import planes
+from tests.support.callcount import workspace_calls
+from tests.support.faultcases import wait_until
+from tests.support.hubharness import Hub, config_pieces
+
+pytestmark = pytest.mark.embedded_only("reads the embedded API server's request log")
+
+PVCS, PODS = "/api/v1/namespaces/default/persistentvolumeclaims", "/api/v1/namespaces/default/pods"
+VM_API = "/apis/kubevirt.io/v1/namespaces/default/virtualmachines"
+SUBRESOURCES = "/apis/subresources.kubevirt.io/v1/namespaces/default/virtualmachines"
+
+
+@pytest.fixture(scope="module")
+def cluster(control_plane, tmp_path_factory):
+    with planes.running(control_plane, tmp_path_factory.mktemp("cluster"), golden=True) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def hub(cluster, tmp_path_factory):
+    plane_config, start_timeout = planes.hub_settings(cluster)
+    config = config_pieces("10-workspace-spawner.py", "20-profiles.py") + plane_config
+    hub = Hub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config, start_timeout=start_timeout).start()
+    hub.create_user("warm")  # the first start of the hub opens the shared watches: not a workspace's calls
+    hub.start_server("warm")
+    hub.stop_server("warm")
+    yield hub
+    hub.stop()
+
+
+def calls_of(cluster, action, *, expected: int) -> list[tuple[str, str]]:
+    """The workspace calls ``action()`` made: once ``expected`` are in, and a second without more."""
+    cluster.requests.clear()
+    action()
+    assert wait_until(lambda: len(workspace_calls(cluster.requests.records)) >= expected, timeout=30), \
+        workspace_calls(cluster.requests.records)
+    time.sleep(1.0)  # a call more than expected would arrive now
+    return workspace_calls(cluster.requests.records)
+
+
+def test_container_start_and_stop_make_kubespawners_calls_plus_one_write(hub, cluster):
+    hub.create_user("cal")
+    # a new user: the home made already Stopped and claimed for this start, then the Pod
+    assert calls_of(cluster, lambda: hub.start_server("cal"), expected=2) == [("POST", PVCS), ("POST", PODS)]
+    # a stop: the Pod, then the attach claim released (the phase is what the Pod showed: nothing to record)
+    assert calls_of(cluster, lambda: hub.stop_server("cal"), expected=2) == [
+        ("DELETE", f"{PODS}/jupyter-cal"), ("PATCH", f"{PVCS}/home-cal"),
+    ]
+    # again: the attach claim, then the Pod; the home, the fence's Pods and VMIs are read from the watches
+    assert calls_of(cluster, lambda: hub.start_server("cal"), expected=2) == [("PATCH", f"{PVCS}/home-cal"), ("POST", PODS)]
+    hub.stop_server("cal")
