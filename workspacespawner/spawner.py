@@ -286,7 +286,8 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         return await capacity.pools()
 
     async def _watch_workspaces(self) -> bool:
-        """Start (or join) the namespace's shared Pod, VMI and PVC watches, which the hot path reads
+        """Start (or join) the namespace's shared Pod, VMI and PVC watches (and a VM start's VM and DataVolume
+        watches), which the hot path reads
         (:class:`~.k8s.cachedkube.CachedKube`); False, logged, when they cannot start (API down, no permission):
         reads then go to the API server."""
         try:
@@ -295,6 +296,8 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
                                            custom_api=shared_client("CustomObjectsApi"))
             await watches.shared_reflector(watches.PersistentVolumeClaimReflector, self.namespace,
                                            core_api=shared_client("CoreV1Api"))
+            if self.backend is self._vm:
+                await self._vm.watch()
         except Exception as e:
             self.log.warning("The Pod, VMI and PVC watches of %s cannot start (%s): reading from the API server",
                              self.namespace, e)
@@ -375,11 +378,14 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         await self.services.quota.running(self.reservation)  # before any compute can exist
         self._tiers = await prepare_tiers(self.api, namespace=self.namespace, settings=self.storage_settings(),
                                           groups=groups, say=self.steps.say)
+        now = lifecycle.utcnow().replace(microsecond=0)
         ctx = StartContext(
             env=self.get_env(), command=singleuser_command(self.cmd or ["jupyterhub-singleuser"], self.get_args()),
             tiers=self._tiers, home_mount_path=self.home_mount_path, say=self.steps.say,
             extra_labels=self._build_common_labels(self._expand_all(self.extra_labels)),
             claim_disks=lambda: self.lifecycle.claim_disks(self._ref()),
+            new_disk_annotations=attach.claim_annotation(self._ref(), now),
+            recorded=Status(Phase.STOPPED, since=now, server=self.name or ""),
         )
         return await self.backend.start(ctx)
 

@@ -68,3 +68,27 @@ def test_container_start_and_stop_make_kubespawners_calls_plus_one_write(hub, cl
     # again: the attach claim, then the Pod; the home, the fence's Pods and VMIs are read from the watches
     assert calls_of(cluster, lambda: hub.start_server("cal"), expected=2) == [("PATCH", f"{PVCS}/home-cal"), ("POST", PODS)]
     hub.stop_server("cal")
+
+
+def test_vm_start_and_stop_write_only_what_changes(hub, cluster):
+    hub.create_user("vic")
+    root, secret = "/apis/cdi.kubevirt.io/v1beta1/namespaces/default/datavolumes", "/api/v1/namespaces/default/secrets"
+    first = calls_of(cluster, lambda: hub.start_server("vic", {"profile": "ubuntu-vm"}), expected=8)
+    # the home and the root disk are made already Stopped and claimed for this start; the VM made Stopped;
+    # the Secret and the Service are not watched: a patch that finds none, a read that finds none
+    assert first == [
+        ("POST", PVCS), ("POST", root), ("POST", VM_API), ("PATCH", f"{secret}/ws-vic-cloudinit"), ("POST", secret),
+        ("GET", "/api/v1/namespaces/default/services/ws-vic"), ("POST", "/api/v1/namespaces/default/services"),
+        ("PUT", f"{SUBRESOURCES}/ws-vic/start"),
+    ]
+    # a stop: the stop subresource, the token blanked in the Secret this start wrote, both claims released
+    stop = [("PUT", f"{SUBRESOURCES}/ws-vic/stop"), ("PATCH", f"{secret}/ws-vic-cloudinit"),
+            ("PATCH", f"{PVCS}/home-vic"), ("PATCH", f"{root}/ws-vic-root")]
+    assert calls_of(cluster, lambda: hub.stop_server("vic"), expected=4) == stop
+    # again: both claims, this start's Secret, the Service's address, the start subresource (the VM, at its profile
+    # already, and the root disk are read from their watches)
+    assert calls_of(cluster, lambda: hub.start_server("vic", {"profile": "ubuntu-vm"}), expected=5) == [
+        ("PATCH", f"{PVCS}/home-vic"), ("PATCH", f"{root}/ws-vic-root"), ("PATCH", f"{secret}/ws-vic-cloudinit"),
+        ("GET", "/api/v1/namespaces/default/services/ws-vic"), ("PUT", f"{SUBRESOURCES}/ws-vic/start"),
+    ]
+    assert calls_of(cluster, lambda: hub.stop_server("vic"), expected=4) == stop

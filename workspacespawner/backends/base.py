@@ -34,7 +34,12 @@ class StartContext:
     network-access labels among them); ``say(message)``: a progress step;
     ``claim_disks()``: takes the attach claim on the workspace's disks again,
     for a backend that creates a disk in its start (a VM's first root disk),
-    before any compute can use it (raises the claim's 409 ``disk-attached``).
+    before any compute can use it (raises the claim's 409 ``disk-attached``);
+    ``new_disk_annotations``: what a disk made in the start is created with
+    (the attach claim of this start, so that claim needs no write);
+    ``recorded``: the lifecycle status an object made in the start is
+    created in (``Stopped``: its compute shows the rest), so no write
+    records it later.
     """
 
     env: Mapping[str, str]
@@ -44,6 +49,8 @@ class StartContext:
     say: Callable[[str], None]
     extra_labels: Mapping[str, str] = field(default_factory=dict)
     claim_disks: Callable[[], Awaitable[None]] | None = None
+    new_disk_annotations: Mapping[str, str] = field(default_factory=dict)
+    recorded: Status | None = None
 
 
 class Backend(abc.ABC):

@@ -192,10 +192,10 @@ async def claim(kube, ref: WorkspaceRef, *, grace: float, now=utcnow) -> list[st
 async def _claim_one(kube, kind, ref: WorkspaceRef, name: str, *, grace: float, now) -> bool:
     for attempt in range(ATTEMPTS):
         disk = await kube.get(kind, ref.namespace, name, fresh=attempt > 0)  # the cache first; after a 422, the API
-        if disk is None and attempt == 0:  # a disk made moments ago (a VM's first root disk) may not be in the cache yet
-            disk = await kube.get(kind, ref.namespace, name, fresh=True)
         if disk is None:
-            return False  # not made yet: nothing can mount it before it exists
+            # not made yet: nothing can mount it before it exists. A disk this start makes is made with its claim
+            # (claim_annotation), so one the cache does not show yet is claimed all the same.
+            return False
         current = holder_of(disk)
         me = me_of(ref, now())
         alive = current is not None and current.server != me.server and await compute_alive(kube, ref.namespace, ref.user_name, current)

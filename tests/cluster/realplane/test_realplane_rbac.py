@@ -333,9 +333,24 @@ def test_the_hub_was_never_refused(scenario, hub):
 def test_rbac_yaml_alone_grants_every_request_and_needs_every_rule(scenario, real):
     # CDI's clone check asks for datavolumes/source in admission, not as a request of the hub:
     # test_a_grant_taken_away_fails_the_start_in_words takes it away
-    excused = {("cdi.kubevirt.io", "datavolumes/source", "create"): "asked by CDI's admission check"}
-    assert least_privilege(real.plane, "hub-probe", rbac_yaml(), scenario, excused) == [], \
-        "rbac.yaml grants what no request of the hub needed"
+    # Grants the scenario does not use but the hub does. Reads it makes only when a watch cannot answer
+    # (k8s/cachedkube.py): a watch behind a guarded write (the attach claim's 422 is read again), a create that
+    # finds one made meanwhile (409), a watch that gave up
+    excused = {
+        ("cdi.kubevirt.io", "datavolumes/source", "create"): "asked by CDI's admission check",
+        ("", "persistentvolumeclaims", "get"): "read when a watch is behind or down",
+        ("cdi.kubevirt.io", "datavolumes", "get"): "read when a watch is behind or down",
+        ("kubevirt.io", "virtualmachines", "get"): "read when a watch is behind or down",
+        ("kubevirt.io", "virtualmachineinstances", "get"): "read when a watch is behind or down",
+        # a stop after a hub restart blanks the token of a Secret it did not write: read, then replace
+        ("", "secrets", "get"): "read by a stop after a hub restart, or to name the owner of a foreign one",
+        ("", "secrets", "update"): "replaced by a stop after a hub restart",
+        # a start and a stop record no phase (Starting, Running, Stopping are the compute's); Retained and
+        # Degraded are, on the VM too: the scenario deletes no VM user
+        ("kubevirt.io", "virtualmachines", "patch"): "records Retained or Degraded on a VM",
+    }
+    unneeded = least_privilege(real.plane, "hub-probe", rbac_yaml(), scenario, excused)
+    assert unneeded == [], f"rbac.yaml grants what no request of the hub needed: {unneeded}"
 
 
 @contextlib.contextmanager

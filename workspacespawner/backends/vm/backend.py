@@ -70,6 +70,7 @@ class VMBackend(Backend):
         self.tasks = tasks
         self.ident: VMIdentity | None = None
         self._status = VMKindStatus()
+        self._written: dict = {}  # what this server's starts wrote (see VMWorkspace.written)
 
     def _identity(self, home_pvc: str | None, fresh: bool) -> VMIdentity:
         if fresh or self.ident is None:
@@ -114,6 +115,7 @@ class VMBackend(Backend):
             start_timeout=self.start_timeout,
             fail_fast_unschedulable=self.fail_fast_unschedulable,
             tasks=self.tasks,
+            written=self._written,
         )
 
     async def fence(self) -> None:
@@ -136,7 +138,13 @@ class VMBackend(Backend):
             unix_user=self.unix_user,
             extra_labels=ctx.extra_labels,
             claim_disks=ctx.claim_disks,
+            new_disk_annotations=ctx.new_disk_annotations,
+            recorded=ctx.recorded,
         )
+
+    async def watch(self) -> None:
+        """Start (or join) the namespace's VM, VMI, DataVolume and VMI Event watches (see :meth:`.VMWorkspace.watch`)."""
+        await self._workspace().watch()
 
     async def stop(self, now: bool = False) -> None:
         await self._workspace().stop()

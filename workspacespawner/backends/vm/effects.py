@@ -19,6 +19,7 @@ from workspacespawner.backends.vm import manifests as vmmanifests
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s.kinds import DATA_VOLUME, VIRTUAL_MACHINE
+from workspacespawner.k8s.objects import owner_tests, pointer
 from workspacespawner.k8s.owned import call as _call
 from workspacespawner.k8s.owned import core_accessors, ensure_owned, refuse_foreign
 
@@ -28,42 +29,60 @@ DATA_VOLUMES = DATA_VOLUME.gvp
 VIRTUAL_MACHINES = VIRTUAL_MACHINE.gvp
 
 
-async def _ensure_custom(custom_api, key: tuple[str, str, str], manifest: dict, user_name: str, what: str, reason: str):
+#: What a watch cache says of an object: ``(known, object)``; ``known`` False when no cache can tell
+#: (``Kube.peek``'s answer). ``(True, None)``: there is none of ours by that name.
+UNKNOWN = (False, None)
+
+
+async def _ensure_custom(custom_api, key: tuple[str, str, str], manifest: dict, user_name: str, what: str, reason: str,
+                         cached: tuple[bool, dict | None] = UNKNOWN, created_as: dict | None = None):
     group, version, plural = key
+    created_as = created_as or manifest
     namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+    known, found = cached
+    if known and found is not None and names.owned_by(found.get("metadata") or {}, user_name):
+        return found, False  # as the watch holds it: no read
     return await ensure_owned(
         read=lambda: _call(custom_api.get_namespaced_custom_object, group, version, namespace, plural, name),
-        create=lambda: _call(custom_api.create_namespaced_custom_object, group, version, namespace, plural, manifest),
+        create=lambda: _call(custom_api.create_namespaced_custom_object, group, version, namespace, plural, created_as),
         user_name=user_name,
         what=what,
         reason=reason,
+        create_first=known and found is None,
     )
 
 
-async def ensure_root_disk(custom_api, manifest: dict, user_name: str) -> tuple[dict, bool]:
+async def ensure_root_disk(custom_api, manifest: dict, user_name: str, *, cached=UNKNOWN) -> tuple[dict, bool]:
     """Create the root DataVolume of ``manifest``, or reuse it as it is; return ``(datavolume, created)``.
 
     An existing DataVolume is never changed (its size, source and data are
     the user's); one that is not ``user_name``'s is refused (``root-disk``).
+    ``cached``: what the DataVolume watch holds (see :data:`UNKNOWN`): ours
+    is used without a read; none of ours is created without one.
     """
-    dv, created = await _ensure_custom(custom_api, DATA_VOLUMES, manifest, user_name, "root disk", "root-disk")
+    dv, created = await _ensure_custom(custom_api, DATA_VOLUMES, manifest, user_name, "root disk", "root-disk", cached)
     if created:
         log.info("Created root disk %s/%s for %s", manifest["metadata"]["namespace"], manifest["metadata"]["name"], user_name)
     return dv, created
 
 
-async def ensure_vm(custom_api, manifest: dict, user_name: str) -> tuple[dict, bool]:
+async def ensure_vm(custom_api, manifest: dict, user_name: str, *, cached=UNKNOWN, created_as: dict | None = None) -> tuple[dict, bool]:
     """Create the VirtualMachine of ``manifest``, or bring an existing one to it; return ``(vm, changed)``.
 
     An existing VM whose spec differs from the profile (GPU count, CPU,
     memory, disks, run strategy, ...) gets the manifest's spec, labels and
     annotations; call this only while the VM has no VMI (after
     :meth:`VMWorkspace.fence`), so the new template applies at the next
-    start. A VM that is not ``user_name``'s is refused (``vm``).
+    start. A VM that is not ``user_name``'s is refused (``vm``). ``cached``:
+    as for :func:`ensure_root_disk` (a cached VM behind the API answers the
+    replace 409, and is read again); ``created_as``: the manifest a new VM
+    is created from (``manifest`` with what only a new one carries, its
+    first lifecycle record), default ``manifest``.
     """
     group, version, plural = VIRTUAL_MACHINES
     namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
-    vm, created = await _ensure_custom(custom_api, VIRTUAL_MACHINES, manifest, user_name, "virtual machine", "vm")
+    vm, created = await _ensure_custom(custom_api, VIRTUAL_MACHINES, manifest, user_name, "virtual machine", "vm", cached,
+                                       created_as)
     if created:
         log.info("Created virtual machine %s/%s for %s", namespace, name, user_name)
         return vm, True
@@ -84,8 +103,21 @@ async def ensure_vm(custom_api, manifest: dict, user_name: str) -> tuple[dict, b
     raise WorkspaceError("Your virtual machine could not be updated; please try again.", reason="vm", status_code=500)
 
 
+async def _patch_owned_secret(core_api, namespace: str, name: str, user_name: str, operations: list[dict]) -> bool:
+    """One JSON Patch of Secret ``name``, guarded by :func:`~workspacespawner.k8s.objects.owner_tests`: True when
+    applied, False when there is none; a ``test`` that fails answers 422 (``ApiException``)."""
+    try:
+        await _call(core_api.patch_namespaced_secret, name, namespace, owner_tests(user_name) + operations)
+    except ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return True
+
+
 async def write_cloudinit_secret(core_api, manifest: dict, user_name: str) -> None:
-    """Create the cloud-init Secret of ``manifest``, or replace the existing one (a fresh token every start).
+    """Write the cloud-init data of ``manifest`` (a fresh token every start): one guarded patch of the Secret that is
+    there, else its create.
 
     A Secret of that name that is not ``user_name``'s is refused
     (``cloud-init``). The contents are never logged.
@@ -93,17 +125,37 @@ async def write_cloudinit_secret(core_api, manifest: dict, user_name: str) -> No
     namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
     read, create = core_accessors(core_api, "secret", manifest)
     for _attempt in range(3):
-        secret, created = await ensure_owned(read=read, create=create, user_name=user_name, what="cloud-init settings", reason="cloud-init")
-        if created:
-            return
-        body = dict(manifest, metadata=dict(manifest["metadata"], resourceVersion=secret["metadata"]["resourceVersion"]))
         try:
-            await _call(core_api.replace_namespaced_secret, name, namespace, body)
+            if await _patch_owned_secret(core_api, namespace, name, user_name, [{"op": "add", "path": "/data", "value": manifest["data"]}]):
+                return
+            await create()
             return
         except ApiException as e:
-            if e.status not in (404, 409):
+            if e.status == 422:  # the owner test failed: say whose it is (a read, only on this refusal)
+                refuse_foreign(await read(), user_name, what="cloud-init settings", reason="cloud-init")
+            if e.status not in (404, 409, 422):
                 raise
     raise WorkspaceError("Your virtual machine's settings could not be written; please try again.", reason="cloud-init", status_code=500)
+
+
+async def blank_written_token(core_api, manifest: dict, user_name: str) -> bool | None:
+    """Blank the API token of the cloud-init data this process wrote (``manifest``), in one guarded patch: only if
+    the Secret still holds exactly that data (a later start's stays). True if blanked, False if the Secret is gone
+    or changed, None when ``manifest`` holds no token (nothing to do)."""
+    data = vmmanifests.without_api_token(manifest)
+    if data is None:
+        return None
+    key = vmmanifests.USERDATA_KEY
+    namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+    path = pointer("data", key)
+    try:
+        return await _patch_owned_secret(core_api, namespace, name, user_name, [
+            {"op": "test", "path": path, "value": manifest["data"][key]}, {"op": "replace", "path": path, "value": data[key]},
+        ])
+    except ApiException as e:
+        if e.status != 422:
+            raise
+        return False
 
 
 async def blank_cloudinit_token(core_api, namespace: str, name: str, user_name: str) -> bool:

@@ -33,6 +33,7 @@ object of ours exists but belongs to someone else), ``already-running``,
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
@@ -42,7 +43,9 @@ from kubernetes_asyncio.client.rest import ApiException
 from workspacespawner.backends.vm import manifests as vmmanifests
 from workspacespawner.backends.vm import status as vmstatus
 from workspacespawner.backends.vm.effects import (
+    UNKNOWN,
     blank_cloudinit_token,
+    blank_written_token,
     ensure_root_disk,
     ensure_service,
     ensure_vm,
@@ -55,7 +58,6 @@ from workspacespawner.k8s.api import node_ready
 from workspacespawner.k8s.events import describe_event, scale_up_triggered
 from workspacespawner.k8s.kinds import VMI
 from workspacespawner.k8s.kubevirt import start_vm, stop_vm
-from workspacespawner.k8s.owned import call as _call
 from workspacespawner.k8s.owned import forbidden_error
 from workspacespawner.k8s.watches import (
     DataVolumeReflector,
@@ -65,8 +67,15 @@ from workspacespawner.k8s.watches import (
     shared_reflector,
     shared_reflectors,
 )
+from workspacespawner.workspace import lifecycle
+from workspacespawner.workspace.lifecycle import Status
 
 log = logging.getLogger("workspacespawner")
+
+#: Seconds a start waits while the DataVolume watch shows no root disk before it asks the API server (a create
+#: takes milliseconds to reach the watch; a disk deleted as the start read it never comes).
+MISSING_SECONDS = 3.0
+_MISSING = object()
 
 VMIS = VMI.gvp
 #: HTTP status of the start failure for each reason word (default 500).
@@ -106,7 +115,9 @@ class VMWorkspace:
     ``CoreV1Api`` (kubespawner's shared clients). ``start_timeout`` and
     ``stop_timeout`` are seconds. With ``fail_fast_unschedulable`` a VMI no
     node can run fails the start at once, unless the cluster autoscaler
-    reported a scale-up for it.
+    reported a scale-up for it. ``written``: a dict the server's
+    VMWorkspace objects share, for what this process wrote (the stop
+    blanks the token of the Secret its start wrote without reading it).
     """
 
     def __init__(
@@ -121,6 +132,7 @@ class VMWorkspace:
         fail_fast_unschedulable: bool = True,
         interval: float = 0.2,
         tasks: BackgroundTasks | None = None,
+        written: dict | None = None,
     ):
         self.ident = ident
         self.tasks = tasks if tasks is not None else BackgroundTasks()
@@ -134,6 +146,9 @@ class VMWorkspace:
         self.url: str | None = None
         self._caches: dict = {}
         self._start_requested = False
+        self._remake_disk = None
+        #: what this process wrote, kept across the VMWorkspace objects of one server (``"cloudinit"``: the Secret)
+        self.written = written if written is not None else {}
 
     # -- caches --------------------------------------------------------------
 
@@ -181,25 +196,10 @@ class VMWorkspace:
                 return value or None
             await asyncio.sleep(self.interval)
 
-    async def _read_vmi(self) -> dict | None:
-        group, version, plural = VMIS
-        try:
-            return await _call(self.custom_api.get_namespaced_custom_object, group, version, self.ident.namespace, plural, self.ident.vm)
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise
-
     async def _vmi_gone(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the VMI to be gone (cache, then one GET to confirm)."""
+        """Wait up to ``timeout`` seconds for the VMI to be gone from the VMI watch (as kubespawner waits for a Pod)."""
         deadline = asyncio.get_running_loop().time() + timeout
-        while True:
-            await self._until(lambda: self.observe()[1] is None, deadline)
-            if await self._read_vmi() is None:
-                return True
-            if asyncio.get_running_loop().time() >= deadline:
-                return False
-            await asyncio.sleep(self.interval)
+        return bool(await self._until(lambda: self.observe()[1] is None, deadline))
 
     # -- fence ---------------------------------------------------------------
 
@@ -220,7 +220,8 @@ class VMWorkspace:
         to go (else ``still-stopping``), then boots it afresh with this
         start's cloud-init (its API token).
         """
-        vmi = await self._read_vmi()
+        await self.watch()
+        vmi = self.observe()[1]  # the VMI watch: a VMI is made only after a start asks for it, long before this start
         if vmi is None:
             return
         status = vmi.get("status") or {}
@@ -264,11 +265,17 @@ class VMWorkspace:
         unix_user: str = "jovyan",
         extra_labels: Mapping[str, str] | None = None,
         claim_disks=None,
+        new_disk_annotations: Mapping[str, str] | None = None,
+        recorded: Status | None = None,
     ) -> str:
         """Start the workspace; return the server URL ``http://<Service clusterIP>:8888`` once the guest is Ready.
 
         ``claim_disks``: ``async ()`` taking the attach claim again once a new
-        root disk was created (its first start), before the VM can start.
+        root disk was created (its first start), before the VM can start;
+        ``new_disk_annotations``: annotations a root disk made by this start
+        is created with (the start's attach claim, so the claim needs no
+        write of its own); ``recorded``: the lifecycle status a root disk or
+        VM made by this start is created in.
 
         ``env`` is the spawner's ``get_env()`` and ``command`` the IDE
         command line (:func:`.vmmanifests.singleuser_command`), both written
@@ -285,8 +292,9 @@ class VMWorkspace:
         self._start_requested = False
         try:
             await self._prepare(env=env, command=command, home_mount_path=home_mount_path, unix_user=unix_user,
-                                extra_labels=extra_labels, say=say, claim_disks=claim_disks)
-            await self._wait_for_disk(deadline, say)
+                                extra_labels=extra_labels, say=say, claim_disks=claim_disks,
+                                new_disk_annotations=new_disk_annotations, recorded=recorded)
+            await self._wait_for_disk(deadline, say, remake=self._remake_disk)
             failures_before = vmstatus.start_failures(self.observe()[0])
             self._start_requested = True
             log.info("Starting virtual machine %s/%s for %s", ident.namespace, ident.vm, ident.user_name)
@@ -300,17 +308,21 @@ class VMWorkspace:
             raise
         return self.url
 
-    async def _prepare(self, *, env, command, home_mount_path, unix_user, extra_labels, say: Progress, claim_disks=None) -> None:
-        """Ensure the disk (a new one claimed), the VM (at the profile), the fresh cloud-init Secret and the Service; sets ``url``."""
+    async def _prepare(self, *, env, command, home_mount_path, unix_user, extra_labels, say: Progress, claim_disks=None,
+                       new_disk_annotations=None, recorded: Status | None = None) -> None:
+        """Ensure the disk (a new one made with ``new_disk_annotations``, then claimed), the VM (at the profile), the
+        fresh cloud-init Secret and the Service; sets ``url``. The disk and the VM are read from their watches."""
         ident, settings = self.ident, self.settings
         if settings is None:
             raise ValueError("VMWorkspace.start needs the VM settings of the profile")
-        _dv, created = await ensure_root_disk(self.custom_api, vmmanifests.make_root_datavolume(ident=ident, settings=settings), ident.user_name)
-        if created and claim_disks is not None:
-            await claim_disks()
+        vm, _vmi, dv = self.observe()
+        disk = _made_in(vmmanifests.make_root_datavolume(ident=ident, settings=settings), recorded, new_disk_annotations)
+        created = await self._ensure_root_disk(disk, cached=(True, dv), claim_disks=claim_disks)
+        self._remake_disk = lambda: self._ensure_root_disk(disk, cached=UNKNOWN, claim_disks=claim_disks)
         say(f"Creating your root disk from the system image {settings.golden_image}" if created else "Using your root disk", None)
         vm_manifest = vmmanifests.make_virtual_machine(ident=ident, settings=settings, extra_labels=extra_labels)
-        await ensure_vm(self.custom_api, vm_manifest, ident.user_name)
+        await ensure_vm(self.custom_api, vm_manifest, ident.user_name, cached=(True, vm),
+                        created_as=_made_in(copy.deepcopy(vm_manifest), recorded))
         secret = vmmanifests.make_cloudinit_secret(
             ident=ident,
             env=env,
@@ -322,19 +334,39 @@ class VMWorkspace:
             storage=settings.storage,
         )
         await write_cloudinit_secret(self.core_api, secret, ident.user_name)
+        self.written["cloudinit"] = secret
         service = await ensure_service(self.core_api, vmmanifests.make_vm_service(ident=ident), ident.user_name)
         cluster_ip = (service.get("spec") or {}).get("clusterIP")
         if not cluster_ip or cluster_ip == "None":
             raise self._failure("service", f"The service {ident.service!r} of your virtual machine has no cluster IP.")
         self.url = f"http://{cluster_ip}:{vmmanifests.JUPYTER_PORT}"
 
-    async def _wait_for_disk(self, deadline: float, say: Progress) -> None:
-        """Wait until the root DataVolume is usable, showing the clone's progress; fail on a Failed clone or a golden image not ready."""
-        last = None
+    async def _ensure_root_disk(self, manifest: dict, *, cached, claim_disks) -> bool:
+        """:func:`.effects.ensure_root_disk`, a new disk claimed (``claim_disks``); True when it was made."""
+        _dv, created = await ensure_root_disk(self.custom_api, manifest, self.ident.user_name, cached=cached)
+        if created and claim_disks is not None:
+            await claim_disks()
+        return created
+
+    async def _wait_for_disk(self, deadline: float, say: Progress, remake=None) -> None:
+        """Wait until the root DataVolume is usable, showing the clone's progress; fail on a Failed clone or a golden image not ready.
+
+        ``remake``: ``async ()`` ensuring the disk from the API server, called
+        when the watch has shown no root disk for :data:`MISSING_SECONDS` (the
+        disk was deleted as this start read it from a watch still holding it).
+        """
+        last, missing_since = None, None
+        loop = asyncio.get_running_loop()
 
         def check():
-            nonlocal last
+            nonlocal last, missing_since
             dv = self.observe()[2]
+            if dv is None and remake is not None:
+                missing_since = missing_since or loop.time()
+                if loop.time() - missing_since >= MISSING_SECONDS:
+                    return _MISSING
+            else:
+                missing_since = None
             failure = vmstatus.datavolume_failure(dv) or vmstatus.golden_image_not_ready(dv)
             if failure is not None or vmstatus.datavolume_usable(dv):
                 return failure or True
@@ -346,6 +378,11 @@ class VMWorkspace:
             return None
 
         outcome = await self._until(check, deadline)
+        while outcome is _MISSING:
+            log.warning("The root disk %s/%s is gone from its watch; making sure it exists", self.ident.namespace, self.ident.root_disk)
+            await remake()
+            missing_since = None
+            outcome = await self._until(check, deadline)
         if isinstance(outcome, vmstatus.Failure):
             raise self._failure(outcome.reason, outcome.message)
         if outcome is None:
@@ -428,6 +465,10 @@ class VMWorkspace:
         """Blank the API token in the cloud-init Secret; a failure is logged, not raised (the token is revoked anyway)."""
         ident = self.ident
         try:
+            written = self.written.pop("cloudinit", None)
+            if written is not None:  # what this process wrote: one guarded patch, no read (a later start's stays)
+                await blank_written_token(self.core_api, written, ident.user_name)
+                return
             await blank_cloudinit_token(self.core_api, ident.namespace, ident.cloudinit_secret, ident.user_name)
         except (ApiException, aiohttp.ClientError, TimeoutError) as e:
             log.warning("Could not blank the API token in %s/%s: %s", ident.namespace, ident.cloudinit_secret,
@@ -438,3 +479,12 @@ class VMWorkspace:
         await self.watch()
         vm, vmi, _dv = self.observe()
         return vmstatus.exit_status(vm, vmi)
+
+
+def _made_in(manifest: dict, recorded: Status | None, annotations: Mapping[str, str] | None = None) -> dict:
+    """``manifest`` with the lifecycle record of ``recorded`` and ``annotations``, for its create (an existing
+    object keeps its own)."""
+    labels, more = lifecycle.recorded_metadata(recorded) if recorded is not None else ({}, {})
+    manifest["metadata"].setdefault("labels", {}).update(labels)
+    manifest["metadata"].setdefault("annotations", {}).update({**more, **(annotations or {})})
+    return manifest
