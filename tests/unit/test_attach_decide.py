@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from workspacespawner.workspace.attach import Holder, Verdict, decide, me_of, refusal
+from workspacespawner.core import names
+from workspacespawner.workspace.attach import Holder, Verdict, already_held, claim_annotation, decide, me_of, refusal
 from workspacespawner.workspace.lifecycle import WorkspaceRef
 
 NOW = datetime(2026, 12, 1, 23, 50, tzinfo=UTC)
@@ -44,3 +45,20 @@ def test_me_and_refusal_words():
         "Your disk home-ann can be used by one server at a time, and your server ann (Pod jupyter-ann) is using it. "
         "Stop ann first, then start this one. Nothing was started."
     )
+
+
+def test_a_claim_of_ours_taken_moments_ago_is_not_written_again():
+    me = Holder("ann", "Pod", "jupyter-ann", NOW)
+    just = Holder("ann", "Pod", "jupyter-ann", NOW - timedelta(seconds=5))  # the home was made with it
+    assert already_held(just, me, grace=600)
+    assert not already_held(Holder("ann", "Pod", "jupyter-ann", NOW - timedelta(seconds=300)), me, grace=600)  # half the grace
+    assert not already_held(Holder("ann/work", "Pod", "jupyter-ann--work", NOW), me, grace=600)  # another server's
+    assert not already_held(Holder("ann", "VirtualMachineInstance", "ws-ann", NOW), me, grace=600)  # its other kind
+    assert not already_held(Holder("ann", "Pod", "jupyter-ann", None), me, grace=600)
+    assert not already_held(None, me, grace=600)
+
+
+def test_a_disk_made_for_a_start_carries_its_claim():
+    ref = WorkspaceRef(namespace="ns", user_name="ann", home_pvc="home-ann", pod="jupyter-ann")
+    [(key, value)] = claim_annotation(ref, NOW).items()
+    assert key == names.ATTACH_ANNOTATION and Holder.from_json(value) == me_of(ref, NOW)

@@ -55,7 +55,7 @@ from workspacespawner.storage.tiers import (
     scratch_notice_init_container,
     scratch_volume,
 )
-from workspacespawner.workspace.disks import make_restored_pvc, make_volume_snapshot
+from workspacespawner.workspace.disks import make_restored_pvc, make_volume_snapshot, shown_phase
 from workspacespawner.workspace.lifecycle import Phase, Status
 
 USER = "Ann.O'Brien@school.example"
@@ -1096,3 +1096,17 @@ def test_vm_update_body_of_the_builders_own_manifests():
     }
     assert causes(body, old=as_read) == []
     assert unchanged(vm_update_body, dict(body, status={"printableStatus": "Stopped"}), gpu) is None
+
+
+def test_a_listing_shows_what_the_compute_of_a_stopped_disk_shows():
+    """A start and a stop write no phase (issue #15): ``disk list`` shows the phase of the compute using the disk."""
+    running = {"metadata": {"name": "jupyter-ann"}, "status": {"phase": "Running"}}
+    pending = {"metadata": {"name": "jupyter-ann"}, "status": {"phase": "Pending"}}
+    leaving = {"metadata": {"name": "jupyter-ann", "deletionTimestamp": "2026-12-03T10:00:00Z"}, "status": {"phase": "Running"}}
+    assert shown_phase("Stopped", []) == "Stopped"
+    assert shown_phase("Stopped", [running]) == "Running"
+    assert shown_phase("Stopped", [pending]) == "Starting"
+    assert shown_phase("Stopped", [running, leaving]) == "Stopping"
+    assert shown_phase(None, [running]) == "Running"  # made before the lifecycle recorded anything
+    assert shown_phase("Retained", [running]) == "Retained"  # a recorded phase other than Stopped stands
+    assert shown_phase(None, []) == ""

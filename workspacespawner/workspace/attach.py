@@ -13,7 +13,12 @@ with one JSON Patch whose ``test`` operations check our owner labels and
 the disk's ``metadata.resourceVersion`` as read, followed by ``add``: the
 API server applies it only if nobody wrote the disk in between (422
 otherwise; we read again and decide again), so of two starts exactly one
-holds the claim. The other is refused (409, ``disk-attached``) with the
+holds the claim. In the hub the disk is read from its watch cache; a cache
+behind the API server makes the patch fail the same way, and the next read
+asks the API server (``fresh``): that is the start's only live read, and
+only then. A disk a start makes is created with the claim in it
+(:func:`claim_annotation`); a claim of ours taken moments ago is not
+written again (:func:`already_held`). The other is refused (409, ``disk-attached``) with the
 name of the server that holds it.
 
 A claim is released (the annotation removed, guarded by a ``test`` that it

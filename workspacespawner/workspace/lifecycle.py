@@ -10,12 +10,16 @@ plus ``Degraded`` with a reason word (``node-unreachable``, ``disk-missing``,
 to the current phase is an idempotent no-op. Anything else raises
 :class:`IllegalTransition`: a bug, never a silent overwrite.
 
-Where the phase is kept: on the workspace's persistent objects (its home
-PVC and, for a VM workspace, its root DataVolume and VirtualMachine) as the
-label :data:`~.names.PHASE_LABEL` (for selection by label) and the JSON
-annotation :data:`~.names.LIFECYCLE_ANNOTATION` (phase, reason, message,
-since, retainUntil, server), and in the spawner's state
-(:meth:`Status.to_state`). A home PVC that several servers of a user
+Where the phase is kept: in the spawner's state (:meth:`Status.to_state`)
+and, for the phases the cluster cannot show, on the workspace's persistent
+objects (its home PVC and, for a VM workspace, its root DataVolume and
+VirtualMachine) as the label :data:`~.names.PHASE_LABEL` (for selection by
+label) and the JSON annotation :data:`~.names.LIFECYCLE_ANNOTATION` (phase,
+reason, message, since, retainUntil, server). ``Starting``, ``Running`` and
+``Stopping`` (:data:`DERIVED_PHASES`) are never written: the workspace's Pod
+or VMI shows them, so a start and a stop write no phase and the objects
+keep the one they had at rest (``Stopped``); :func:`derive_phase` reads them
+back from the compute. A home PVC that several servers of a user
 share (the default ``home-{username}``) carries the phase of the server
 that recorded last (``server`` in the annotation); a VM server's own phase
 is on its VM and root disk. :func:`move` is the only writer: it checks the
@@ -25,7 +29,8 @@ move concerns a disk (:func:`audit_action`), and returns the new
 :class:`Status`.
 
 Reconcile, don't trust memory: :func:`observe` reads what the cluster holds
-(PVC, DataVolume, VM, VMI, Pod, and the readiness of their nodes) and the
+(PVC, DataVolume, VM, VMI, Pod, and the readiness of their nodes; in the
+hub, from its watch caches: :class:`~.k8s.cachedkube.CachedKube`) and the
 pure :func:`derive_phase` says which phase that is; :func:`reconcile`
 records it where annotations or state disagree (a restarted hub, a Pod that
 died, a node lost).
