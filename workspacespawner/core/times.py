@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+#: The earliest aware time: where an object without a time sorts.
+EPOCH = datetime.min.replace(tzinfo=UTC)
+
 
 def parse_time(text: str | None) -> datetime | None:
     """An RFC 3339 / ISO 8601 time (``2025-06-01T12:00:00Z``, with or without fractions of a second) as an aware

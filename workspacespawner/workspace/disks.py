@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from kubernetes_asyncio.client.rest import ApiException
 
 from workspacespawner.core import names
 from workspacespawner.core.quantities import gib, in_unit_of, parse_quantity
-from workspacespawner.core.times import parse_time
+from workspacespawner.core.times import EPOCH, parse_time
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VMI, VOLUME_SNAPSHOT
 from workspacespawner.k8s.objects import holders, pointer, terminating
@@ -47,7 +47,6 @@ from workspacespawner.workspace.lifecycle import SYSTEM, Phase, Status, Workspac
 log = logging.getLogger("workspacespawner")
 
 #: The earliest time, for sorting objects without one.
-EPOCH = datetime.min.replace(tzinfo=UTC)
 #: Phases of a disk that no workspace uses any more (kept for the purge).
 PARKED = (str(Phase.RETAINED), str(Phase.DELETING_DISK))
 

@@ -26,6 +26,7 @@ from workspacespawner.backends.container import progress
 from workspacespawner.backends.container.status import ContainerStatus
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.core.times import EPOCH
 from workspacespawner.k8s import events
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.k8s.models import to_model
@@ -178,14 +179,18 @@ class ContainerBackend(Backend):
         return await KubeSpawner.poll(self.spawner)
 
     def compute_events(self) -> list[dict]:
-        # kubespawner's (its Event reflector's, of the Pod's name), of the Pod there is now: an earlier Pod of the
-        # same name can have Events stamped after this start began (its "Stopping container" when the kubelet is late)
+        # kubespawner's Event cache, of the Pod there is now, by time: an earlier Pod of the same name can have Events
+        # stamped after this start began (its "Stopping container" when the kubelet is late). Not kubespawner's
+        # ``events``: its marker of a start sorts Events as strings, and a scheduler Event ("…:05.5Z") in the second
+        # of the old Pod's last kubelet Event ("…:05Z") sorted before it and was dropped.
         spawner = self.spawner
-        reflector = spawner.pod_reflector
-        uid = _uid(reflector.pods.get(f"{spawner.namespace}/{spawner.pod_name}")) if reflector is not None else None
-        if uid is None:
+        pods, cache = spawner.pod_reflector, spawner.event_reflector
+        uid = _uid(pods.pods.get(f"{spawner.namespace}/{spawner.pod_name}") if pods is not None else None)
+        if uid is None or cache is None:
             return []
-        return [e for e in spawner.events if (e.get("involvedObject") or {}).get("uid") in (uid, None)]
+        mine = [e for e in list(cache.resources.values()) if (e.get("involvedObject") or {}).get("name") == spawner.pod_name
+                and (e.get("involvedObject") or {}).get("uid") in (uid, None)]
+        return sorted(mine, key=lambda e: events.event_time(e) or EPOCH)
 
     def event_object(self) -> dict:
         return {"apiVersion": "v1", "kind": "Pod", "name": self.spawner.pod_name}
