@@ -44,18 +44,35 @@ WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
 _binding_modes: dict[str, str] = {}
 
 
+#: StorageClass name -> the read of it under way, which simultaneous starts share (one read per class and process).
+_reading: dict[str, asyncio.Future] = {}
+
+
 async def binding_mode(core_api, storage_class: str | None) -> str:
-    """The ``volumeBindingMode`` of ``storage_class`` (``""``: no class, none such, or no RBAC to read classes)."""
+    """The ``volumeBindingMode`` of ``storage_class`` (``""``: no class, none such, or no RBAC to read classes).
+
+    Read once per class and process; starts that ask while the read is under
+    way wait for it. A class that cannot be read is asked again next time.
+    """
     if not storage_class:
         return ""
-    if storage_class not in _binding_modes:
-        try:
-            found = await call(client.StorageV1Api(core_api.api_client).read_storage_class, storage_class)
-            _binding_modes[storage_class] = found.volume_binding_mode or "Immediate"
-        except ApiException as e:
-            if e.status not in (403, 404):
-                raise
-            return ""
+    if storage_class in _binding_modes:
+        return _binding_modes[storage_class]
+    reading = _reading.get(storage_class)
+    if reading is None or reading.get_loop() is not asyncio.get_running_loop():
+        reading = _reading[storage_class] = asyncio.ensure_future(_read_mode(core_api, storage_class))
+        reading.add_done_callback(lambda _done: _reading.pop(storage_class, None))
+    return await asyncio.shield(reading)
+
+
+async def _read_mode(core_api, storage_class: str) -> str:
+    try:
+        found = await call(client.StorageV1Api(core_api.api_client).read_storage_class, storage_class)
+    except ApiException as e:
+        if e.status not in (403, 404):
+            raise
+        return ""
+    _binding_modes[storage_class] = found.volume_binding_mode or "Immediate"
     return _binding_modes[storage_class]
 
 
