@@ -21,7 +21,8 @@ singleuser command, a tiny HTTP server (a few lines of Python, no
 Jupyter), so hundreds of servers fit on a small machine; both give every
 user a home PVC: KubeSpawner is configured as its equivalent
 (``storage_pvc_ensure``, ``home-{username}``, ``ceph-rbd``, 10Gi, mounted
-at the home), WorkspaceSpawner with the shipped ``jupyterhub_config.d``
+at the home, and the default profile's scratch tier: an emptyDir at
+``/scratch`` and the init container that writes its notice), WorkspaceSpawner with the shipped ``jupyterhub_config.d``
 pieces (its default profile is a CPU container) and quotas on (a SQLite
 ledger).
 
@@ -120,8 +121,20 @@ c.KubeSpawner.pvc_name_template = "home-{username}"
 c.KubeSpawner.storage_class = "ceph-rbd"
 c.KubeSpawner.storage_capacity = "10Gi"
 c.KubeSpawner.storage_access_modes = ["ReadWriteOnce"]
-c.KubeSpawner.volumes = [{"name": "home", "persistentVolumeClaim": {"claimName": "home-{username}"}}]
-c.KubeSpawner.volume_mounts = [{"name": "home", "mountPath": "/home/jovyan"}]
+c.KubeSpawner.volumes = [
+    {"name": "home", "persistentVolumeClaim": {"claimName": "home-{username}"}},
+    {"name": "scratch", "emptyDir": {"sizeLimit": "20Gi"}},
+]
+c.KubeSpawner.volume_mounts = [{"name": "home", "mountPath": "/home/jovyan"}, {"name": "scratch", "mountPath": "/scratch"}]
+# the scratch tier of WorkspaceSpawner's default profile: the emptyDir above and the init container writing its notice
+c.KubeSpawner.init_containers = [{
+    "name": "scratch-notice", "image": "quay.io/jupyter/base-notebook:2025-10-20",
+    "command": ["sh", "-c", 'printf "%s\\n" "$NOTICE" > "$NOTICE_FILE"'],
+    "env": [{"name": "NOTICE", "value": "/scratch is scratch space on this node's local disk."},
+            {"name": "NOTICE_FILE", "value": "/scratch/README-SCRATCH.txt"}],
+    "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}, "requests": {"cpu": "10m", "memory": "16Mi"}},
+    "volumeMounts": [{"mountPath": "/scratch", "name": "scratch"}],
+}]
 """
 
 SPAWNERS = {

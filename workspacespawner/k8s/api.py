@@ -75,9 +75,10 @@ class Kube:
         returns it. Nothing to note in this class (:class:`~.cachedkube.CachedKube` reads its own writes)."""
         return obj
 
-    def peek(self, kind: Kind, namespace: str, name: str) -> tuple[bool, dict | None]:
+    def peek(self, kind: Kind, namespace: str, name: str, *, copy: bool = True) -> tuple[bool, dict | None]:
         """``(True, object or None)`` when a watch cache knows the object without a request, else ``(False, None)``
-        (always, in this class; see :class:`~.cachedkube.CachedKube`)."""
+        (always, in this class; see :class:`~.cachedkube.CachedKube`). ``copy`` False: the cache's own object, for
+        a caller that only reads it (a look many times a second)."""
         return False, None
 
     async def list(self, kind: Kind, namespace: str | None, *, labels: str | None = None, fresh: bool = False) -> list[dict]:

@@ -133,7 +133,7 @@ class CachedKube(Kube):
         known, found = (False, None) if fresh else self.peek(kind, namespace, name)
         return found if known else await super().get(kind, namespace, name)
 
-    def peek(self, kind: Kind, namespace: str | None, name: str) -> tuple[bool, dict | None]:
+    def peek(self, kind: Kind, namespace: str | None, name: str, *, copy: bool = True) -> tuple[bool, dict | None]:
         cache = self._cache(kind, namespace)
         if cache is None:
             return False, None
@@ -146,7 +146,9 @@ class CachedKube(Kube):
                 del self._written[key]  # the cache has it (or had all the time it needs): it answers from now on
             else:
                 found = written
-        return True, None if found is None else self._typed(kind, found)
+        if found is None or not copy:
+            return True, found
+        return True, self._typed(kind, found)
 
     async def list(self, kind: Kind, namespace: str | None, *, labels: str | None = None, fresh: bool = False) -> list[dict]:
         wanted = parse_equality_selector(labels)
