@@ -378,16 +378,22 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         await self.services.quota.running(self.reservation)  # before any compute can exist
         self._tiers = await prepare_tiers(self.api, namespace=self.namespace, settings=self.storage_settings(),
                                           groups=groups, say=self.steps.say)
-        now = lifecycle.utcnow().replace(microsecond=0)
+        recorded, claim = self._made_now()
         ctx = StartContext(
             env=self.get_env(), command=singleuser_command(self.cmd or ["jupyterhub-singleuser"], self.get_args()),
             tiers=self._tiers, home_mount_path=self.home_mount_path, say=self.steps.say,
             extra_labels=self._build_common_labels(self._expand_all(self.extra_labels)),
             claim_disks=lambda: self.lifecycle.claim_disks(self._ref()),
-            new_disk_annotations=attach.claim_annotation(self._ref(), now),
-            recorded=Status(Phase.STOPPED, since=now, server=self.name or ""),
+            new_disk_annotations=claim,
+            recorded=recorded,
         )
         return await self.backend.start(ctx)
+
+    def _made_now(self) -> tuple[Status, dict[str, str]]:
+        """What a disk or VM this start makes is created with: the lifecycle status ``Stopped`` (its compute shows
+        the rest) and, for a disk, this start's attach claim (:func:`~.workspace.attach.claim_annotation`)."""
+        now = lifecycle.utcnow().replace(microsecond=0)
+        return Status(Phase.STOPPED, since=now, server=self.name or ""), attach.claim_annotation(self._ref(), now)
 
     async def _home_pvc(self) -> dict:
         """The home PVC: as the PVC watch holds it when it is the user's, else read, or made (already ``Stopped``)."""
@@ -395,12 +401,12 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         known, pvc = kube.peek(PVC, self.namespace, self.home_pvc_name)
         if known and pvc is not None and names.owned_by(pvc["metadata"], self.user.name):
             return pvc
-        now = lifecycle.utcnow().replace(microsecond=0)
+        recorded, claim = self._made_now()
         manifest = home.make_home_pvc(
             name=self.home_pvc_name, namespace=self.namespace, user_name=self.user.name,
             kubespawner_username=self._expand_user_properties("{username}"), storage_class=self.home_storage_class,
             size=self.home_size, access_modes=self.home_access_modes,
-            status=Status(Phase.STOPPED, since=now, server=self.name or ""), annotations=attach.claim_annotation(self._ref(), now),
+            status=recorded, annotations=claim,
         )
         pvc = await home.ensure_home_pvc(self.api, manifest, self.user.name, create_first=known and pvc is None)
         return kube.remember(PVC, self.namespace, pvc)

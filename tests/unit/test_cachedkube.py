@@ -64,7 +64,7 @@ def kube(monkeypatch):
     monkeypatch.setattr(cachedkube.Kube, "get", get)
     monkeypatch.setattr(cachedkube.Kube, "list", listing)
     created = CachedKube.__new__(CachedKube)
-    created._written, created.cached_reads = {}, 0
+    created._written = {}
     created.api, created.sent = api, sent
     return created
 

@@ -70,7 +70,7 @@ class Kube:
                 return None
             raise
 
-    def remember(self, kind: Kind, namespace: str, obj: dict) -> dict:
+    def remember(self, kind: Kind, namespace: str, obj: dict | None) -> dict | None:
         """Note ``obj`` as a write of this process returned it (made outside this facade: kubespawner's client);
         returns it. Nothing to note in this class (:class:`~.cachedkube.CachedKube` reads its own writes)."""
         return obj

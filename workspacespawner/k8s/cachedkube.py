@@ -89,14 +89,12 @@ class CachedKube(Kube):
     """A :class:`Kube` reading from the shared watch caches (see the module docstring).
 
     ``get`` and ``list`` take ``fresh=True`` to ask the API server whatever
-    the caches hold. :meth:`cached_reads` counts the reads a cache answered
-    (for tests and benchmarks).
+    the caches hold.
     """
 
     def __init__(self, core_api, custom_api):
         super().__init__(core_api, custom_api)
         self._written: dict[tuple[str, str, str], tuple[dict, float]] = {}
-        self.cached_reads = 0
 
     def _cache(self, kind: Kind, namespace: str | None) -> dict | None:
         """The live cache (``namespace/name`` → object) of ``kind`` in ``namespace``, or None when there is none to trust."""
@@ -118,16 +116,13 @@ class CachedKube(Kube):
         found.setdefault("kind", kind.kind)
         return found
 
-    def _remember(self, kind: Kind, namespace: str, obj: dict | None) -> dict | None:
+    def remember(self, kind: Kind, namespace: str, obj: dict | None) -> dict | None:
         if obj is not None:
             now = time.monotonic()
             if len(self._written) >= 256:  # forget what the caches have long caught up with
                 self._written = {k: v for k, v in self._written.items() if now - v[1] <= WRITE_MEMORY_SECONDS}
             self._written[(kind.kind, namespace, obj["metadata"]["name"])] = (obj, now)
         return obj
-
-    def remember(self, kind: Kind, namespace: str, obj: dict) -> dict:
-        return self._remember(kind, namespace, obj)
 
     async def get(self, kind: Kind, namespace: str | None, name: str, *, fresh: bool = False) -> dict | None:
         known, found = (False, None) if fresh else self.peek(kind, namespace, name)
@@ -137,7 +132,6 @@ class CachedKube(Kube):
         cache = self._cache(kind, namespace)
         if cache is None:
             return False, None
-        self.cached_reads += 1
         key = (kind.kind, namespace, name)
         found = cache.get(f"{namespace}/{name}")
         if key in self._written:
@@ -152,10 +146,9 @@ class CachedKube(Kube):
 
     async def list(self, kind: Kind, namespace: str | None, *, labels: str | None = None, fresh: bool = False) -> list[dict]:
         wanted = parse_equality_selector(labels)
-        cache = None if fresh or wanted is None or labels is None or OURS not in labels.split(",") else self._cache(kind, namespace)
+        cache = None if fresh or wanted is None or OURS not in labels.split(",") else self._cache(kind, namespace)
         if cache is None:
             return await super().list(kind, namespace, labels=labels)
-        self.cached_reads += 1
         return [
             self._typed(kind, obj)
             for obj in list(cache.values())
@@ -163,13 +156,13 @@ class CachedKube(Kube):
         ]
 
     async def create(self, kind: Kind, namespace: str, body: dict) -> dict:
-        return self._remember(kind, namespace, await super().create(kind, namespace, body))
+        return self.remember(kind, namespace, await super().create(kind, namespace, body))
 
     async def patch(self, kind: Kind, namespace: str, name: str, operations: list[dict]) -> dict | None:
         found = await super().patch(kind, namespace, name, operations)
         if found is None:
             self._written.pop((kind.kind, namespace, name), None)
-        return self._remember(kind, namespace, found)
+        return self.remember(kind, namespace, found)
 
     async def delete(self, kind: Kind, namespace: str, name: str, *, uid: str | None = None, grace: int | None = None) -> bool:
         self._written.pop((kind.kind, namespace, name), None)

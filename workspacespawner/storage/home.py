@@ -22,7 +22,7 @@ from workspacespawner.k8s.admission import exceeded_quota
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.k8s.owned import core_accessors, ensure_owned
 from workspacespawner.workspace.disks import home_candidates
-from workspacespawner.workspace.lifecycle import Status, recorded_metadata
+from workspacespawner.workspace.lifecycle import Status, made_in
 
 log = logging.getLogger("workspacespawner")
 
@@ -65,11 +65,7 @@ def make_home_pvc(
         },
         "spec": spec,
     }
-    if status is not None:
-        phase_label, phase_annotation = recorded_metadata(status)
-        manifest["metadata"]["labels"].update(phase_label)
-        manifest["metadata"]["annotations"].update(phase_annotation)
-    return manifest
+    return made_in(manifest, status)
 
 
 def home_volume(pvc_name: str) -> dict:

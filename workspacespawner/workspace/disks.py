@@ -46,7 +46,6 @@ from workspacespawner.workspace.lifecycle import SYSTEM, Phase, Status, Workspac
 
 log = logging.getLogger("workspacespawner")
 
-#: The earliest time, for sorting objects without one.
 #: Phases of a disk that no workspace uses any more (kept for the purge).
 PARKED = (str(Phase.RETAINED), str(Phase.DELETING_DISK))
 
@@ -221,13 +220,11 @@ def make_restored_pvc(*, name: str, old: dict, snapshot: dict, status: Status) -
     size = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
     if restore_size and int(parse_quantity(restore_size)) > requested_bytes(old):
         size = restore_size
-    phase_label, phase_annotation = lifecycle.recorded_metadata(status)
-    labels = {**(meta.get("labels") or {}), **phase_label}
+    labels = dict(meta.get("labels") or {})
     annotations = {
         names.OWNER_ANNOTATION: (meta.get("annotations") or {})[names.OWNER_ANNOTATION],
         names.HOME_SLOT_ANNOTATION: slot_of(old),
         names.RESTORED_FROM_ANNOTATION: _meta(snapshot)["name"],
-        **phase_annotation,
     }
     new_spec = {
         "accessModes": list(spec.get("accessModes") or ["ReadWriteOnce"]),
@@ -237,12 +234,12 @@ def make_restored_pvc(*, name: str, old: dict, snapshot: dict, status: Status) -
     for key in ("storageClassName", "volumeMode"):
         if spec.get(key):
             new_spec[key] = spec[key]
-    return {
+    return lifecycle.made_in({
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels, "annotations": annotations},
         "spec": new_spec,
-    }
+    }, status)
 
 
 def restored_name(slot: str, now: datetime) -> str:

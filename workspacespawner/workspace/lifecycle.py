@@ -263,9 +263,15 @@ def _whole_seconds(moment: datetime | None) -> datetime | None:
     return None if moment is None else moment.replace(microsecond=0)
 
 
-def recorded_metadata(status: Status) -> tuple[dict[str, str], dict[str, str]]:
-    """The label and the annotation that record ``status`` on an object, for a manifest made already in that phase."""
-    return {names.PHASE_LABEL: str(status.phase)}, {names.LIFECYCLE_ANNOTATION: json.dumps(status.to_state())}
+def made_in(manifest: dict, status: Status | None, annotations: Mapping[str, str] | None = None) -> dict:
+    """``manifest`` (changed in place, and returned) for an object created already recorded in ``status``: its
+    phase label and lifecycle annotation (none when ``status`` is None), plus ``annotations``."""
+    metadata = manifest.setdefault("metadata", {})
+    if status is not None:
+        metadata.setdefault("labels", {})[names.PHASE_LABEL] = str(status.phase)
+        metadata.setdefault("annotations", {})[names.LIFECYCLE_ANNOTATION] = json.dumps(status.to_state())
+    metadata.setdefault("annotations", {}).update(annotations or {})
+    return manifest
 
 
 def _record_operations(status: Status, expect: Phase | None, expect_version: str | None = None) -> list[dict]:

@@ -188,9 +188,11 @@ class ContainerBackend(Backend):
         uid = _uid(pods.pods.get(f"{spawner.namespace}/{spawner.pod_name}") if pods is not None else None)
         if uid is None or cache is None:
             return []
-        mine = [e for e in list(cache.resources.values()) if (e.get("involvedObject") or {}).get("name") == spawner.pod_name
-                and (e.get("involvedObject") or {}).get("uid") in (uid, None)]
-        return sorted(mine, key=lambda e: events.event_time(e) or EPOCH)
+        def of_this_pod(event: dict) -> bool:
+            involved = event.get("involvedObject") or {}
+            return involved.get("name") == spawner.pod_name and involved.get("uid") in (uid, None)
+
+        return sorted(filter(of_this_pod, list(cache.resources.values())), key=lambda e: events.event_time(e) or EPOCH)
 
     def event_object(self) -> dict:
         return {"apiVersion": "v1", "kind": "Pod", "name": self.spawner.pod_name}

@@ -120,9 +120,7 @@ class VMBackend(Backend):
 
     async def fence(self) -> None:
         """At most one guest per root disk: see :meth:`.workspace.VMWorkspace.fence`."""
-        workspace = self._workspace()
-        await workspace.watch()
-        await workspace.fence()
+        await self._workspace().fence()
 
     async def start(self, ctx: StartContext) -> str:
         """Ensure the root disk, VM, cloud-init Secret and Service, call ``start``; return ``http://<Service IP>:8888``."""

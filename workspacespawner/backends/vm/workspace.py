@@ -286,8 +286,7 @@ class VMWorkspace:
         """
         say = progress or (lambda message, percent: None)
         deadline = asyncio.get_running_loop().time() + self.start_timeout
-        await self.watch()
-        await self.fence()
+        await self.fence()  # starts (or joins) the watches the start reads
         ident = self.ident
         self._start_requested = False
         try:
@@ -316,13 +315,13 @@ class VMWorkspace:
         if settings is None:
             raise ValueError("VMWorkspace.start needs the VM settings of the profile")
         vm, _vmi, dv = self.observe()
-        disk = _made_in(vmmanifests.make_root_datavolume(ident=ident, settings=settings), recorded, new_disk_annotations)
+        disk = lifecycle.made_in(vmmanifests.make_root_datavolume(ident=ident, settings=settings), recorded, new_disk_annotations)
         created = await self._ensure_root_disk(disk, cached=(True, dv), claim_disks=claim_disks)
         self._remake_disk = lambda: self._ensure_root_disk(disk, cached=UNKNOWN, claim_disks=claim_disks)
         say(f"Creating your root disk from the system image {settings.golden_image}" if created else "Using your root disk", None)
         vm_manifest = vmmanifests.make_virtual_machine(ident=ident, settings=settings, extra_labels=extra_labels)
         await ensure_vm(self.custom_api, vm_manifest, ident.user_name, cached=(True, vm),
-                        created_as=_made_in(copy.deepcopy(vm_manifest), recorded))
+                        created_as=lifecycle.made_in(copy.deepcopy(vm_manifest), recorded))
         secret = vmmanifests.make_cloudinit_secret(
             ident=ident,
             env=env,
@@ -480,11 +479,3 @@ class VMWorkspace:
         vm, vmi, _dv = self.observe()
         return vmstatus.exit_status(vm, vmi)
 
-
-def _made_in(manifest: dict, recorded: Status | None, annotations: Mapping[str, str] | None = None) -> dict:
-    """``manifest`` with the lifecycle record of ``recorded`` and ``annotations``, for its create (an existing
-    object keeps its own)."""
-    labels, more = lifecycle.recorded_metadata(recorded) if recorded is not None else ({}, {})
-    manifest["metadata"].setdefault("labels", {}).update(labels)
-    manifest["metadata"].setdefault("annotations", {}).update({**more, **(annotations or {})})
-    return manifest
