@@ -148,6 +148,9 @@ def test_removed_profile_and_changed_home_template(hub, core):
         "metadata": {"name": "hana-extra", "labels": names.owner_labels("hana"), "annotations": names.owner_annotations("hana")},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": "ceph-rbd"},
     })
+    # a start finds homes in the hub's PVC watch (issue #15): give its watch event the moment it takes to arrive
+    # (CI on JupyterHub 5.5 spawned before it had, and started with the one home it saw)
+    time.sleep(2)
     r = hub.spawn("hana", {"profile": "jupyterlab-cpu"})
     assert r.status_code == 409, r.text
     message = r.json()["message"]
