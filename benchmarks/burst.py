@@ -29,8 +29,9 @@ ledger).
     python benchmarks/burst.py --users 100
     python benchmarks/burst.py --users 50 --spawners WorkspaceSpawner
 
-The local cluster's one CPU node takes 110 Pods (its ``pods`` capacity),
-so ``--users`` above 110 leaves the rest Pending.
+Each CPU node of the local cluster takes 110 Pods (its ``pods``
+capacity); the cluster gets ``ceil(users / 100)`` of them
+(``workspacespawner localcluster --cpu-nodes``).
 
 Numbers are from a loopback API server and local processes: they compare
 the two spawners' work, not a real cluster's latency.
@@ -156,8 +157,8 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
-def start_cluster(state_dir: Path) -> tuple[subprocess.Popen, Path]:
-    """``workspacespawner localcluster`` in its own process; returns it and its kubeconfig."""
+def start_cluster(state_dir: Path, cpu_nodes: int = 1) -> tuple[subprocess.Popen, Path]:
+    """``workspacespawner localcluster --cpu-nodes cpu_nodes`` in its own process; returns it and its kubeconfig."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -168,6 +169,8 @@ def start_cluster(state_dir: Path) -> tuple[subprocess.Popen, Path]:
             str(state_dir),
             "--log-level",
             "WARNING",
+            "--cpu-nodes",
+            str(cpu_nodes),
         ],
         stdout=subprocess.PIPE,
         stderr=open(state_dir.parent / f"{state_dir.name}.log", "wb"),
@@ -203,7 +206,7 @@ def lag_percentiles(path: Path, since: float, until: float) -> tuple[float, floa
 def measure(name: str, users: int, workdir: Path) -> dict:
     state = workdir / f"{name}-cluster"
     state.mkdir(parents=True)
-    cluster, kubeconfig = start_cluster(state)
+    cluster, kubeconfig = start_cluster(state, cpu_nodes=-(-users // 100))
     lag_file = workdir / f"{name}-lag.jsonl"
     config = COMMON.format(tiny=TINY_SERVER) + SPAWNERS[name] + LAG_MONITOR.format(path=str(lag_file))
     hub = Hub(workdir / f"{name}-hub", kubeconfig, config, start_timeout=600)

@@ -12,12 +12,21 @@ same way.
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support.helpers import create_object as create
 from tests.support.helpers import events_for as events
 from tests.support.helpers import get_object as get
 from tests.support.helpers import wait_for
 from workspacespawner.localcluster import LocalCluster
-from workspacespawner.localcluster.controllers.scheduler import GPU_TAINT, pod_requests, vmi_requests, vmi_tolerations
+from workspacespawner.localcluster.__main__ import main as localcluster_main
+from workspacespawner.localcluster.controllers.scheduler import (
+    GPU_TAINT,
+    demo_nodes,
+    pod_requests,
+    vmi_requests,
+    vmi_tolerations,
+)
 from workspacespawner.localcluster.discovery import version_info
 
 PODS = ("", "v1", "pods")
@@ -81,6 +90,28 @@ async def test_nodes_are_registered(tmp_path):
         assert cpu["status"]["nodeInfo"]["kubeletVersion"] == gpu["status"]["nodeInfo"]["kubeletVersion"] == served
         assert cpu["status"]["nodeInfo"]["kubeProxyVersion"] == served
         assert cpu["status"]["addresses"][0]["type"] == "InternalIP"
+
+
+async def test_more_cpu_nodes_take_the_pods_the_first_has_no_room_for(tmp_path):
+    """``localcluster --cpu-nodes 2``: a second CPU node like the first; a Pod the full first node cannot hold goes there."""
+    nodes = demo_nodes(2)
+    assert [n["name"] for n in nodes] == ["cpu-node-1", "cpu-node-2", "gpu-node-1"]
+    nodes[0] = dict(nodes[0], pods="1")  # the first holds one Pod
+    async with LocalCluster(state_dir=tmp_path, controllers=("scheduler",), nodes=nodes) as cluster:
+        assert get(cluster, NODES, "cpu-node-2")["status"]["capacity"] == {"cpu": "16", "memory": "64Gi", "pods": "110"}
+        names = ["jupyter-one", "jupyter-two", "jupyter-three"]
+        for name in names:
+            create(cluster, PODS, pod(name))
+            await wait_for(lambda: node_of(cluster, name))
+        placed = sorted(node_of(cluster, name) for name in names)
+        assert placed == ["cpu-node-1", "cpu-node-2", "cpu-node-2"]
+
+
+def test_cpu_nodes_below_one_are_refused_naming_the_option(tmp_path):
+    with pytest.raises(SystemExit, match="--cpu-nodes must be at least 1, not 0"):
+        localcluster_main(["--state-dir", str(tmp_path), "--cpu-nodes", "0"])
+    with pytest.raises(ValueError, match="cpu_nodes must be at least 1"):
+        demo_nodes(0)
 
 
 async def test_gpu_pod_goes_to_the_gpu_node(tmp_path):

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from .cluster import LocalCluster
+from .controllers.scheduler import demo_nodes
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -44,6 +45,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         "provisioner, CDI and KubeVirt controllers as its API clients (default: %(default)s)",
     )
     parser.add_argument(
+        "--cpu-nodes",
+        type=int,
+        default=1,
+        help="how many CPU nodes (16 cores, 64Gi, 110 Pods each) beside the 8-GPU node; local control plane "
+        "only (default: %(default)s)",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         type=str.upper,
@@ -55,7 +63,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 async def run(args: argparse.Namespace) -> None:
     """Start the cluster, announce its kubeconfig, and wait for SIGINT or SIGTERM."""
-    cluster = LocalCluster(args.state_dir, port=args.port, volume_binding_mode=args.volume_binding_mode)
+    cluster = LocalCluster(
+        args.state_dir,
+        port=args.port,
+        volume_binding_mode=args.volume_binding_mode,
+        nodes=demo_nodes(args.cpu_nodes),
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -79,6 +92,10 @@ async def run(args: argparse.Namespace) -> None:
 def main(argv=None) -> int:
     """Entry point of ``workspacespawner localcluster`` and ``python -m workspacespawner.localcluster``."""
     args = parse_args(argv)
+    if args.cpu_nodes < 1:
+        raise SystemExit(f"workspacespawner localcluster: --cpu-nodes must be at least 1, not {args.cpu_nodes}")
+    if args.control_plane == "real" and args.cpu_nodes != 1:
+        raise SystemExit("workspacespawner localcluster: --cpu-nodes is for the local control plane only")
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.control_plane == "real":
         from .realplane.__main__ import serve

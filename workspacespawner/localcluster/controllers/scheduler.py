@@ -84,6 +84,18 @@ DEFAULT_NODES = [
     {"name": "gpu-node-1", "cpu": "32", "memory": "256Gi", "gpus": 8, "gpu_product": "NVIDIA-A100-SXM4-80GB", "taints": [GPU_TAINT]},
 ]
 
+
+def demo_nodes(cpu_nodes: int = 1) -> list[dict]:
+    """:data:`DEFAULT_NODES` with ``cpu_nodes`` CPU nodes (``cpu-node-1`` … ``cpu-node-N``, each like the first).
+
+    Each node takes 110 Pods (kubelet's default ``maxPods``), so a benchmark
+    of N servers asks for ``ceil(N / 100)`` or more. Raises ValueError below 1.
+    """
+    if cpu_nodes < 1:
+        raise ValueError(f"cpu_nodes must be at least 1, not {cpu_nodes}")
+    cpu, gpu = DEFAULT_NODES
+    return [dict(cpu, name=f"cpu-node-{i}") for i in range(1, cpu_nodes + 1)] + [gpu]
+
 _OPERATORS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!", "Gt": "gt", "Lt": "lt"}
 
 
