@@ -18,3 +18,11 @@ c.WorkspaceSpawner.home_mount_path = "/home/jovyan"
 c.WorkspaceSpawner.fail_fast_unschedulable = True
 c.KubeSpawner.start_timeout = 600
 c.KubeSpawner.image = "quay.io/jupyter/scipy-notebook:2025-10-20"
+
+# The spawn page's live numbers (GPUs free now, card-hours left), refreshed
+# every 5 s while the page is open: a small JSON endpoint of the hub's own,
+# /hub/spawn-page-data/<user>/<server>, reading the hub's watch caches.
+from workspacespawner.spawnpage.handler import HANDLERS  # noqa: E402
+
+c.JupyterHub.extra_handlers.extend(HANDLERS)
+

@@ -47,6 +47,7 @@ from workspacespawner.quota.enforcer import alive_from_objects
 from workspacespawner.quota.request import reserve_start
 from workspacespawner.quota.service import TrackedWorkspace
 from workspacespawner.services import hub_services
+from workspacespawner.spawnpage import form as spawnpage_form
 from workspacespawner.startprogress import StartSteps
 from workspacespawner.storage import home
 from workspacespawner.storage.prepare import PreparedTiers, prepare_tiers
@@ -78,7 +79,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
     def _options_form_default(self):
         if not self.profile_list:
             return ""
-        return lambda spawner: useroptions.render_form(spawner, self.services.quota, spawner._gpu_pools)
+        return spawnpage_form.options_form
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -32,8 +32,6 @@ from workspacespawner.config.profiles import (
     with_unlisted_defaults,
 )
 from workspacespawner.core.errors import WorkspaceError
-from workspacespawner.quota.form import override_gpus
-from workspacespawner.workspace.gpus import GPUPool, free_line, pool_for, shortage
 
 #: How kubespawner names the free-form value of option ``x`` in user_options: ``x--unlisted-choice``.
 UNLISTED_SUFFIX = "--unlisted-choice"
@@ -257,43 +255,3 @@ async def apply_chosen_profile(spawner, configured: dict) -> ResolvedProfile:
     if spawner.ide == "code-server" and "default_url" not in (profile.get("kubespawner_override") or {}):
         spawner.default_url = spawner.code_server_url
     return resolve_profile(spawner, profile)
-
-
-def with_free_gpus(profiles: list[dict], pools: dict[str, GPUPool]) -> list[dict]:
-    """A copy of ``profiles`` whose GPU profiles say how many GPUs of their type are free now, and why they cannot
-    start now when too few are (still selectable: the cluster may add a node)."""
-    annotated = []
-    for profile in profiles:
-        override = profile.get("kubespawner_override") or {}
-        asked = override_gpus(override)
-        if asked:
-            pool = pool_for(pools, (override.get("node_selector") or {}).get(GPU_PRODUCT_LABEL))
-            short = shortage(pool, asked)
-            lines = [profile.get("description") or "", free_line(pool), f"Cannot start now: {short}" if short else ""]
-            profile = dict(profile, description=" ".join(line for line in lines if line))
-        annotated.append(profile)
-    return annotated
-
-
-async def render_form(spawner, quota, gpu_pools=None) -> str:
-    """The spawn form, listing only the profiles this user may start, with their card-hour lines and, with
-    ``gpu_pools`` (``async () -> {product: GPUPool} | None``), the GPUs free now."""
-    profiles = await profile_list(spawner)
-    visible = profiles_for_user(profiles, group_names(spawner), is_admin(spawner))
-    visible = await quota.annotated_profiles(visible, user=spawner.user.name, groups=group_names(spawner))
-    pools = await gpu_pools() if gpu_pools is not None else None
-    if pools is not None:
-        visible = with_free_gpus(visible, pools)
-    if not visible:
-        return "<p>No server profile is available to you. Please ask an administrator.</p>"
-    if not any(p.get("default") for p in visible):
-        visible[0] = dict(visible[0], default=True)
-    saved = spawner.user_options
-    try:
-        check_user_options(spawner, profiles)
-    except WorkspaceError:
-        spawner.user_options = {}  # saved choices that no longer hold: the form selects the default
-    try:
-        return spawner._render_options_form(visible)
-    finally:
-        spawner.user_options = saved

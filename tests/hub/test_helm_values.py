@@ -25,6 +25,7 @@ from importlib.metadata import entry_points
 
 import pytest
 from traitlets.config import Config
+from traitlets.config.loader import LazyConfigValue
 
 from tests.support.chartvalues import (
     CONFIG_D_MOUNT,
@@ -137,7 +138,10 @@ def test_profiles_and_settings_equal_the_config_pieces():
         for key, value in settings.items():
             if (section, key) == ("KubeSpawner", "image"):
                 continue
-            assert loaded[section][key] == value, f"c.{section}.{key}"
+            got = loaded[section][key]
+            if isinstance(value, LazyConfigValue):  # c.X.y.extend(...): equal when they extend alike
+                got, value = got.get_value([]), value.get_value([])
+            assert got == value, f"c.{section}.{key}"
 
 
 # -- loaded the chart's way ---------------------------------------------------------------------

@@ -179,8 +179,9 @@ def test_spawn_form_shows_cost_and_card_hours(hub):
     hub.create_user("eve", groups=("research",))
     r = login(hub, "eve").get(f"{hub.url}/hub/spawn", timeout=30)
     assert r.status_code == 200, r.text
-    assert "Costs 1 card-hour per hour (1 GPU)." in r.text
-    assert "You have used 0 of your 100 card-hours this month; 100 left." in r.text
+    assert "Costs 1 card-hour per hour" in r.text
+    assert "<strong>0</strong> of 100 card-hours used, <strong>100</strong> left" in r.text
+    assert "Workspaces: 0 of 2 in use" in r.text
 
 
 def test_enforcer_stops_a_gpu_server_whose_card_hours_ran_out(hub, ledger):

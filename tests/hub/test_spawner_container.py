@@ -21,6 +21,7 @@ import pytest
 import requests
 
 from tests.support import codeserver, planes
+from tests.support.callcount import workspace_calls
 from tests.support.faultcases import wait_until
 from tests.support.hubharness import CONFIG_D, Hub, login, progress_of_a_start
 from workspacespawner.core import names
@@ -283,18 +284,18 @@ def test_free_gpus_on_the_form_and_in_the_refusal_match_the_scheduler(hub, core)
     start, and the scheduler's refusal of one reads as that sentence with the numbers."""
     hub.create_user("hal")
     hub.create_user("fill8", groups=("research",))
-    assert f"GPUs free now: 8 of 8 {A100}." in spawn_form(hub, "hal")
+    assert f"8 of 8 {A100} free now" in spawn_form(hub, "hal")
     hub.start_server("fill8", {"profile": "jupyterlab-8gpu"})
     form = spawn_form(hub, "hal")
-    assert f"GPUs free now: 0 of 8 {A100}. Cannot start now: All 8 {A100} GPUs are in use right now; this profile " \
-           "needs 1 GPU." in form, form
+    assert f"0 of 8 {A100} free now" in form, form
+    assert f"All 8 {A100} GPUs are in use right now; this profile needs 1 GPU." in form, form
     r = hub.spawn("hal", {"profile": "jupyterlab-1gpu"})
     assert r.status_code == 503, r.text
     assert r.json()["message"] == (f"All 8 {A100} GPUs are in use right now; this profile needs 1 GPU. "
                                    "Try a CPU profile or one with fewer GPUs, or try again later."), r.json()
     assert wait_until(lambda: user_pods(core, "hal") == [], timeout=30)
     hub.stop_server("fill8")
-    assert f"GPUs free now: 8 of 8 {A100}." in spawn_form(hub, "hal")
+    assert f"8 of 8 {A100} free now" in spawn_form(hub, "hal")
 
 
 def test_the_form_shows_an_option_that_offers_only_a_free_form_field(hub):
@@ -310,8 +311,33 @@ def test_the_form_lists_nodes_at_most_once_per_five_seconds(hub, cluster):
     spawn_form(hub, "counter")  # the hub's caches are loaded by now: this form has counted GPUs
     cluster.requests.clear()
     for _ in range(3):
-        assert "GPUs free now:" in spawn_form(hub, "counter")
+        assert f"8 of 8 {A100} free now" in spawn_form(hub, "counter")
     assert cluster.requests.count("GET", r"/api/v1/nodes$") <= 1
+
+
+@pytest.mark.embedded_only("reads the embedded API server's request log")
+def test_the_spawn_pages_live_data_is_the_users_own_and_asks_the_cluster_nothing(hub, cluster):
+    """Issue #17: the page refreshes from /hub/spawn-page-data/<user>/<server>; its answers come from the hub's caches
+    (kept 5 s per user): no Kubernetes API call per request. Only the user and admins may read it."""
+    hub.create_user("watcher")
+    hub.create_user("peeker")
+    session = login(hub, "watcher")
+    url = f"{hub.url}/hub/spawn-page-data/watcher/"
+    first = session.get(url, timeout=60)
+    assert first.status_code == 200, first.text
+    assert first.json()["cards"]["jupyterlab-1gpu"]["gpus_total"] == 8
+    cluster.requests.clear()
+    began = time.monotonic()
+    for _ in range(10):
+        again = session.get(url, timeout=60)
+        assert again.status_code == 200 and again.json()["cards"] == first.json()["cards"]
+    calls = workspace_calls(cluster.requests.records)
+    # Nothing per request: at most the hub-wide Node list, once per 5 s (the free-GPU counts' only read).
+    assert set(calls) <= {("GET", "/api/v1/nodes")}, calls
+    assert len(calls) <= 1 + (time.monotonic() - began) // 5, calls
+    assert login(hub, "peeker").get(url, timeout=60).status_code == 403
+    anonymous = requests.get(url, timeout=60, allow_redirects=False)
+    assert anonymous.status_code == 302 and "/hub/login" in anonymous.headers["Location"]
 
 
 def test_code_server_profile_opens_vscode_url(hub, core):

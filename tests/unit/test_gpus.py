@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from workspacespawner.useroptions import with_free_gpus
-from workspacespawner.workspace.gpus import GPUCapacity, GPUPool, free_line, gpu_pools, gpus_held, pool_for, shortage
+from workspacespawner.workspace.gpus import GPUCapacity, GPUPool, gpu_pools, gpus_held, pool_for, shortage
 
 A100 = "NVIDIA-A100-SXM4-80GB"
 
@@ -55,7 +54,6 @@ def test_pools_count_usable_nodes_by_type():
 
 
 def test_sentences_with_the_numbers():
-    assert free_line(GPUPool(A100, 8, 3, 8, 3)) == f"GPUs free now: 3 of 8 {A100}."
     assert shortage(GPUPool(A100, 8, 3, 8, 3), 2) is None
     assert shortage(GPUPool(A100, 8, 0, 8, 0), 1) == f"All 8 {A100} GPUs are in use right now; this profile needs 1 GPU."
     assert shortage(GPUPool(A100, 8, 2, 8, 2), 4) == f"Only 2 of 8 {A100} GPUs are free right now; this profile needs 4 GPUs."
@@ -64,20 +62,6 @@ def test_sentences_with_the_numbers():
     assert shortage(GPUPool(A100, 8, 8, 8, 8), 16) == f"This profile needs 16 GPUs, more than any node has (8 {A100} GPUs at most)."
     assert shortage(GPUPool("NVIDIA-H100", 0, 0), 1) == "No node with NVIDIA-H100 GPUs is available right now; this profile needs 1 GPU."
     assert shortage(GPUPool(A100, 0, 0), 0) is None  # a CPU profile never lacks GPUs
-
-
-def test_the_form_marks_gpu_profiles_and_leaves_cpu_ones_alone():
-    profiles = [
-        {"slug": "cpu", "description": "CPU only"},
-        {"slug": "one", "description": "1 GPU.", "kubespawner_override": {
-            "extra_resource_limits": {"nvidia.com/gpu": 1}, "node_selector": {"nvidia.com/gpu.product": A100}}},
-        {"slug": "eight", "kubespawner_override": {"extra_resource_limits": {"nvidia.com/gpu": 8}}},
-    ]
-    shown = with_free_gpus(profiles, {A100: GPUPool(A100, 8, 5, 8, 5)})
-    assert shown[0] == profiles[0]
-    assert shown[1]["description"] == f"1 GPU. GPUs free now: 5 of 8 {A100}."
-    assert shown[2]["description"] == "GPUs free now: 5 of 8. Cannot start now: Only 5 of 8 GPUs are free right now; this profile needs 8 GPUs."
-    assert "description" not in profiles[2]  # the configured list is never changed
 
 
 def test_nodes_are_listed_at_most_once_per_ttl_and_a_refusal_gives_no_numbers():

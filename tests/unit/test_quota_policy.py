@@ -22,7 +22,6 @@ from traitlets.config import Config
 
 from workspacespawner.quota import policy
 from workspacespawner.quota.config import WorkspaceQuota
-from workspacespawner.quota.form import annotate_profiles
 from workspacespawner.quota.metrics import top_users
 from workspacespawner.quota.policy import (
     OPEN,
@@ -264,25 +263,6 @@ def test_enforcement_ignores_users_without_gpu_servers():
 
 
 # -- spawn form, metrics, settings --------------------------------------------------------------
-
-
-def test_annotate_profiles_adds_cost_and_balance_to_gpu_profiles_only():
-    profiles = [
-        {"slug": "cpu", "display_name": "CPU", "description": "2 cores."},
-        {
-            "slug": "gpu2",
-            "display_name": "2 GPUs",
-            "description": "Two A100s.",
-            "kubespawner_override": {"extra_resource_limits": {"nvidia.com/gpu": 2}},
-        },
-    ]
-    now = at(2025, 6, 28)
-    annotated = annotate_profiles(profiles, usage(12.5, now=now), Limits(card_hours_per_month=50), now)
-    assert annotated[0] == profiles[0]
-    text = annotated[1]["description"]
-    assert text.startswith("Two A100s. Costs 2 card-hours per hour (2 GPUs).")
-    assert "used 12.5 of your 50 card-hours" in text and "37.5 left" in text and "in 3 days, on 2025-07-01" in text
-    assert profiles[1]["description"] == "Two A100s."  # the configured list is untouched
 
 
 def test_metrics_label_top_users_and_other():

@@ -208,6 +208,15 @@ def profile_allowed(profile: dict, group_names: Iterable[str], is_admin: bool = 
     return not allowed or is_admin or bool(set(allowed) & set(group_names))
 
 
+def override_gpus(override) -> int:
+    """GPUs a ``kubespawner_override`` asks for (``extra_resource_limits["nvidia.com/gpu"]``), 0 if none or unreadable."""
+    limits = (override or {}).get("extra_resource_limits") or {}
+    try:
+        return int(str(limits.get(GPU_RESOURCE, 0) or 0))
+    except ValueError:
+        return 0
+
+
 def profiles_for_user(profile_list: list[dict], group_names: Iterable[str], is_admin: bool = False) -> list[dict]:
     """The profiles a user may start, in the configured order."""
     group_names = set(group_names)

@@ -24,17 +24,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from workspacespawner.db.executor import DatabaseExecutor
 from workspacespawner.quota import metrics, policy
 from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.quota.enforcer import Enforcer
 from workspacespawner.quota.events import make_quota_event, post_event
-from workspacespawner.quota.form import annotate_profiles
 from workspacespawner.quota.hubapi import HubApiStopper
 from workspacespawner.quota.ledger import Ledger, LedgerUnavailable
-from workspacespawner.quota.policy import Request, Reservation
+from workspacespawner.quota.policy import Limits, Request, Reservation, Usage
 from workspacespawner.quota.refusal import QuotaRefused
 
 log = logging.getLogger("workspacespawner.quota")
@@ -180,17 +179,18 @@ class QuotaService:
         except LedgerUnavailable as e:
             log.error("Could not close the run of %s's server %r: %s", user, server_name, e)
 
-    async def annotated_profiles(self, profile_list: list[dict], *, user: str, groups) -> list[dict]:
-        """``profile_list`` with cost and card-hours lines on GPU profiles (unchanged if quotas are off or the ledger is down)."""
+    async def balance(self, *, user: str, groups, now: datetime | None = None) -> tuple[Usage, Limits] | None:
+        """``user``'s usage this month (one ledger read, on the database thread) and limits; None when quotas are off
+        or the ledger cannot be read (logged)."""
         if not self.enabled:
-            return profile_list
-        now = policy.utcnow()
+            return None
+        now = now or policy.utcnow()
         try:
             usage = await self.call(self.ledger.usage, user, policy.month_bounds(now, self.settings.timezone), now)
         except LedgerUnavailable as e:
-            log.error("Could not read %s's usage for the spawn form: %s", user, e)
-            return profile_list
-        return annotate_profiles(profile_list, usage, self.settings.limits_for(user, groups), now)
+            log.error("Could not read %s's usage for the spawn page: %s", user, e)
+            return None
+        return usage, self.settings.limits_for(user, groups)
 
     # -- the hub's spawners -------------------------------------------------
 

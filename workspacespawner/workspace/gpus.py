@@ -119,12 +119,6 @@ def _named(pool: GPUPool) -> str:
     return f"{pool.product} GPUs" if pool.product else "GPUs"
 
 
-def free_line(pool: GPUPool) -> str:
-    """``GPUs free now: 3 of 8 NVIDIA-A100-SXM4-80GB.`` (the spawn form's line for a GPU profile)."""
-    kind = f" {pool.product}" if pool.product else ""
-    return f"GPUs free now: {pool.free} of {pool.total}{kind}."
-
-
 def shortage(pool: GPUPool, asked: int) -> str | None:
     """Why a profile asking for ``asked`` GPUs of ``pool`` cannot start now, in a sentence with the numbers; None if it can."""
     if asked <= 0 or pool.largest_free >= asked:

@@ -1,0 +1,120 @@
+"""The spawn page as a student sees it, in a real browser, on the demo's configuration (issue #17).
+
+- A student with card-hours left sees the header (card-hours bar, reset,
+  workspaces, disk) and the profiles as cards grouped by IDE and kind, each
+  GPU card with the A100s free now (8 of 8).
+- While the page stays open, a research user takes the whole 8-GPU node:
+  within a refresh of the page's live endpoint the 1-GPU card says 0 of 8
+  free and why it cannot start, without a reload.
+- A student whose card-hours are nearly used sees the bar nearly full; one
+  whose card-hours are used up sees the GPU cards marked and not selectable,
+  the CPU cards still selectable.
+- The page at a phone's width (390 px) keeps the cards readable, one per row.
+
+Screenshots go to ``test-artifacts/spawn-page-*.png`` for a person to look at.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from tests.browser.test_browser_demo import CHROMIUM, launch, log_in, running_demo
+from tests.support.paths import ARTIFACTS
+from workspacespawner.quota import policy
+from workspacespawner.quota.ledger import Ledger
+from workspacespawner.quota.policy import Limits, Request
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"),
+]
+
+A100 = "NVIDIA-A100-SXM4-80GB"
+
+
+@pytest.fixture(scope="module")
+def demo_hub(tmp_path_factory):
+    with running_demo(tmp_path_factory) as (_thread, hub):
+        yield hub
+
+
+def spend_card_hours(hub, user: str, hours: float) -> None:
+    """Record a closed 1-GPU run of ``hours`` this month in the demo hub's ledger (as if ``user`` had used them)."""
+    ledger = Ledger(f"sqlite:///{hub.workdir / 'workspacespawner-ledger.sqlite'}")
+    try:
+        now = policy.utcnow()
+        began = now - timedelta(hours=hours, minutes=1)
+        month_start = policy.month_bounds(now, "Europe/Berlin")[0]
+        began = max(began, month_start + timedelta(minutes=1))
+        decision = ledger.check_and_reserve(user, Request(gpus=1, server_name="earlier"), Limits(card_hours_per_month=1e6),
+                                            began, tz="Europe/Berlin", min_start_hours=0)
+        run_id = ledger.open_run(decision.reservation, began)
+        ledger.close_run(run_id, began + timedelta(hours=hours))
+    finally:
+        ledger.dispose()
+
+
+def card(page, slug: str):
+    return page.locator(f".js-ws-card[data-slug={slug}]")
+
+
+def test_the_spawn_page_shows_free_gpus_live_and_the_card_hours_left(demo_hub):
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    demo_hub.create_user("filler", groups=("research",))
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = log_in(browser, demo_hub.url, "student3")
+        header = page.locator(".ws-balance").inner_text()
+        assert "0 of 50 card-hours used, 50 left" in header, header
+        assert "Resets" in header and "(Europe/Berlin)" in header and "Workspaces: 0 of 2 in use" in header, header
+        groups = page.locator("h3.ws-group").all_inner_texts()
+        assert [g.lower() for g in groups[:2]] == ["jupyterlab · container", "code-server · container"], groups
+        assert f"8 of 8 {A100} free now" in card(page, "jupyterlab-1gpu").inner_text()
+        assert "Costs 1 card-hour per hour" in card(page, "jupyterlab-1gpu").inner_text()
+        page.screenshot(path=str(ARTIFACTS / "spawn-page.png"), full_page=True)
+
+        demo_hub.start_server("filler", {"profile": "jupyterlab-8gpu"})  # the whole GPU node
+        one = card(page, "jupyterlab-1gpu")
+        one.locator(".js-ws-free", has_text=f"0 of 8 {A100} free now").wait_for(timeout=30_000)  # no reload
+        assert f"All 8 {A100} GPUs are in use right now" in one.locator(".js-ws-reason").inner_text()
+        assert one.locator("input[type=radio]").is_enabled()  # the autoscaler may add a node: still selectable
+        page.screenshot(path=str(ARTIFACTS / "spawn-page-gpus-busy.png"), full_page=True)
+
+        phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)
+        phone.context.add_cookies(page.context.cookies())
+        phone.goto(f"{demo_hub.url}/hub/spawn")
+        boxes = [card(phone, slug).bounding_box() for slug in ("jupyterlab-cpu", "jupyterlab-1gpu")]
+        assert boxes[0]["width"] <= 390 and boxes[1]["y"] > boxes[0]["y"] + boxes[0]["height"] - 1  # one per row
+        phone.screenshot(path=str(ARTIFACTS / "spawn-page-phone.png"), full_page=True)
+        demo_hub.stop_server("filler")
+        browser.close()
+
+
+def test_card_hours_nearly_used_and_used_up(demo_hub):
+    from playwright.sync_api import sync_playwright
+
+    demo_hub.create_user("nearly")
+    demo_hub.create_user("spent")
+    spend_card_hours(demo_hub, "nearly", 46)
+    spend_card_hours(demo_hub, "spent", 50)
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = log_in(browser, demo_hub.url, "nearly")
+        header = page.locator(".ws-balance").inner_text()
+        assert "46 of 50 card-hours used, 4 left" in header, header
+        assert page.locator(".ws-bar.ws-low").count() == 1
+        assert card(page, "jupyterlab-1gpu").locator("input[type=radio]").is_enabled()
+        page.screenshot(path=str(ARTIFACTS / "spawn-page-nearly-used.png"), full_page=True)
+
+        page = log_in(browser, demo_hub.url, "spent")
+        one = card(page, "jupyterlab-1gpu")
+        assert "You have used all 50 card-hours of this month" in one.locator(".js-ws-reason").inner_text()
+        assert one.locator("input[type=radio]").is_disabled()
+        assert card(page, "jupyterlab-cpu").locator("input[type=radio]").is_enabled()
+        assert card(page, "jupyterlab-cpu").locator("input[type=radio]").is_checked()
+        page.screenshot(path=str(ARTIFACTS / "spawn-page-used-up.png"), full_page=True)
+        browser.close()

@@ -1,0 +1,99 @@
+"""Collect what the spawn page shows for one user, from the hub's caches and one ledger read.
+
+- the profiles the user may start (:func:`workspacespawner.useroptions.profile_list`,
+  filtered by ``allowed_groups``);
+- their usage and limits (:meth:`QuotaService.balance`: one ledger read on
+  the database thread; none when quotas are off);
+- their disks (PersistentVolumeClaims they own, from the hub's PVC watch
+  through :class:`~workspacespawner.k8s.cachedkube.CachedKube`: no API call
+  while the watch runs);
+- the GPUs free now (:class:`~workspacespawner.workspace.gpus.GPUCapacity`:
+  the Pod and VMI watches, and one Node LIST per ``node_ttl`` for the whole hub).
+
+:class:`PageCache` keeps each user's result for a few seconds, so the page's
+live refresh reads nothing at all on most requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from workspacespawner import useroptions
+from workspacespawner.config.profiles import profiles_for_user
+from workspacespawner.core import names
+from workspacespawner.k8s.kinds import PVC
+from workspacespawner.quota import policy
+from workspacespawner.spawnpage.model import Balance, Card, balance, card, page_data
+from workspacespawner.workspace.disks import requested_bytes
+
+#: Spawner settings a profile's ``kubespawner_override`` may set, which a card shows when it does not.
+CARD_DEFAULTS = ("workspace_kind", "ide", "cpu_limit", "mem_limit")
+
+
+@dataclass(frozen=True)
+class SpawnPage:
+    """One user's spawn page: ``profiles`` (the profile_list entries they may start, in order), a card per profile,
+    and their :class:`~.model.Balance`."""
+
+    profiles: list[dict]
+    cards: list[Card]
+    balance: Balance
+
+    def to_json(self) -> dict:
+        return page_data(self.cards, self.balance, policy.utcnow())
+
+
+async def disk_bytes(spawner) -> int:
+    """The bytes the user's PersistentVolumeClaims ask for together (from the PVC watch; one LIST if it is down)."""
+    user = spawner.user.name
+    claims = await spawner.services.kube.list(PVC, spawner.namespace, labels=names.owner_selector(user))
+    return sum(requested_bytes(c) for c in claims if names.owned_by(c.get("metadata") or {}, user))
+
+
+async def gather(spawner) -> SpawnPage:
+    """The :class:`SpawnPage` of ``spawner``'s user now (profiles, GPUs free, usage, disks)."""
+    groups = useroptions.group_names(spawner)
+    profiles = profiles_for_user(await useroptions.profile_list(spawner), groups, useroptions.is_admin(spawner))
+    found, pools = await asyncio.gather(
+        spawner.services.quota.balance(user=spawner.user.name, groups=groups), spawner._gpu_pools()
+    )
+    usage, limits = found if found is not None else (None, None)
+    used_disk = await disk_bytes(spawner) if found is not None else 0
+    defaults = {name: getattr(spawner, name) for name in CARD_DEFAULTS}
+    cards = [card(profile, defaults, pools, usage, limits) for profile in profiles]
+    return SpawnPage(profiles, cards, balance(usage, limits, used_disk))
+
+
+class PageCache:
+    """Each key's :class:`SpawnPage` for ``ttl`` seconds; callers asking at once share one gathering.
+
+    ``clock``: monotonic seconds (tests pass their own).
+    """
+
+    def __init__(self, ttl: float = 5.0, clock: Callable[[], float] = time.monotonic):
+        self.ttl = ttl
+        self.clock = clock
+        self._pages: dict[str, tuple[float, asyncio.Future]] = {}
+
+    async def get(self, key: str, make: Callable[[], Awaitable[SpawnPage]]) -> SpawnPage:
+        """The cached page of ``key``, or ``await make()`` when it is older than ``ttl`` (or failed)."""
+        now = self.clock()
+        for old in [k for k, (at, _) in self._pages.items() if now - at >= self.ttl]:
+            del self._pages[old]
+        entry = self._pages.get(key)
+        if entry is None:
+            entry = (now, asyncio.ensure_future(make()))
+            self._pages[key] = entry
+        try:
+            return await asyncio.shield(entry[1])
+        except Exception:
+            if self._pages.get(key) is entry:
+                del self._pages[key]  # a failure is not kept: the next request tries again
+            raise
+
+
+#: The hub process's cache of spawn pages (the live endpoint's).
+PAGES = PageCache()

@@ -1,0 +1,181 @@
+"""What the spawn page shows, as data: the user's balance (the header) and one card per profile.
+
+Pure: built from the profiles the user may start, the user's quota usage and
+limits, their disks and the GPUs free now; no I/O. The form template
+(``templates/form.html``) draws it once, and the page's live endpoint
+(:mod:`.handler`) sends the same data as JSON every few seconds, so the page
+and the endpoint never disagree.
+
+A card's numbers come from the profile's ``kubespawner_override`` (as the
+start applies it), with the spawner's own settings where it sets nothing:
+``workspace_kind``, ``ide``, ``cpu_limit`` (cores), ``mem_limit``,
+``extra_resource_limits["nvidia.com/gpu"]`` and the
+``nvidia.com/gpu.product`` node selector.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+from workspacespawner.config.profiles import GPU_PRODUCT_LABEL, override_gpus
+from workspacespawner.core.quantities import parse_quantity
+from workspacespawner.quota.policy import Limits, Usage, number, when
+from workspacespawner.workspace.gpus import GPUPool, pool_for, shortage
+
+#: Bytes in a GiB (disk sizes are shown in GiB).
+GIB = 1024**3
+
+#: How the page names an IDE and a workspace kind (the card's group heading).
+IDE_NAMES = {"jupyterlab": "JupyterLab", "code-server": "code-server"}
+KIND_NAMES = {"container": "Container", "vm": "Virtual machine"}
+
+
+@dataclass(frozen=True)
+class Balance:
+    """The header of the spawn page: what the user has used and has left.
+
+    ``card_hours_used``/``card_hours_limit``/``card_hours_left``: this
+    month's card-hours (GPU count × hours); ``resets``: when they reset, as
+    ``2027-01-01 00:00 (Europe/Berlin)``; ``resets_at``: the same instant in
+    ISO 8601. ``running``/``running_limit``: workspaces starting or running
+    now and how many may at once. ``disk_used_gib``/``disk_limit_gib``: the
+    user's disks together (requested sizes, GiB) and the quota (None: no
+    limit). Every field is None when quotas are off or the ledger cannot be
+    read (the page then shows no header).
+    """
+
+    card_hours_used: float | None = None
+    card_hours_limit: float | None = None
+    card_hours_left: float | None = None
+    resets: str | None = None
+    resets_at: str | None = None
+    running: int | None = None
+    running_limit: int | None = None
+    disk_used_gib: float | None = None
+    disk_limit_gib: float | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.card_hours_limit is not None
+
+    @property
+    def used_percent(self) -> int:
+        """Card-hours used as a whole percentage of the limit, 0–100 (100 when the limit is 0)."""
+        if not self.card_hours_limit:
+            return 100 if self.known else 0
+        return max(0, min(100, round(100 * (self.card_hours_used or 0) / self.card_hours_limit)))
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "used_percent": self.used_percent}
+
+
+def balance(usage: Usage | None, limits: Limits | None, disk_used_bytes: int) -> Balance:
+    """The :class:`Balance` of a user from their ledger ``usage`` and ``limits`` (None, None: quotas off or unreadable)."""
+    if usage is None or limits is None:
+        return Balance()
+    limit = limits.card_hours_per_month
+    return Balance(
+        card_hours_used=round(usage.card_hours, 2),
+        card_hours_limit=limit,
+        card_hours_left=round(max(0.0, limit - usage.card_hours), 2),
+        resets=when(usage.period_end),
+        resets_at=usage.period_end.isoformat(),
+        running=usage.running,
+        running_limit=limits.max_concurrent,
+        disk_used_gib=round(disk_used_bytes / GIB, 1),
+        disk_limit_gib=round(float(parse_quantity(limits.max_disk)) / GIB, 1) if limits.max_disk else None,
+    )
+
+
+@dataclass(frozen=True)
+class Card:
+    """One profile as the spawn page shows it.
+
+    ``cpu``: cores (None: no limit set); ``memory``: as configured
+    (``"32G"``); ``gpus``: count; ``gpu_type``: the GPU product the profile
+    selects (``""``: any type); ``card_hours_per_hour``: what an hour of it
+    costs (its GPU count); ``gpus_free``/``gpus_total``: of its GPU type on
+    usable nodes now (None for CPU profiles, or when unknown);
+    ``blocked``: why it cannot start now, in a sentence (None: it can);
+    ``selectable``: False only when the start is sure to be refused (the
+    user's own limits); a card short of GPUs stays selectable, since the
+    cluster autoscaler may add a node.
+    """
+
+    slug: str
+    ide: str
+    kind: str
+    cpu: float | None
+    memory: str | None
+    gpus: int
+    gpu_type: str
+    card_hours_per_hour: float
+    gpus_free: int | None = None
+    gpus_total: int | None = None
+    blocked: str | None = None
+    selectable: bool = True
+
+    @property
+    def group(self) -> str:
+        """The heading the card is listed under: ``"JupyterLab · Container"``."""
+        return f"{IDE_NAMES.get(self.ide, self.ide)} · {KIND_NAMES.get(self.kind, self.kind)}"
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "group": self.group}
+
+
+def _profile_facts(profile: dict, defaults: dict) -> dict:
+    override = profile.get("kubespawner_override") or {}
+    cpu = override.get("cpu_limit", defaults.get("cpu_limit"))
+    memory = override.get("mem_limit", defaults.get("mem_limit"))
+    return {
+        "kind": override.get("workspace_kind", defaults.get("workspace_kind", "container")),
+        "ide": override.get("ide", defaults.get("ide", "jupyterlab")),
+        "cpu": float(cpu) if cpu else None,
+        "memory": str(memory) if memory else None,
+        "gpus": override_gpus(override),
+        "gpu_type": (override.get("node_selector") or {}).get(GPU_PRODUCT_LABEL) or "",
+    }
+
+
+def _quota_block(gpus: int, usage: Usage | None, limits: Limits | None) -> str | None:
+    """Why the user's own limits refuse a start of a profile asking for ``gpus`` now (None: they allow it)."""
+    if usage is None or limits is None:
+        return None
+    if usage.running >= limits.max_concurrent:
+        return (f"You have {usage.running} of your {limits.max_concurrent} workspaces running or starting; "
+                "stop one to start another.")
+    if gpus and usage.card_hours >= limits.card_hours_per_month:
+        return (f"You have used all {number(limits.card_hours_per_month)} card-hours of this month; "
+                f"they reset on {when(usage.period_end)}.")
+    return None
+
+
+def card(profile: dict, defaults: dict, pools: dict[str, GPUPool] | None, usage: Usage | None,
+         limits: Limits | None) -> Card:
+    """The :class:`Card` of ``profile`` (a profile_list entry); ``defaults``: the spawner's settings a profile may override.
+
+    ``pools``: GPUs free now by product (None: unknown; the card then says
+    nothing of free GPUs). The user's own limits come first: a card they
+    refuse is not selectable.
+    """
+    facts = _profile_facts(profile, defaults)
+    free = total = None
+    blocked = _quota_block(facts["gpus"], usage, limits)
+    selectable = blocked is None
+    if facts["gpus"] and pools is not None:
+        pool = pool_for(pools, facts["gpu_type"] or None)
+        free, total = pool.free, pool.total
+        blocked = blocked or shortage(pool, facts["gpus"])
+    return Card(slug=profile.get("slug", ""), card_hours_per_hour=float(facts["gpus"]), gpus_free=free,
+                gpus_total=total, blocked=blocked, selectable=selectable, **facts)
+
+
+def page_data(cards: list[Card], shown: Balance, now: datetime) -> dict:
+    """The live endpoint's JSON body: ``{"as_of": ISO 8601, "balance": {...}, "cards": {slug: {...}}}``."""
+    return {
+        "as_of": now.isoformat(),
+        "balance": shown.to_json() if shown.known else None,
+        "cards": {c.slug: c.to_json() for c in cards},
+    }
