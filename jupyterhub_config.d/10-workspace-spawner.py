@@ -19,10 +19,13 @@ c.WorkspaceSpawner.fail_fast_unschedulable = True
 c.KubeSpawner.start_timeout = 600
 c.KubeSpawner.image = "quay.io/jupyter/scipy-notebook:2025-10-20"
 
-# The spawn page's live numbers (GPUs free now, card-hours left), refreshed
-# every 5 s while the page is open: a small JSON endpoint of the hub's own,
-# /hub/spawn-page-data/<user>/<server>, reading the hub's watch caches.
-from workspacespawner.spawnpage.handler import HANDLERS  # noqa: E402
+# The spawn page's live numbers (GPUs free now, card-hours left) and the home
+# page's "Your workspaces" panel: small JSON endpoints of the hub's own
+# (/hub/spawn-page-data/<user>/<server>, /hub/workspaces-data/<user>) that
+# read the hub's watch caches, and a home.html that extends JupyterHub's.
+from workspacespawner.homepage import TEMPLATES  # noqa: E402
+from workspacespawner.hubhandlers import HANDLERS  # noqa: E402
 
 c.JupyterHub.extra_handlers.extend(HANDLERS)
+c.JupyterHub.template_paths.insert(0, TEMPLATES)
 

@@ -268,6 +268,12 @@ class Ledger:
             return policy.usage_from_runs(self._runs_in(conn, period, user), period, now)
 
     @_guarded
+    def runs_of(self, user: str, period: tuple[datetime, datetime]) -> list[Run]:
+        """``user``'s runs overlapping ``period`` and their active ones (one statement)."""
+        with self._read() as conn:
+            return self._runs_in(conn, period, user)
+
+    @_guarded
     def usage_all(self, period: tuple[datetime, datetime], now: datetime | None = None) -> dict[str, Usage]:
         """Every user with card-hours in ``period`` or an active workspace: ``{user: Usage}``."""
         now = policy.aware(now or policy.utcnow())

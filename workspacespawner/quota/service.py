@@ -33,7 +33,7 @@ from workspacespawner.quota.enforcer import Enforcer
 from workspacespawner.quota.events import make_quota_event, post_event
 from workspacespawner.quota.hubapi import HubApiStopper
 from workspacespawner.quota.ledger import Ledger, LedgerUnavailable
-from workspacespawner.quota.policy import Limits, Request, Reservation, Usage
+from workspacespawner.quota.policy import Limits, Request, Reservation, Run, Usage
 from workspacespawner.quota.refusal import QuotaRefused
 
 log = logging.getLogger("workspacespawner.quota")
@@ -55,6 +55,22 @@ class TrackedWorkspace:
     involved: dict
     groups: frozenset[str] = field(default_factory=frozenset)
     core_api: object | None = None
+
+
+@dataclass(frozen=True)
+class MonthBalance:
+    """One user's month as the pages show it: the ledger's ``runs`` this month (and active ones), the ``usage``
+    they make up to ``now``, and the user's ``limits``."""
+
+    runs: list[Run]
+    usage: Usage
+    limits: Limits
+    now: datetime
+
+    def card_hours_of(self, server_name: str) -> float:
+        """Card-hours the server ``server_name`` (``""``: the default server) used this month, up to ``now``."""
+        mine = [run for run in self.runs if run.server_name == server_name]
+        return policy.card_hours(mine, self.usage.period_start, self.usage.period_end, self.now)
 
 
 class QuotaService:
@@ -179,18 +195,20 @@ class QuotaService:
         except LedgerUnavailable as e:
             log.error("Could not close the run of %s's server %r: %s", user, server_name, e)
 
-    async def balance(self, *, user: str, groups, now: datetime | None = None) -> tuple[Usage, Limits] | None:
-        """``user``'s usage this month (one ledger read, on the database thread) and limits; None when quotas are off
-        or the ledger cannot be read (logged)."""
+    async def balance(self, *, user: str, groups, now: datetime | None = None) -> MonthBalance | None:
+        """``user``'s runs this month (one ledger read, on the database thread), usage and limits; None when quotas
+        are off or the ledger cannot be read (logged)."""
         if not self.enabled:
             return None
         now = now or policy.utcnow()
+        period = policy.month_bounds(now, self.settings.timezone)
         try:
-            usage = await self.call(self.ledger.usage, user, policy.month_bounds(now, self.settings.timezone), now)
+            runs = await self.call(self.ledger.runs_of, user, period)
         except LedgerUnavailable as e:
             log.error("Could not read %s's usage for the spawn page: %s", user, e)
             return None
-        return usage, self.settings.limits_for(user, groups)
+        usage = policy.usage_from_runs(runs, period, now)
+        return MonthBalance(runs, usage, self.settings.limits_for(user, groups), now)
 
     # -- the hub's spawners -------------------------------------------------
 

@@ -4,5 +4,5 @@ free now, kept live by a small JSON endpoint of the hub's (issue #17).
 - :mod:`.model`: the page as data (pure);
 - :mod:`.gather`: that data for one user, from the hub's caches and one ledger read;
 - :mod:`.form`: the HTML of the spawn form (``Spawner.options_form``);
-- :mod:`.handler`: ``GET /hub/spawn-page-data/<user>/<server>``, the same data as JSON.
+- :mod:`workspacespawner.hubhandlers`: ``GET /hub/spawn-page-data/<user>/<server>``, the same data as JSON.
 """

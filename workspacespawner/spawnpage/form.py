@@ -6,7 +6,7 @@ JupyterHub puts the result inside its own ``spawn.html`` (which extends
 The fields are kubespawner's (``profile``, ``profile-option-<slug>--<option>``
 and its ``--unlisted-choice`` text field), so kubespawner's
 ``options_from_form`` reads them unchanged. The page refreshes its numbers
-every 5 seconds from the live endpoint (:mod:`.handler`).
+every 5 seconds from the live endpoint (:mod:`workspacespawner.hubhandlers`).
 """
 
 from __future__ import annotations

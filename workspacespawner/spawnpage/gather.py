@@ -60,7 +60,7 @@ async def gather(spawner) -> SpawnPage:
     found, pools = await asyncio.gather(
         spawner.services.quota.balance(user=spawner.user.name, groups=groups), spawner._gpu_pools()
     )
-    usage, limits = found if found is not None else (None, None)
+    usage, limits = (found.usage, found.limits) if found is not None else (None, None)
     used_disk = await disk_bytes(spawner) if found is not None else 0
     defaults = {name: getattr(spawner, name) for name in CARD_DEFAULTS}
     cards = [card(profile, defaults, pools, usage, limits) for profile in profiles]
@@ -68,7 +68,8 @@ async def gather(spawner) -> SpawnPage:
 
 
 class PageCache:
-    """Each key's :class:`SpawnPage` for ``ttl`` seconds; callers asking at once share one gathering.
+    """Each key's answer (a :class:`SpawnPage`, a home page's dict) for ``ttl`` seconds; callers asking at once share
+    one gathering.
 
     ``clock``: monotonic seconds (tests pass their own).
     """
@@ -78,7 +79,7 @@ class PageCache:
         self.clock = clock
         self._pages: dict[str, tuple[float, asyncio.Future]] = {}
 
-    async def get(self, key: str, make: Callable[[], Awaitable[SpawnPage]]) -> SpawnPage:
+    async def get(self, key: str, make: Callable[[], Awaitable]):
         """The cached page of ``key``, or ``await make()`` when it is older than ``ttl`` (or failed)."""
         now = self.clock()
         for old in [k for k, (at, _) in self._pages.items() if now - at >= self.ttl]:
@@ -93,7 +94,3 @@ class PageCache:
             if self._pages.get(key) is entry:
                 del self._pages[key]  # a failure is not kept: the next request tries again
             raise
-
-
-#: The hub process's cache of spawn pages (the live endpoint's).
-PAGES = PageCache()

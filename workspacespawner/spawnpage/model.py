@@ -3,7 +3,7 @@
 Pure: built from the profiles the user may start, the user's quota usage and
 limits, their disks and the GPUs free now; no I/O. The form template
 (``templates/form.html``) draws it once, and the page's live endpoint
-(:mod:`.handler`) sends the same data as JSON every few seconds, so the page
+(:mod:`workspacespawner.hubhandlers`) sends the same data as JSON every few seconds, so the page
 and the endpoint never disagree.
 
 A card's numbers come from the profile's ``kubespawner_override`` (as the

@@ -1,4 +1,4 @@
-"""The spawn page as a student sees it, in a real browser, on the demo's configuration (issue #17).
+"""The spawn page and the home page as a student sees them, in a real browser, on the demo's configuration (issue #17).
 
 - A student with card-hours left sees the header (card-hours bar, reset,
   workspaces, disk) and the profiles as cards grouped by IDE and kind, each
@@ -10,8 +10,12 @@
   whose card-hours are used up sees the GPU cards marked and not selectable,
   the CPU cards still selectable.
 - The page at a phone's width (390 px) keeps the cards readable, one per row.
+- The home page lists the user's server with its phase, profile, GPUs and
+  card-hours this month, and the warning when few card-hours are left; a
+  user who comes back after their account was deleted sees the home disk
+  kept for them and how to get it back.
 
-Screenshots go to ``test-artifacts/spawn-page-*.png`` for a person to look at.
+Screenshots go to ``test-artifacts/spawn-page-*.png`` and ``home-*.png`` for a person to look at.
 """
 
 from __future__ import annotations
@@ -117,4 +121,42 @@ def test_card_hours_nearly_used_and_used_up(demo_hub):
         assert card(page, "jupyterlab-cpu").locator("input[type=radio]").is_enabled()
         assert card(page, "jupyterlab-cpu").locator("input[type=radio]").is_checked()
         page.screenshot(path=str(ARTIFACTS / "spawn-page-used-up.png"), full_page=True)
+        browser.close()
+
+
+def test_the_home_page_shows_servers_the_warning_and_kept_disks(demo_hub):
+    from playwright.sync_api import sync_playwright
+
+    demo_hub.create_user("homer")
+    spend_card_hours(demo_hub, "homer", 46)
+    demo_hub.create_user("returner")  # a home made, then the account deleted: the home is kept (Retained)
+    demo_hub.start_server("returner")
+    demo_hub.stop_server("returner")
+    assert demo_hub.api("DELETE", "/users/returner").status_code == 204
+    demo_hub.create_user("returner")
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = log_in(browser, demo_hub.url, "homer")
+        demo_hub.start_server("homer")
+        page.goto(f"{demo_hub.url}/hub/home")
+        row = page.locator("#ws-home tr[data-server='']")
+        row.locator(".ws-phase", has_text="Running").wait_for(timeout=30_000)
+        assert row.inner_text().split("\t")[2:4] == ["JupyterLab (CPU)", "none"], row.inner_text()
+        warning = page.locator(".js-ws-warning")
+        assert warning.is_visible()
+        assert "4 of your 50 card-hours left this month" in warning.inner_text()
+        page.screenshot(path=str(ARTIFACTS / "home-page.png"), full_page=True)
+        phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)
+        phone.context.add_cookies(page.context.cookies())
+        phone.goto(f"{demo_hub.url}/hub/home")
+        phone.locator("#ws-home .ws-phase", has_text="Running").wait_for(timeout=30_000)
+        phone.screenshot(path=str(ARTIFACTS / "home-page-phone.png"), full_page=True)
+        demo_hub.stop_server("homer")
+
+        back = log_in(browser, demo_hub.url, "returner")
+        back.goto(f"{demo_hub.url}/hub/home")
+        kept = back.locator(".js-ws-retained li").first
+        kept.wait_for(timeout=30_000)
+        assert "home-returner" in kept.inner_text() and "Start your default server again to use it" in kept.inner_text()
+        back.screenshot(path=str(ARTIFACTS / "home-page-kept-disk.png"), full_page=True)
         browser.close()

@@ -1,0 +1,18 @@
+"""The hub's home page with a "Your workspaces" panel: each server's phase, profile, GPUs held and card-hours this
+month, the quota warning that applies, and the Retained disks the user can get back (issue #17).
+
+- :mod:`.model`: the panel as data (pure);
+- :mod:`.gather`: that data for one user (JupyterHub's servers, one ledger read, the disks from the PVC watch);
+- ``templates/home.html``: JupyterHub's own home page with the panel below it, filled from
+  ``GET /hub/workspaces-data/<user>`` (:mod:`workspacespawner.hubhandlers`).
+
+Install the template before JupyterHub's own (``c.JupyterHub.template_paths`` is searched in order)::
+
+    from workspacespawner.homepage import TEMPLATES
+    c.JupyterHub.template_paths.insert(0, TEMPLATES)
+"""
+
+from pathlib import Path
+
+#: The folder holding home.html (it extends JupyterHub's ``templates/home.html``).
+TEMPLATES = str(Path(__file__).resolve().parent / "templates")
