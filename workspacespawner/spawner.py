@@ -39,6 +39,7 @@ from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.config.workspace import IDE_ENV, KubeSpawnerGuards, WorkspaceTraits
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.core.milestones import Milestone
 from workspacespawner.hubcompat import as_spawn_failure, options_sent
 from workspacespawner.k8s import events, watches
 from workspacespawner.k8s.kinds import PVC
@@ -366,11 +367,13 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
     async def _start_workspace(self) -> str:
         """Fence, ensure the home volume and the tiers, then start the backend's compute; return the server URL."""
         ref = self._ref()
+        self.steps.say("Start accepted; preparing your workspace", Milestone.ACCEPTED)  # the quota check passed
         await self.lifecycle.before_start(ref, fence_own=self.backend.fence, say=self.steps.say)
         pvc = await self._home_pvc()
-        phase = (pvc.get("status") or {}).get("phase", "Pending")
-        self.steps.say(f"Home volume {self.home_pvc_name} ready" if phase == "Bound" else
-                   f"Home volume {self.home_pvc_name} created ({phase}; it binds when your server is placed on a node)")
+        if (phase := (pvc.get("status") or {}).get("phase", "Pending")) == "Bound":
+            self.steps.say(f"Home volume {self.home_pvc_name} ready", Milestone.HOME_READY)
+        else:
+            self.steps.say(f"Home volume {self.home_pvc_name} created ({phase}; it binds when your server is placed on a node)")
         groups = useroptions.group_names(self)
         limit = disks.disk_limit(self.services.quota.settings, self.user.name, groups, self.disk_limit)
         await self.lifecycle.disks_ready(ref, pvc, home_size=self.home_size, limit=limit, server=self.name or "", say=self.steps.say)

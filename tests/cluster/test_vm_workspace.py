@@ -41,6 +41,7 @@ from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings
 from workspacespawner.backends.vm.workspace import VMWorkspace
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.core.milestones import LADDER, Milestone
 from workspacespawner.k8s import watches as reflectors
 from workspacespawner.localcluster.controllers.refs import DATA_VOLUMES, PVCS, VMIS, VMS, get_or_none
 from workspacespawner.localcluster.goldenimage import make_golden_image
@@ -181,14 +182,17 @@ async def test_full_lifecycle(kube):
     thread = kube[0]
     ws = workspace(kube)
     ident = ws.ident
-    steps: list[tuple[str, float | None]] = []
+    steps: list[tuple[str, Milestone | None, float]] = []
 
-    url = await ws.start(env=hub_env("token-one"), command=COMMAND, progress=lambda m, p: steps.append((m, p)))
+    url = await ws.start(env=hub_env("token-one"), command=COMMAND,
+                         progress=lambda m, milestone=None, *, part=1.0: steps.append((m, milestone, part)))
 
-    percents = [p for _m, p in steps if p is not None]
-    assert any(0 < p < 100 for p in percents), steps
-    assert any("Copying the system image" in m for m, _p in steps)
-    assert steps[-1][0].startswith("Your virtual machine is running on")
+    assert any(milestone is Milestone.ROOT_DISK_READY and 0 < part < 1 for _m, milestone, part in steps), steps
+    assert any("Copying the system image" in m for m, _milestone, _part in steps)
+    reached = [milestone for _m, milestone, _part in steps if milestone is not None]
+    rungs = list(LADDER)
+    assert [rungs.index(m) for m in reached] == sorted(rungs.index(m) for m in reached), steps  # in ladder order
+    assert steps[-1][0].startswith("Your virtual machine is running on") and steps[-1][1] is Milestone.ANSWERING
     service = stored(kube, ("", "v1", "services"), ident.service)
     assert url == f"http://{service['spec']['clusterIP']}:8888"
     first = await fetch(url)
@@ -487,7 +491,7 @@ async def test_a_start_retried_while_the_vm_boots_is_progress(kube):
     first = workspace(kube)
     await first.watch()
     await first._prepare(env=hub_env("t-first"), command=NEVER_LISTENS, home_mount_path="/home/jovyan", unix_user="jovyan",
-                         extra_labels=None, say=lambda message, percent: None)
+                         extra_labels=None, say=lambda message, milestone=None, *, part=1.0: None)
     await start_left_behind(kube, first, "Running")
     retry = workspace(kube)
     url = await retry.start(env=hub_env("t-retry"), command=COMMAND)

@@ -25,6 +25,7 @@ from tests.support.callcount import workspace_calls
 from tests.support.faultcases import wait_until
 from tests.support.hubharness import CONFIG_D, Hub, login, progress_of_a_start
 from workspacespawner.core import names
+from workspacespawner.core.milestones import LADDER, Milestone
 from workspacespawner.localcluster.codeserver import code_server_bin
 
 A100 = "NVIDIA-A100-SXM4-80GB"
@@ -399,6 +400,8 @@ def test_progress_speaks_plain_words_of_this_start_only(hub, core, cluster):
     assert "Found a node for your server" in text
     assert "Image ready" in text
     assert "Server starting" in text
+    found = next(e for e in first if e["message"].startswith("Found a node for your server"))
+    assert found["progress"] == LADDER[Milestone.NODE_FOUND], first  # the bar on the ladder (issue #17)
     # the second start shows the Events of its own Pod, none of the first one's (its start, its stop)
     old = [e["message"] for e in again if (e.get("raw_event") or {}).get("involvedObject", {}).get("uid") == pod.metadata.uid]
     assert old == [], old

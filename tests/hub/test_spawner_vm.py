@@ -32,6 +32,7 @@ from tests.support.faultcases import wait_until
 from tests.support.hubharness import CONFIG_D, Hub, core_and_custom, progress_of_a_start
 from workspacespawner.backends.vm.manifests import ENV_FILE
 from workspacespawner.core import names
+from workspacespawner.core.milestones import LADDER, Milestone
 from workspacespawner.demo import GOLDEN_IMAGE
 from workspacespawner.localcluster.codeserver import code_server_bin
 from workspacespawner.localcluster.controllers.guest import parse_environment_file
@@ -255,6 +256,7 @@ def test_a_vm_start_shows_its_own_progress_not_an_earlier_containers(hub, kube):
     assert events[-1].get("ready"), events[-1]
     percents = [e["progress"] for e in events if "progress" in e]
     assert percents == sorted(percents), percents
+    assert max(p for p in percents if p < 100) == LADDER[Milestone.ANSWERING], events  # ours stop short of 100
     hub.stop_server("vera")
 
 

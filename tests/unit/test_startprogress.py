@@ -1,10 +1,14 @@
-"""The spawn page's progress of one start (workspacespawner.startprogress): its own steps and Events only."""
+"""The spawn page's progress of one start (workspacespawner.startprogress): its own steps and Events only, the bar
+on the milestone ladder (workspacespawner.core.milestones)."""
 
 from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
+from workspacespawner.core.milestones import LADDER, Milestone, event_milestone, percent
 from workspacespawner.k8s.events import describe_event, events_since
 from workspacespawner.startprogress import StartSteps
 
@@ -58,3 +62,72 @@ def test_a_start_shows_each_of_its_events_once_in_order_and_the_bar_only_moves_f
     assert not any("Killing" in m for m in messages)
     percents = [item["progress"] for item in shown]
     assert percents == sorted(percents) and percents[-1] < 100, percents
+
+
+def said(steps: StartSteps, events: list[dict] = ()) -> list[tuple[int, str]]:
+    """(progress, message) of everything ``steps`` holds, as one finished start's stream gives it."""
+    async def run():
+        return [item async for item in steps.stream(finished=lambda: True, compute_events=lambda: list(events),
+                                                    describe=describe_event)]
+
+    return [(item["progress"], item["message"]) for item in asyncio.run(run())]
+
+
+def test_the_ladder_climbs_in_the_order_a_start_reaches_its_milestones_and_stops_short_of_100():
+    assert list(LADDER) == list(Milestone)
+    rungs = list(LADDER.values())
+    assert rungs == sorted(set(rungs)) and 0 < rungs[0] and rungs[-1] < 100, rungs
+
+
+@pytest.mark.parametrize(("part", "expected"), [(0.0, 20.0), (0.452, 38.08), (1.0, 60.0), (1.7, 60.0), (-1.0, 20.0)])
+def test_a_root_disk_cloned_part_way_spreads_over_the_range_from_the_rung_below(part, expected):
+    assert LADDER[Milestone.HOME_READY] == 20 and LADDER[Milestone.ROOT_DISK_READY] == 60
+    assert percent(Milestone.ROOT_DISK_READY, part) == pytest.approx(expected)
+    assert percent(Milestone.ACCEPTED, 0.5) == LADDER[Milestone.ACCEPTED] / 2  # the first rung's range starts at 0
+
+
+def test_events_reach_milestones_by_reason_except_an_init_containers():
+    at = datetime(2026, 12, 3, 12, tzinfo=UTC)
+    assert [event_milestone(event(u, r, at)) for u, r in [("a", "Scheduled"), ("b", "Pulled"), ("c", "Started")]] == [
+        Milestone.NODE_FOUND, Milestone.IMAGE_PULLED, Milestone.STARTED]
+    assert event_milestone(event("d", "Pulling", at)) is None
+    assert event_milestone(event("e", "FailedScheduling", at)) is None
+    init = {**event("f", "Started", at), "involvedObject": {"kind": "Pod", "fieldPath": "spec.initContainers{tiers}"}}
+    assert event_milestone(init) is None
+    main = {**event("g", "Started", at), "involvedObject": {"kind": "Pod", "fieldPath": "spec.containers{notebook}"}}
+    assert event_milestone(main) is Milestone.STARTED
+
+
+def test_a_container_start_climbs_its_milestones_and_notes_keep_the_bar_where_it_is():
+    steps = StartSteps()
+    steps.reset()
+    begun = steps.started
+    steps.say("Preparing your workspace", Milestone.ACCEPTED)
+    steps.say("Waiting for your previous server to stop")
+    steps.say("Home volume home-ann ready", Milestone.HOME_READY)
+    steps.say("/scratch is scratch space")
+    steps.say("Starting your server")
+    events = [event("s", "Scheduled", begun), event("p1", "Pulling", begun + timedelta(seconds=1)),
+              event("p2", "Pulled", begun + timedelta(seconds=2)), event("c", "Created", begun + timedelta(seconds=3)),
+              event("t", "Started", begun + timedelta(seconds=3)),
+              {**event("w", "Unhealthy", begun + timedelta(seconds=4)), "type": "Warning"}]
+    assert [p for p, _m in said(steps, events)] == [5, 5, 20, 20, 20, 70, 70, 80, 80, 90, 90]
+
+
+def test_a_vm_start_shows_the_clone_in_its_range_and_never_goes_back_or_reaches_100():
+    steps = StartSteps()
+    steps.reset()
+    steps.say("Preparing your workspace", Milestone.ACCEPTED)
+    steps.say("Home volume home-ann created (Pending)")  # not bound: no milestone
+    steps.say("Creating your root disk")
+    for clone in (0, 25.5, 50, 75):
+        steps.say(f"Copying the system image to your root disk: {clone:.0f}%", Milestone.ROOT_DISK_READY, part=clone / 100)
+    steps.say("Starting your virtual machine", Milestone.ROOT_DISK_READY)
+    steps.say("Booting your virtual machine on n1", Milestone.NODE_FOUND)
+    steps.say("Your virtual machine is booting on n1", Milestone.STARTED)
+    steps.say("Your virtual machine is running on n1", Milestone.ANSWERING)
+    late = [event("s", "Scheduled", steps.started), event("t", "Started", steps.started)]  # Events read after the guest answers
+    shown = said(steps, late)
+    assert [p for p, _m in shown] == [5, 5, 5, 20, 30, 40, 50, 60, 70, 90, 95, 95, 95], shown
+    steps.say("Home volume home-ann ready", Milestone.HOME_READY)  # a milestone below the bar: it stays
+    assert said(steps)[-1][0] == 95

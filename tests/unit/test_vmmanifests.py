@@ -39,6 +39,7 @@ from workspacespawner.backends.vm.manifests import (
 )
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core import names
+from workspacespawner.core.milestones import Milestone
 from workspacespawner.localcluster.controllers.guest import parse_environment_file, parse_unit
 from workspacespawner.localcluster.kinds import by_kind
 from workspacespawner.localcluster.validation import Validator
@@ -370,19 +371,24 @@ def dv_with(phase, progress=None, message=""):
 
 def test_status_provisioning_with_clone_percentage():
     st = vmstatus.interpret(vm_with("Provisioning", "Always"), None, dv_with("CloneInProgress", "45.50%"), failures_before=0)
-    assert (st.state, st.progress, st.failure) == ("Provisioning", 45.5, None)
+    assert (st.state, st.progress, st.failure, st.milestone) == ("Provisioning", 45.5, None, Milestone.ROOT_DISK_READY)
     assert "46%" in st.message
+    assert vmstatus.interpret(vm_with("Provisioning", "Always"), None, dv_with("CloneScheduled", "N/A")).milestone is None
     assert vmstatus.clone_progress(dv_with("CloneScheduled", "N/A")) is None
 
 
 def test_status_starting_running_ready():
     vm = vm_with("Starting", "Always")
     assert vmstatus.interpret(vm, None, dv_with("Succeeded", "100.0%"), failures_before=0).state == "Starting"
-    assert "node" in vmstatus.interpret(vm, vmi_with("Scheduling"), None, failures_before=0).message
+    scheduling = vmstatus.interpret(vm, vmi_with("Scheduling"), None, failures_before=0)
+    assert "node" in scheduling.message and scheduling.milestone is None
+    assert vmstatus.interpret(vm, vmi_with("Scheduled", node="n1"), None, failures_before=0).milestone is Milestone.NODE_FOUND
     booting = vmstatus.interpret(vm, vmi_with("Running", cond("Ready", "False", "GuestNotRunning", "units not running"), node="n1", ip="10.0.0.5"), None)
     assert (booting.state, booting.ready) == ("Starting", False) and "units not running" in booting.message
+    assert booting.milestone is Milestone.STARTED
     running = vmstatus.interpret(vm_with("Running", "Always"), vmi_with("Running", cond("Ready", "True"), node="n1", ip="10.0.0.5"), None)
     assert (running.state, running.ready, running.ip, running.node) == ("Running", True, "10.0.0.5", "n1")
+    assert running.milestone is Milestone.ANSWERING
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ import abc
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from workspacespawner.core.milestones import Say
 from workspacespawner.storage.prepare import PreparedTiers
 from workspacespawner.workspace.lifecycle import Observed, Status, WorkspaceRef
 
@@ -31,7 +32,8 @@ class StartContext:
     its guest's unit; a container's comes from kubespawner); ``tiers``: the
     start's storage tiers; ``home_mount_path``: where the home appears;
     ``extra_labels``: labels every object of the start carries (z2jh's
-    network-access labels among them); ``say(message)``: a progress step;
+    network-access labels among them); ``say(message, milestone)``: a progress
+    step (:class:`~workspacespawner.core.milestones.Say`);
     ``claim_disks()``: takes the attach claim on the workspace's disks again,
     for a backend that creates a disk in its start (a VM's first root disk),
     before any compute can use it (raises the claim's 409 ``disk-attached``);
@@ -46,7 +48,7 @@ class StartContext:
     command: Sequence[str]
     tiers: PreparedTiers
     home_mount_path: str
-    say: Callable[[str], None]
+    say: Say
     extra_labels: Mapping[str, str] = field(default_factory=dict)
     claim_disks: Callable[[], Awaitable[None]] | None = None
     new_disk_annotations: Mapping[str, str] = field(default_factory=dict)

@@ -131,7 +131,7 @@ class VMBackend(Backend):
         return await self._workspace(settings).start(
             env=ctx.env,
             command=ctx.command,
-            progress=lambda message, _percent: ctx.say(message),
+            progress=ctx.say,
             home_mount_path=ctx.home_mount_path,
             unix_user=self.unix_user,
             extra_labels=ctx.extra_labels,

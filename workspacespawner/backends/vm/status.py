@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from workspacespawner.core.milestones import Milestone
 from workspacespawner.k8s.events import no_node_message
 from workspacespawner.k8s.objects import condition
 from workspacespawner.workspace.lifecycle import Observed, Phase, Status, degraded
@@ -61,7 +62,8 @@ class VMStatus:
     percentage (0-100) while provisioning, else None. ``failure``: set when
     the start cannot succeed. ``ready``: the VMI is Running and Ready (its
     server accepts connections). ``ip``/``node``: the guest's pod-network
-    address and node, once known.
+    address and node, once known. ``milestone``: the start's milestone this
+    status reaches (the clone's: ``progress`` of the way to it), if any.
     """
 
     state: str
@@ -71,6 +73,7 @@ class VMStatus:
     ready: bool = False
     ip: str | None = None
     node: str | None = None
+    milestone: Milestone | None = None
 
 
 def _status(obj: dict | None) -> dict:
@@ -210,9 +213,11 @@ def _running(vmi: dict) -> VMStatus:
     node, ip = _status(vmi).get("nodeName"), vmi_address(vmi)
     ready = _condition_is(vmi, "Ready", "True") is not None
     if ready:
-        return VMStatus("Running", f"Your virtual machine is running on {node}", ready=True, ip=ip, node=node)
+        return VMStatus("Running", f"Your virtual machine is running on {node}", ready=True, ip=ip, node=node,
+                        milestone=Milestone.ANSWERING)
     why = (condition(vmi, "Ready") or {}).get("message") or "not ready yet"
-    return VMStatus("Starting", f"Your virtual machine is booting on {node}; waiting for its server ({why})", ip=ip, node=node)
+    return VMStatus("Starting", f"Your virtual machine is booting on {node}; waiting for its server ({why})", ip=ip, node=node,
+                    milestone=Milestone.STARTED)
 
 
 def _with_vmi(vmi: dict, scale_up: bool) -> VMStatus:
@@ -225,7 +230,7 @@ def _with_vmi(vmi: dict, scale_up: bool) -> VMStatus:
     if phase in FINAL_PHASES:
         return VMStatus("Stopped", f"Your virtual machine has {'shut down' if phase == 'Succeeded' else 'failed'}", node=node)
     if phase == "Scheduled":
-        return VMStatus("Starting", f"Booting your virtual machine on {node}", node=node)
+        return VMStatus("Starting", f"Booting your virtual machine on {node}", node=node, milestone=Milestone.NODE_FOUND)
     unschedulable = _condition_is(vmi, "PodScheduled", "False", "Unschedulable")
     if unschedulable and scale_up:
         return VMStatus("Starting", f"The cluster is adding a node for your workspace: {unschedulable.get('message', '')}")
@@ -243,7 +248,8 @@ def _without_vmi(vm: dict | None, dv: dict | None) -> VMStatus:
         phase = _status(dv).get("phase") or "Pending"
         if percent is None:
             return VMStatus("Provisioning", f"Preparing your root disk ({phase})")
-        return VMStatus("Provisioning", f"Copying the system image to your root disk: {percent:.0f}%", progress=percent)
+        return VMStatus("Provisioning", f"Copying the system image to your root disk: {percent:.0f}%", progress=percent,
+                        milestone=Milestone.ROOT_DISK_READY)
     if printable == "WaitingForVolumeBinding":
         return VMStatus("Starting", "Waiting for your disks to be attached")
     if printable == "CrashLoopBackOff":

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import aiohttp
 from kubernetes_asyncio.client.rest import ApiException
@@ -53,9 +53,10 @@ from workspacespawner.backends.vm.effects import (
 )
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings
 from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.core.milestones import Milestone, Say
 from workspacespawner.core.tasks import BackgroundTasks
 from workspacespawner.k8s.api import node_ready
-from workspacespawner.k8s.events import describe_event, scale_up_triggered
+from workspacespawner.k8s.events import scale_up_triggered
 from workspacespawner.k8s.kinds import VMI
 from workspacespawner.k8s.kubevirt import start_vm, stop_vm
 from workspacespawner.k8s.owned import forbidden_error
@@ -83,7 +84,10 @@ FAILURE_STATUS = {
     "unschedulable": 503, "already-running": 409, "node-unreachable": 409, "still-stopping": 409, "golden-image": 503,
 }
 
-Progress = Callable[[str, "float | None"], None]
+
+def _say_status(say: Say, current: vmstatus.VMStatus) -> None:
+    """Tell ``current``'s message with the milestone it reaches (a clone at N%: N% of the way)."""
+    say(current.message, current.milestone, part=1.0 if current.progress is None else current.progress / 100)
 
 
 def _api_failure(e: Exception, what: str) -> WorkspaceError:
@@ -260,7 +264,7 @@ class VMWorkspace:
         *,
         env: Mapping[str, str],
         command: Sequence[str],
-        progress: Progress | None = None,
+        progress: Say | None = None,
         home_mount_path: str = "/home/jovyan",
         unix_user: str = "jovyan",
         extra_labels: Mapping[str, str] | None = None,
@@ -279,12 +283,15 @@ class VMWorkspace:
 
         ``env`` is the spawner's ``get_env()`` and ``command`` the IDE
         command line (:func:`.vmmanifests.singleuser_command`), both written
-        to the cloud-init Secret. ``progress(message, clone_percent)`` is
-        called on every change worth showing. Raises :class:`WorkspaceError`
+        to the cloud-init Secret. ``progress(message, milestone, part=...)``
+        (a :class:`~workspacespawner.core.milestones.Say`) is told every
+        change worth showing, with the start's milestone it reaches; the
+        VMI's Events are not told (the spawner reads them from the watch
+        caches, :meth:`cached_vmi_events`). Raises :class:`WorkspaceError`
         on a refusal, a failure or after ``start_timeout``; any failure
         (cancellation included) stops the VM first, keeping every disk.
         """
-        say = progress or (lambda message, percent: None)
+        say = progress or (lambda message, milestone=None, *, part=1.0: None)
         deadline = asyncio.get_running_loop().time() + self.start_timeout
         await self.fence()  # starts (or joins) the watches the start reads
         ident = self.ident
@@ -298,7 +305,7 @@ class VMWorkspace:
             self._start_requested = True
             log.info("Starting virtual machine %s/%s for %s", ident.namespace, ident.vm, ident.user_name)
             await start_vm(self.custom_api.api_client, ident.namespace, ident.vm)
-            say("Starting your virtual machine", None)
+            say("Starting your virtual machine", Milestone.ROOT_DISK_READY)
             await self._wait_running(deadline, say, failures_before)
         except BaseException as e:
             await self._abort(e)
@@ -307,7 +314,7 @@ class VMWorkspace:
             raise
         return self.url
 
-    async def _prepare(self, *, env, command, home_mount_path, unix_user, extra_labels, say: Progress, claim_disks=None,
+    async def _prepare(self, *, env, command, home_mount_path, unix_user, extra_labels, say: Say, claim_disks=None,
                        new_disk_annotations=None, recorded: Status | None = None) -> None:
         """Ensure the disk (a new one made with ``new_disk_annotations``, then claimed), the VM (at the profile), the
         fresh cloud-init Secret and the Service; sets ``url``. The disk and the VM are read from their watches."""
@@ -318,7 +325,7 @@ class VMWorkspace:
         disk = lifecycle.made_in(vmmanifests.make_root_datavolume(ident=ident, settings=settings), recorded, new_disk_annotations)
         created = await self._ensure_root_disk(disk, cached=(True, dv), claim_disks=claim_disks)
         self._remake_disk = lambda: self._ensure_root_disk(disk, cached=UNKNOWN, claim_disks=claim_disks)
-        say(f"Creating your root disk from the system image {settings.golden_image}" if created else "Using your root disk", None)
+        say(f"Creating your root disk from the system image {settings.golden_image}" if created else "Using your root disk")
         vm_manifest = vmmanifests.make_virtual_machine(ident=ident, settings=settings, extra_labels=extra_labels)
         await ensure_vm(self.custom_api, vm_manifest, ident.user_name, cached=(True, vm),
                         created_as=lifecycle.made_in(copy.deepcopy(vm_manifest), recorded))
@@ -347,7 +354,7 @@ class VMWorkspace:
             await claim_disks()
         return created
 
-    async def _wait_for_disk(self, deadline: float, say: Progress, remake=None) -> None:
+    async def _wait_for_disk(self, deadline: float, say: Say, remake=None) -> None:
         """Wait until the root DataVolume is usable, showing the clone's progress; fail on a Failed clone or a golden image not ready.
 
         ``remake``: ``async ()`` ensuring the disk from the API server, called
@@ -373,7 +380,7 @@ class VMWorkspace:
                 current = self.status()
                 if current.message != last:
                     last = current.message
-                    say(current.message, current.progress)
+                    _say_status(say, current)
             return None
 
         outcome = await self._until(check, deadline)
@@ -387,22 +394,18 @@ class VMWorkspace:
         if outcome is None:
             raise self._timeout("while your root disk was being prepared")
 
-    async def _wait_running(self, deadline: float, say: Progress, failures_before: int) -> None:
+    async def _wait_running(self, deadline: float, say: Say, failures_before: int) -> None:
         """Follow the VM and VMI until the guest is Running and Ready; fail fast on an error status."""
-        last, seen_events = None, set()
+        last = None
 
         def check():
             nonlocal last
             current = self.status(failures_before=failures_before)
             if current.failure is not None or current.ready:
                 return current
-            for event in self._vmi_events(self.observe()[1]):
-                if event["metadata"]["uid"] not in seen_events:
-                    seen_events.add(event["metadata"]["uid"])
-                    say(describe_event(event), None)
             if current.message != last:
                 last = current.message
-                say(current.message, current.progress)
+                _say_status(say, current)
             return None
 
         outcome = await self._until(check, deadline)
@@ -410,7 +413,7 @@ class VMWorkspace:
             raise self._timeout(f"({last or 'starting'})")
         if outcome.failure is not None:
             raise self._failure(outcome.failure.reason, outcome.failure.message)
-        say(f"Your virtual machine is running on {outcome.node}", 100.0)
+        _say_status(say, outcome)
 
     def _timeout(self, where: str) -> WorkspaceError:
         return self._failure(
