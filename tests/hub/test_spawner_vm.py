@@ -257,6 +257,8 @@ def test_a_vm_start_shows_its_own_progress_not_an_earlier_containers(hub, kube):
     percents = [e["progress"] for e in events if "progress" in e]
     assert percents == sorted(percents), percents
     assert max(p for p in percents if p < 100) == LADDER[Milestone.ANSWERING], events  # ours stop short of 100
+    messages = [e["message"] for e in events if e.get("message")]
+    assert messages.count("Starting your virtual machine") == 1, messages  # each step said once
     hub.stop_server("vera")
 
 

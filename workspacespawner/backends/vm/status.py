@@ -38,6 +38,8 @@ from workspacespawner.workspace.lifecycle import Observed, Phase, Status, degrad
 FINAL_PHASES = ("Succeeded", "Failed")
 #: DataVolume phases in which the VM may start (the last two: CDI waits for the VM to be scheduled).
 DV_USABLE_PHASES = ("Succeeded", "WaitForFirstConsumer", "PendingPopulation")
+#: What the spawn page says once the VM is asked to start, until the VMI tells more.
+STARTING_MESSAGE = "Starting your virtual machine"
 #: VM printableStatus values that are failures by themselves.
 VM_ERROR_STATUSES = ("ErrorUnschedulable", "ErrorPvcNotFound", "DataVolumeError", "CrashLoopBackOff")
 
@@ -255,7 +257,7 @@ def _without_vmi(vm: dict | None, dv: dict | None) -> VMStatus:
     if printable == "CrashLoopBackOff":
         return VMStatus("Starting", "Waiting to retry after a failed boot")
     if printable in ("Starting", "Provisioning") or (vm.get("spec") or {}).get("runStrategy") not in (None, "Halted", "Manual"):
-        return VMStatus("Starting", "Starting your virtual machine")
+        return VMStatus("Starting", STARTING_MESSAGE)
     return VMStatus("Stopped", "Your virtual machine is stopped")
 
 
@@ -285,7 +287,7 @@ def interpret(
         failure = _boot_failure(vm)
     current = _with_vmi(vmi, scale_up) if vmi is not None else _without_vmi(vm, dv)
     if failures_before is not None and current.state == "Stopped" and vmi is None:
-        current = VMStatus("Starting", "Starting your virtual machine")  # the VM's status has not caught up yet
+        current = VMStatus("Starting", STARTING_MESSAGE)  # the VM's status has not caught up yet
     if failure is not None:
         return VMStatus(current.state, failure.message, current.progress, failure, current.ready, current.ip, current.node)
     return current

@@ -305,8 +305,8 @@ class VMWorkspace:
             self._start_requested = True
             log.info("Starting virtual machine %s/%s for %s", ident.namespace, ident.vm, ident.user_name)
             await start_vm(self.custom_api.api_client, ident.namespace, ident.vm)
-            say("Starting your virtual machine", Milestone.ROOT_DISK_READY)
-            await self._wait_running(deadline, say, failures_before)
+            say(vmstatus.STARTING_MESSAGE, Milestone.ROOT_DISK_READY)
+            await self._wait_running(deadline, say, failures_before, said=vmstatus.STARTING_MESSAGE)
         except BaseException as e:
             await self._abort(e)
             if isinstance(e, (ApiException, aiohttp.ClientError)):
@@ -394,9 +394,10 @@ class VMWorkspace:
         if outcome is None:
             raise self._timeout("while your root disk was being prepared")
 
-    async def _wait_running(self, deadline: float, say: Say, failures_before: int) -> None:
-        """Follow the VM and VMI until the guest is Running and Ready; fail fast on an error status."""
-        last = None
+    async def _wait_running(self, deadline: float, say: Say, failures_before: int, *, said: str | None = None) -> None:
+        """Follow the VM and VMI until the guest is Running and Ready; fail fast on an error status. Each new status
+        message is said once (``said``: the one the start said last, not repeated)."""
+        last = said
 
         def check():
             nonlocal last
