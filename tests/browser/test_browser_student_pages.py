@@ -10,6 +10,9 @@
   whose card-hours are used up sees the GPU cards marked and not selectable,
   the CPU cards still selectable.
 - The page at a phone's width (390 px) keeps the cards readable, one per row.
+- The progress page of a container start and of a VM start: the bar only
+  moves forward, through the steps (node found, image pulled; the root
+  disk's clone in its own range, the server answering).
 - The home page lists the user's server with its phase, profile, GPUs and
   card-hours this month, and the warning when few card-hours are left; a
   user who comes back after their account was deleted sees the home disk
@@ -26,6 +29,7 @@ import pytest
 
 from tests.browser.test_browser_demo import CHROMIUM, launch, log_in, running_demo
 from tests.support.paths import ARTIFACTS
+from workspacespawner.core.milestones import LADDER, Milestone
 from workspacespawner.quota import policy
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.quota.policy import Limits, Request
@@ -159,4 +163,69 @@ def test_the_home_page_shows_servers_the_warning_and_kept_disks(demo_hub):
         kept.wait_for(timeout=30_000)
         assert "home-returner" in kept.inner_text() and "Start your default server again to use it" in kept.inner_text()
         back.screenshot(path=str(ARTIFACTS / "home-page-kept-disk.png"), full_page=True)
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def vm_demo(tmp_path_factory):
+    """The demo with its golden image, a slow image pull (14 s) and root-disk clone (16 s): longer than the 10 s JupyterHub waits before it shows the progress page."""
+    with running_demo(tmp_path_factory, golden_image=True, npm_proxy_in_front=True) as (thread, hub):
+        def slow(cluster):
+            cluster.controllers["nodeagent"].pull_seconds = 14
+            cluster.controllers["cdi"].clone_seconds = 16
+
+        thread.call(slow)
+        yield hub
+
+
+#: Runs in every page: on the spawn-pending page, each value the progress bar takes is appended to sessionStorage
+#: (which survives the page's move to the server, same origin).
+BAR_RECORDER = """
+document.addEventListener("DOMContentLoaded", () => {
+  const bar = document.getElementById("progress-bar");
+  if (!bar) return;
+  new MutationObserver(() => {
+    const seen = JSON.parse(sessionStorage.getItem("bar") || "[]");
+    seen.push(Number(bar.getAttribute("aria-valuenow")));
+    sessionStorage.setItem("bar", JSON.stringify(seen));
+  }).observe(bar, { attributes: true, attributeFilter: ["aria-valuenow"] });
+});
+"""
+
+
+def follow_progress(page, shot: str, wait_for: str, done_url: str) -> list[int]:
+    """The progress bar's values on the spawn-pending page until ``done_url`` loads (recorded by
+    :data:`BAR_RECORDER`); a screenshot ``shot`` of the page once its log shows ``wait_for``."""
+    page.evaluate("sessionStorage.removeItem('bar')")
+    page.wait_for_url("**/hub/spawn-pending/**", timeout=60_000)
+    page.locator("#progress-details").evaluate("details => { details.open = true; }")
+    page.locator("#progress-log", has_text=wait_for).wait_for(timeout=120_000)
+    page.screenshot(path=str(ARTIFACTS / shot), full_page=True)
+    page.wait_for_url(done_url, timeout=300_000)
+    return page.evaluate("JSON.parse(sessionStorage.getItem('bar') || '[]')")
+
+
+def test_the_progress_bar_climbs_the_steps_of_a_container_and_a_vm_start(vm_demo):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = log_in(browser, vm_demo.url, "climber")
+        page.context.add_init_script(BAR_RECORDER)
+        page.check("input[value=jupyterlab-cpu]")
+        page.click("button[type=submit]")
+        bar = follow_progress(page, "progress-container.png", "Pulling image", "**/user/climber/lab**")
+        assert bar == sorted(bar) and bar[-1] == 100, bar  # only forward
+        assert {LADDER[Milestone.NODE_FOUND], LADDER[Milestone.IMAGE_PULLED]} <= set(bar), bar
+        vm_demo.stop_server("climber")
+
+        page.goto(f"{vm_demo.url}/hub/spawn")
+        page.check("input[value=ubuntu-vm]")
+        page.click("button[type=submit]")
+        bar = follow_progress(page, "progress-vm.png", "Copying the system image", "**/user/climber/lab**")
+        assert bar == sorted(bar) and bar[-1] == 100, bar
+        cloning = [v for v in bar if LADDER[Milestone.HOME_READY] < v < LADDER[Milestone.ROOT_DISK_READY]]
+        assert cloning, f"the root disk's clone did not move the bar: {bar}"
+        assert LADDER[Milestone.ANSWERING] in bar, bar
+        vm_demo.stop_server("climber")
         browser.close()
