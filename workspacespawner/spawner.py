@@ -12,7 +12,10 @@ What a start does, in order (the one place each step is called from):
    (:mod:`.storage.prepare`), then the backend's compute
    (:mod:`.backends.container`, :mod:`.backends.vm`); the reservation
    becomes a metered run right before compute is created (released if the
-   start fails before that).
+   start fails before that);
+3. for a code-server profile, once the backend's server runs: code-server
+   really runs behind it (:mod:`.backends.codeserver`, see
+   :meth:`WorkspaceSpawner._check_code_server`).
 
 ``stop`` stops compute only; disks are never deleted here. A run is
 closed only once its compute is observed gone in the shared watch caches. Deletion of a
@@ -22,13 +25,16 @@ user or server moves its disks to ``Retained``.
 from __future__ import annotations
 
 import asyncio
+import time
 from functools import partial
 
+from jupyterhub.utils import make_ssl_context, url_path_join
 from kubespawner import KubeSpawner
 from kubespawner.clients import shared_client
 from traitlets import default
 
 from workspacespawner import useroptions
+from workspacespawner.backends import codeserver
 from workspacespawner.backends.base import Backend, StartContext
 from workspacespawner.backends.container.backend import ContainerBackend
 from workspacespawner.backends.vm.backend import VMBackend, VMNaming
@@ -61,6 +67,9 @@ from workspacespawner.workspace.traits import LifecycleTraits
 
 #: Bumped when the meaning of get_state() changes; load_state() reads older ones.
 STATE_VERSION = 1
+
+#: Seconds of ``start_timeout`` a code-server check leaves for the rest of the start.
+CHECK_MARGIN = 5
 
 
 class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTraits, StorageTraits, LifecycleTraits, VMTraits):
@@ -346,6 +355,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
                                                home_pvc=self.home_pvc_name, home_size=self.home_size, backend=self.backend)
 
     async def _start(self):
+        began = time.monotonic()
         self.steps.reset()
         self._start_hub_tasks()
         self._compute_asked = self._refused_before_compute = False
@@ -354,6 +364,8 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
                 await self.run_pre_spawn_hook()
             self._prepared = False
             url = await self._start_workspace()
+            if self.ide == "code-server":
+                await self._check_code_server(url, deadline=began + self.start_timeout - CHECK_MARGIN)
         except BaseException as e:
             self._refused_before_compute = not self._compute_asked
             await self.services.quota.release(self.reservation)
@@ -392,6 +404,46 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             recorded=recorded,
         )
         return await self.backend.start(ctx)
+
+    async def _check_code_server(self, url: str, *, deadline: float) -> None:
+        """A code-server profile's server, at ``url`` (what the backend's start returned), really runs code-server.
+
+        Called by :meth:`_start` once the backend's start returned, so inside
+        ``start``: a missing code-server fails the start like any other failure
+        of it (the message on the spawn page and in the REST API's progress,
+        the server stopped by JupyterHub's cleanup, no disk touched), and the
+        user is never sent to a bare 500 at ``/vscode/``. JupyterHub has no
+        hook after its own wait for the server, and that wait only asks
+        ``/api``. The check asks the server's own address directly (not
+        through the proxy, whose route JupyterHub adds later) at its base URL
+        plus :attr:`code_server_url`, with the server's API token, until it
+        answers (:func:`.backends.codeserver.check`). It waits at most
+        :attr:`code_server_check_timeout` and never past ``deadline``, a few
+        seconds before ``start_timeout``, so JupyterHub's ``start_timeout``
+        keeps its meaning; a server that has not answered by then is left to
+        JupyterHub's own wait (``http_timeout``), as for any other profile.
+        """
+        if self.server is None or not self.api_token:  # started outside JupyterHub's spawn: nothing to ask with
+            return
+        deadline = min(deadline, time.monotonic() + self.code_server_check_timeout)
+        if deadline <= time.monotonic():
+            self.log.warning("No time left in start_timeout to check code-server of %s", self._log_name)
+            return
+        self.steps.say("Starting VS Code (code-server) in your server")
+        profile = self.profile.display_name if self.profile else "code-server"
+        image = self.image if self.backend is self._container else f"VM golden image {self.vm_golden_image}"
+        await codeserver.check(
+            url.rstrip("/") + url_path_join(self.server.base_url, self.code_server_url),
+            token=self.api_token, deadline=deadline, server_log=self.backend.server_log,
+            failure=lambda line: codeserver.missing_error(profile=profile, image=image, log_line=line),
+            ssl_options=self._server_ssl_context() if url.startswith("https:") else None, logger=self.log,
+        )
+
+    def _server_ssl_context(self):
+        """The hub's client context for a server behind JupyterHub's internal SSL (as JupyterHub's own wait uses)."""
+        settings = getattr(self.user, "settings", None) or {}
+        return make_ssl_context(settings.get("internal_ssl_key"), settings.get("internal_ssl_cert"),
+                                cafile=settings.get("internal_ssl_ca"))
 
     def _made_now(self) -> tuple[Status, dict[str, str]]:
         """What a disk or VM this start makes is created with: the lifecycle status ``Stopped`` (its compute shows

@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from tests.browser.test_browser_demo import CHROMIUM, files_in_claims, launch, log_in, running_demo
+from tests.browser.test_browser_demo import CHROMIUM, files_in_claims, launch, running_demo, start_from_form
 from tests.support import codeserver
 from tests.support.paths import ARTIFACTS
 from workspacespawner.demo import use_code_server
@@ -56,9 +56,7 @@ def test_vscode_writes_to_the_home_that_jupyterlab_opens(code_server_demo):
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = launch(p)
-        page = log_in(browser, hub.url, USER)
-        page.check("input[value=code-server-cpu]")
-        page.click("input[type=submit], button[type=submit]")
+        page = start_from_form(browser, hub.url, USER, "code-server-cpu")
         page.wait_for_url(f"**/user/{USER}/vscode/**", timeout=180_000)
         # the workbench itself: VS Code's shell and its activity bar, drawn by the real code-server
         page.wait_for_selector(".monaco-workbench .part.activitybar", timeout=180_000)

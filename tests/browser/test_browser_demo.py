@@ -2,7 +2,10 @@
 
 Logs in to the demo hub configuration, picks the JupyterLab profile on the
 spawn form, waits for JupyterLab to load, and keeps screenshots of the spawn
-form and of JupyterLab in ``test-artifacts/`` for a person to look at.
+form and of JupyterLab in ``test-artifacts/`` for a person to look at. The
+code-server profile, whose servers here have no code-server (this module
+does not put it on the PATH, as the demo does when it is installed), fails
+on the hub's own page with what to install; its screenshot is kept too.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+import time
 
 import pytest
 
@@ -86,6 +90,15 @@ def log_in(browser, hub_url: str, user: str):
     return page
 
 
+def start_from_form(browser, hub_url: str, user: str, profile: str):
+    """A new page of ``browser``, logged in as ``user`` (:func:`log_in`), that sent the spawn form with the profile
+    whose slug is ``profile``."""
+    page = log_in(browser, hub_url, user)
+    page.check(f"input[value={profile}]")
+    page.click("input[type=submit], button[type=submit]")
+    return page
+
+
 def files_in_claims(thread, name: str) -> list:
     """Every file called ``name`` in the claims of the cluster ``thread`` runs, as found on the host (a home holds
     what its user wrote)."""
@@ -138,4 +151,33 @@ def test_the_demos_admin_user_reaches_the_admin_page(demo_hub):
         student = log_in(browser, demo_hub.url, "student2")
         response = student.goto(f"{demo_hub.url}/hub/admin")
         assert response.status == 403
+        browser.close()
+
+
+def test_code_server_missing_says_what_to_install(demo_hub):
+    """Issue #17: without code-server in the image, the user sees the hub's page saying so, what the
+    administrators must install and the server's log line, never jupyter-server-proxy's bare 500 at /vscode/."""
+    from playwright.sync_api import sync_playwright
+
+    if shutil.which("code-server"):
+        pytest.skip("code-server is on this process's PATH, which every Pod's PATH ends with")
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = start_from_form(browser, demo_hub.url, "student3", "code-server-cpu")
+        page.wait_for_selector("text=Can not find code-server in PATH", timeout=180_000)
+        page.wait_for_timeout(1000)  # let the page settle before the screenshot
+        page.screenshot(path=str(ARTIFACTS / "code-server-missing.png"), full_page=True)
+        text = page.inner_text("body")
+        for words in ("has no code-server", "please tell the JupyterHub administrators", "code-server on the PATH",
+                      "jupyter-server-proxy and jupyter-vscode-proxy", "helm-values/singleuser-image.md"):
+            assert words in text, text
+        assert "Internal Server Error" not in text and "/vscode" not in page.url, (page.url, text)
+        # coming back to the page once the hub stopped the server: JupyterHub's "Spawn failed" page, same words
+        deadline = time.monotonic() + 60
+        while page.locator("h1:has-text('Spawn failed')").count() == 0 and time.monotonic() < deadline:
+            page.wait_for_timeout(1000)
+            page.reload()
+        assert "Can not find code-server in PATH" in page.inner_text("body"), page.inner_text("body")
+        page.screenshot(path=str(ARTIFACTS / "code-server-missing-again.png"), full_page=True)
         browser.close()

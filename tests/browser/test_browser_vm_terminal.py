@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tests.browser.test_browser_demo import CHROMIUM, files_in_claims, launch, log_in, running_demo
+from tests.browser.test_browser_demo import CHROMIUM, files_in_claims, launch, running_demo, start_from_form
 from tests.support.paths import ARTIFACTS
 
 pytestmark = [
@@ -39,9 +39,7 @@ def test_vm_terminal_reads_the_guests_os_release(vm_demo):
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = launch(p)
-        page = log_in(browser, hub.url, "student1")
-        page.check("input[value=ubuntu-vm]")
-        page.click("input[type=submit], button[type=submit]")
+        page = start_from_form(browser, hub.url, "student1", "ubuntu-vm")
         page.wait_for_url("**/user/student1/lab**", timeout=240_000)
         page.wait_for_selector(".jp-LauncherCard[title*='Terminal'], .jp-LauncherCard:has-text('Terminal')", timeout=120_000)
         page.locator(".jp-LauncherCard:has-text('Terminal')").first.click()

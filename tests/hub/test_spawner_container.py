@@ -7,12 +7,16 @@ forbidden and tampered profile choices answered 403/400; an unlisted image
 choice checked before any Kubernetes write; no GPU setting
 leaking into a later CPU spawn; an unschedulable GPU request failing fast
 with the scheduler's reason; the code-server profile's default URL, the
-real code-server's workbench behind it, and another user refused it. On both
-control planes (tests/support/planes.py).
+real code-server's workbench behind it (already started by the start's
+check), and another user refused it; a code-server profile whose image has
+no code-server failing its start in words (what to install, the server's log
+line), its Pod gone and its home kept. On both control planes
+(tests/support/planes.py).
 """
 
 from __future__ import annotations
 
+import shutil
 import time
 import urllib.parse
 
@@ -22,7 +26,7 @@ import requests
 
 from tests.support import codeserver, planes
 from tests.support.callcount import workspace_calls
-from tests.support.faultcases import wait_until
+from tests.support.faultcases import attempt_start, wait_until
 from tests.support.hubharness import CONFIG_D, Hub, login, progress_of_a_start
 from workspacespawner.core import names
 from workspacespawner.core.milestones import LADDER, Milestone
@@ -64,6 +68,11 @@ c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
         "display_name": "Home on a WaitForFirstConsumer class",
         "slug": "late-binding",
         "kubespawner_override": {"home_storage_class": "ceph-rbd-wffc"},
+    },
+    {
+        "display_name": "VS Code on an image without code-server",
+        "slug": "code-server-missing",
+        "kubespawner_override": {"ide": "code-server", "environment": {"PATH": "/usr/local/bin:/usr/bin:/bin"}},
     },
 ]
 """
@@ -349,6 +358,8 @@ def test_code_server_profile_opens_vscode_url(hub, core):
     [pod] = user_pods(core, "coder")
     env = {e.name: e.value for e in pod.spec.containers[0].env}
     assert env.get("JUPYTERHUB_DEFAULT_URL") == "/vscode/"
+    # the start's own check asked code-server's path, which started code-server before the user's first request
+    assert codeserver.command_lines(env["JUPYTERHUB_API_TOKEN"]), hub.log()
     r = hub.server_request("coder", "GET", "vscode/")
     assert r.status_code == 200 and codeserver.WORKBENCH_MARKER in r.text, r.text[:2000]
     # started on a Unix socket (jupyter-vscode-proxy's socket mode), never on a TCP port another process could reach
@@ -381,6 +392,37 @@ def test_code_server_profile_opens_vscode_url(hub, core):
     env = {e.name: e.value for e in pod.spec.containers[0].env}
     assert env.get("JUPYTERHUB_DEFAULT_URL") != "/vscode/"
     hub.stop_server("coder")
+
+
+def test_code_server_missing_fails_the_start_in_words(hub, core):
+    """Issue #17: an image without code-server gave a bare "500 : Internal Server Error" at /vscode/, the cause only
+    in the Pod's log. The start asks code-server's path itself and fails with what the admins must install and the
+    server's log line, in the spawn's answer (or its progress stream) and on the page the user comes back to; the Pod
+    goes, the home stays."""
+    if shutil.which("code-server"):
+        pytest.skip("code-server is on this process's PATH, which every Pod's PATH ends with")
+    hub.create_user("nocode")
+    outcome, said = attempt_start(hub, "nocode", {"profile": "code-server-missing"})
+    assert outcome == "failed", said
+    for words in (
+        "The profile 'VS Code on an image without code-server' opens VS Code (code-server), but its image (",
+        ") has no code-server, so your server was stopped again; your files are kept.",
+        "please tell the JupyterHub administrators",
+        "code-server on the PATH and the Python packages jupyter-server-proxy and jupyter-vscode-proxy",
+        "(see helm-values/singleuser-image.md)",
+        "The server reported: FileNotFoundError: Can not find code-server in PATH",
+    ):
+        assert words in said, said
+    assert "Internal Server Error" not in said
+    assert wait_until(lambda: user_pods(core, "nocode") == [], timeout=60), "the failed start left its Pod"
+    assert wait_until(lambda: hub.user("nocode")["servers"] == {}, timeout=60), hub.log()  # JupyterHub's cleanup done
+    home = core.read_namespaced_persistent_volume_claim("home-nocode", "default")
+    assert home.metadata.deletion_timestamp is None and home.status.phase == "Bound"
+    # the page JupyterHub shows the user once the start failed (spawn-pending: "Spawn failed" and the message); not
+    # after the login's redirect to the spawn form, whose visit forgets the failure
+    page = login(hub, "nocode", follow=False).get(f"{hub.url}/hub/spawn-pending/nocode", timeout=60)
+    assert page.status_code == 500 and "Spawn failed" in page.text, (page.status_code, page.text[-3000:])
+    assert "Can not find code-server in PATH" in page.text and "jupyter-vscode-proxy" in page.text, page.text
 
 
 def test_progress_speaks_plain_words_of_this_start_only(hub, core, cluster):

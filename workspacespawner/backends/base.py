@@ -114,6 +114,11 @@ class Backend(abc.ABC):
     def event_object(self) -> dict:
         """The core/v1 ``ObjectReference`` (``apiVersion``, ``kind``, ``name``) Events about this workspace go on."""
 
+    async def server_log(self, lines: int) -> str | None:
+        """The server's own output, its last ``lines`` lines as the API serves it; None when this kind has none the
+        API serves (a VM's guest keeps its own). Read only to explain a failed start (:mod:`.codeserver`)."""
+        return None
+
     def state(self) -> dict:
         """What ``get_state()`` keeps for this kind (JSON only)."""
         return {}

@@ -7,7 +7,7 @@ A trait-only class (``HasTraits``) mixed into WorkspaceSpawner, so these are
 
 from __future__ import annotations
 
-from traitlets import Bool, Enum, HasTraits, TraitError, Unicode, default, validate
+from traitlets import Bool, Enum, Float, HasTraits, TraitError, Unicode, default, validate
 
 from workspacespawner.config.profiles import IDES, WORKSPACE_KINDS, validate_profile_list
 
@@ -53,6 +53,26 @@ class WorkspaceTraits(HasTraits):
 
         ``/vscode/`` is where the ``jupyter-vscode-proxy`` package mounts it.
         A code-server profile opens this path instead of ``/lab``.
+        """,
+    )
+
+    code_server_check_timeout = Float(
+        60.0,
+        min=1,
+        max=3600,
+        config=True,
+        help="""Seconds a code-server profile's start waits for code-server's answer at :attr:`code_server_url`.
+
+        Once its server runs, such a start asks that path itself (with the
+        server's API token), which also starts code-server, so the first page
+        of VS Code is quick. When the image has no code-server
+        (jupyter-vscode-proxy finds none on the PATH; the server answers a bare
+        500 and logs ``Can not find code-server in PATH``) the start fails: the
+        spawn page says what the administrators must install, with the
+        server's log line, and the server is stopped (disks kept). The wait
+        ends 5 s before ``start_timeout`` at the latest; no answer by then
+        judges nothing, and JupyterHub's own wait for the server
+        (``http_timeout``) follows as for any profile.
         """,
     )
 

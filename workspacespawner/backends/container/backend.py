@@ -35,6 +35,9 @@ from workspacespawner.storage import binding, home, tiers
 from workspacespawner.storage.prepare import PreparedTiers
 from workspacespawner.workspace.lifecycle import Observed, Status, WorkspaceRef
 
+#: The name kubespawner gives the server's container (the Pod's first).
+NOTEBOOK_CONTAINER = "notebook"
+
 
 class ContainerBackend(Backend):
     """A container workspace of ``spawner`` (a :class:`~workspacespawner.spawner.WorkspaceSpawner`, whose KubeSpawner half runs the Pod)."""
@@ -177,6 +180,14 @@ class ContainerBackend(Backend):
 
     async def poll(self) -> int | None:
         return await KubeSpawner.poll(self.spawner)
+
+    async def server_log(self, lines: int) -> str | None:
+        """The notebook container's log (``pods/log``, its last ``lines`` lines), as ``kubectl logs`` reads it."""
+        s = self.spawner
+        return await asyncio.wait_for(
+            s.api.read_namespaced_pod_log(s.pod_name, s.namespace, container=NOTEBOOK_CONTAINER, tail_lines=lines),
+            s.k8s_api_request_timeout,
+        )
 
     def compute_events(self) -> list[dict]:
         # kubespawner's Event cache, of the Pod there is now, by time: an earlier Pod of the same name can have Events
