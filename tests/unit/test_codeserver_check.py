@@ -148,8 +148,20 @@ async def test_a_server_not_listening_yet_is_asked_again(serve):
     assert server.tokens == ["token secret"] and server_log.calls == []
 
 
+async def test_a_bare_500_nothing_explains_fails_naming_the_likely_cause(serve, caplog):
+    """A VM's guest has no log the hub reads: its bare 500 still never reaches the user."""
+    with caplog.at_level(logging.WARNING, logger="workspacespawner"):
+        with pytest.raises(WorkspaceError) as failed:
+            await check(serve(500, BARE_500), log_of(None))
+    assert failed.value.reason == "code-server-failed"
+    assert failed.value.message.startswith(
+        "The profile 'code-server (CPU)' opens VS Code (code-server), but VS Code did not start in it: it answered "
+        '"500 : Internal Server Error" at the VS Code address, as a server whose image (example/notebook:1) has no '
+        "code-server answers, so your server was stopped again; your files are kept.")
+    assert "neither its body nor the server's log says why" in caplog.text
+
+
 @pytest.mark.parametrize("status, headers, body, words", [
-    (500, {}, BARE_500, "neither its body nor the server's log says why"),
     (302, {"Location": "/hub/api/oauth2/authorize?client_id=jupyterhub-user-ada"}, "", "code-server not checked"),
     (404, {}, "", "code-server not checked"),
 ])
@@ -159,13 +171,15 @@ async def test_other_answers_judge_nothing(serve, caplog, status, headers, body,
     assert words in caplog.text
 
 
-async def test_a_log_that_cannot_be_read_judges_nothing(serve, caplog):
+async def test_a_log_that_cannot_be_read_still_fails_the_500(serve, caplog):
     async def server_log(lines: int) -> str:
         raise OSError("pods/log refused")
 
     with caplog.at_level(logging.WARNING, logger="workspacespawner"):
-        await check(serve(500, BARE_500), server_log)
-    assert "Cannot read the server's log" in caplog.text and "not judged" in caplog.text
+        with pytest.raises(WorkspaceError) as failed:
+            await check(serve(500, BARE_500), server_log)
+    assert failed.value.reason == "code-server-failed"
+    assert "Cannot read the server's log" in caplog.text
 
 
 async def test_no_answer_by_the_deadline_judges_nothing(serve, caplog):

@@ -13,7 +13,9 @@ again and answers the same.
 :func:`check` asks that path as the user's browser would next (with the server's API token) and, when the answer
 is that 500 and its body or the server's log names the missing program, raises a
 :class:`~workspacespawner.core.errors.WorkspaceError` (``reason="code-server-missing"``) whose message says what
-the image lacks and what the administrators must install, with the log's line. Any other answer judges nothing.
+the image lacks and what the administrators must install, with the log's line; a 500 nothing explains (a VM's
+guest, whose log the hub cannot read) fails the start too, naming the likely cause as likely. Any other answer
+judges nothing.
 When code-server is there, the same request starts it (jupyter-server-proxy waits until it listens), so the
 user's first page of VS Code is quick.
 """
@@ -50,16 +52,28 @@ LOG_WAIT = 5.0
 
 
 def missing_error(*, profile: str, image: str, log_line: str | None) -> WorkspaceError:
-    """The start's failure when ``profile``'s ``image`` has no code-server; ``log_line``: the server's own words."""
-    said = f" The server reported: {log_line[:MAX_LINE]}" if log_line else ""
+    """The start's failure when ``profile``'s server cannot run code-server.
+
+    ``log_line``: the server's own words naming the missing program
+    (``reason="code-server-missing"``); None when its answer was the bare 500
+    and nothing said why (a VM's guest has no log the hub can read:
+    ``reason="code-server-failed"``, the likely cause named as likely).
+    """
+    if log_line:
+        what, reason = f"but its image ({image}) has no code-server", "code-server-missing"
+        said = f" The server reported: {log_line[:MAX_LINE]}"
+    else:
+        what, reason = (f"but VS Code did not start in it: it answered \"500 : Internal Server Error\" at the VS Code "
+                        f"address, as a server whose image ({image}) has no code-server answers"), "code-server-failed"
+        said = ""
     return WorkspaceError(
-        f"The profile {profile!r} opens VS Code (code-server), but its image ({image}) has no code-server, so your "
+        f"The profile {profile!r} opens VS Code (code-server), {what}, so your "
         "server was stopped again; your files are kept. This is the hub's setup, not something you did: please tell "
         "the JupyterHub administrators. They must install in that image code-server on the PATH and the Python "
         f"packages jupyter-server-proxy and jupyter-vscode-proxy (see {IMAGE_DOC}).{said}",
-        reason="code-server-missing",
+        reason=reason,
         status_code=500,
-        log_message=f"code-server is missing from image {image} of profile {profile!r}: {log_line or 'no log line'}",
+        log_message=f"code-server did not run from image {image} of profile {profile!r}: {log_line or 'a bare 500, no log line'}",
     )
 
 
@@ -109,12 +123,13 @@ async def read_log_line(server_log: Callable[[int], Awaitable[str | None]], *, d
 async def check(url: str, *, token: str, deadline: float, server_log: Callable[[int], Awaitable[str | None]],
                 failure: Callable[[str], WorkspaceError], ssl_options: ssl.SSLContext | None = None,
                 logger: logging.Logger = log) -> None:
-    """Ask code-server's ``url`` (the server's own address and code-server's path) until ``deadline``; raise
-    ``failure(line)`` when the server cannot find code-server (module docstring), ``line`` its own words.
+    """Ask code-server's ``url`` (the server's own address and code-server's path) until ``deadline``; on a 500
+    raise ``failure(line)``: ``line`` the server's own words when they name the missing program (module docstring),
+    else None (VS Code cannot open either way: the user is never sent to that 500).
 
     ``server_log(lines)``: the server's last log lines, or None when its kind has no log to read (a VM's guest);
-    read only on a 500. A 500 that neither its body nor the log explains, an answer that never comes, or any
-    other status is logged (to ``logger``) and judges nothing.
+    read only on a 500. An answer that never comes, or any other status, is logged (to ``logger``) and judges
+    nothing.
     """
     answer = await ask(url, token=token, deadline=deadline, ssl_options=ssl_options)
     if answer is None:
@@ -128,6 +143,5 @@ async def check(url: str, *, token: str, deadline: float, server_log: Callable[[
         return
     line = missing_line((answer.body or b"").decode(errors="replace")) or await read_log_line(server_log, deadline=deadline, logger=logger)
     if line is None:
-        logger.warning("%s answered 500 and neither its body nor the server's log says why: not judged", url)
-        return
+        logger.warning("%s answered 500 and neither its body nor the server's log says why", url)
     raise failure(line)

@@ -69,7 +69,9 @@ class WorkspaceTraits(HasTraits):
         (jupyter-vscode-proxy finds none on the PATH; the server answers a bare
         500 and logs ``Can not find code-server in PATH``) the start fails: the
         spawn page says what the administrators must install, with the
-        server's log line, and the server is stopped (disks kept). The wait
+        server's log line, and the server is stopped (disks kept). A 500 that
+        nothing explains (a VM's guest, whose log the hub cannot read) fails
+        the start the same way, naming the likely cause as likely. The wait
         ends 5 s before ``start_timeout`` at the latest; no answer by then
         judges nothing, and JupyterHub's own wait for the server
         (``http_timeout``) follows as for any profile.
