@@ -25,6 +25,7 @@ import base64
 import time
 
 import pytest
+import requests
 import yaml
 
 from tests.support import codeserver, planes
@@ -138,6 +139,12 @@ def test_vm_workspace_start_stop_start(hub, kube):
     core.read_namespaced_persistent_volume_claim(f"{vm_name}-root", "default")
     core.read_namespaced_persistent_volume_claim("home-vera", "default")
     core.read_namespaced_service(vm_name, "default")
+
+    # The stopped VM's Secret keeps the token it had; JupyterHub revoked it at the stop.
+    assert cloudinit_token(core, f"{vm_name}-cloudinit") == token_before
+    old_token = token_before.split("=", 1)[1].strip("'\"")
+    refused = requests.get(f"{hub.api_url}/user", headers={"Authorization": f"token {old_token}"}, timeout=30)
+    assert refused.status_code in (401, 403), refused.text
 
     hub.start_server("vera", {"profile": "ubuntu-vm"})
     assert cloudinit_token(core, f"{vm_name}-cloudinit") != token_before

@@ -35,7 +35,6 @@ from workspacespawner.backends.vm.manifests import (
     make_virtual_machine,
     make_vm_service,
     singleuser_command,
-    without_api_token,
 )
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core import names
@@ -253,22 +252,6 @@ def test_cloud_config_contents():
     assert ["write_files", "always"] in config["cloud_init_modules"]
 
 
-def test_without_api_token_blanks_only_the_token():
-    env = dict(ENV, JPY_API_TOKEN="it's-a-token", JUPYTERHUB_USER="JUPYTERHUB_API_TOKEN=not-a-key")
-    secret = make_cloudinit_secret(ident=ident_for(), env=env, command=singleuser_command(["jupyterhub-singleuser"]))
-    blanked = dict(secret, data=without_api_token(secret))
-    before, after = guest_files(secret), guest_files(blanked)
-    assert after[UNIT_FILE] == before[UNIT_FILE]
-    assert yaml.safe_load(user_data(blanked))["users"] == yaml.safe_load(user_data(secret))["users"]
-    env_after = parse_environment_file(after[ENV_FILE]["content"])
-    assert env_after == dict(env, JUPYTERHUB_API_TOKEN="", JPY_API_TOKEN="")
-    assert "0123456789abcdef" not in user_data(blanked) and "it's-a-token" not in user_data(blanked)
-    assert without_api_token(blanked) is None  # nothing left to blank
-    assert without_api_token({"data": {"userdata": base64.b64encode(b"#!/bin/sh\necho hi\n").decode()}}) is None
-    assert without_api_token({"data": {"userdata": "%%% not base64"}}) is None
-    assert without_api_token({}) is None
-
-
 def test_no_home_no_mounts():
     secret = make_cloudinit_secret(ident=ident_for(), env=ENV, command=["jupyterhub-singleuser"], attach_home=False)
     config = yaml.safe_load(user_data(secret))
@@ -300,8 +283,6 @@ def test_line_breaks_reach_the_guest_byte_for_byte():
     env = dict(ENV, **MULTILINE)
     secret = make_cloudinit_secret(ident=ident_for(), env=env, command=singleuser_command(["jupyterhub-singleuser"]))
     assert parse_environment_file(guest_files(secret)[ENV_FILE]["content"]) == env
-    blanked = dict(secret, data=without_api_token(secret))
-    assert parse_environment_file(guest_files(blanked)[ENV_FILE]["content"]) == dict(env, JUPYTERHUB_API_TOKEN="")
 
 
 def systemd_env_line(line: str) -> tuple[str, str]:

@@ -342,9 +342,7 @@ def test_rbac_yaml_alone_grants_every_request_and_needs_every_rule(scenario, rea
         ("cdi.kubevirt.io", "datavolumes", "get"): "read when a watch is behind or down",
         ("kubevirt.io", "virtualmachines", "get"): "read when a watch is behind or down",
         ("kubevirt.io", "virtualmachineinstances", "get"): "read when a watch is behind or down",
-        # a stop after a hub restart blanks the token of a Secret it did not write: read, then replace
-        ("", "secrets", "get"): "read by a stop after a hub restart, or to name the owner of a foreign one",
-        ("", "secrets", "update"): "replaced by a stop after a hub restart",
+        ("", "secrets", "get"): "read to name the owner of a foreign Secret of the same name",
         # a start and a stop record no phase (Starting, Running, Stopping are the compute's); Retained and
         # Degraded are, on the VM too: the scenario deletes no VM user
         ("kubevirt.io", "virtualmachines", "patch"): "records Retained or Degraded on a VM",

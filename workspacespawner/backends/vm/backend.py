@@ -70,7 +70,6 @@ class VMBackend(Backend):
         self.tasks = tasks
         self.ident: VMIdentity | None = None
         self._status = VMKindStatus()
-        self._written: dict = {}  # what this server's starts wrote (see VMWorkspace.written)
 
     def _identity(self, home_pvc: str | None, fresh: bool) -> VMIdentity:
         if fresh or self.ident is None:
@@ -115,7 +114,6 @@ class VMBackend(Backend):
             start_timeout=self.start_timeout,
             fail_fast_unschedulable=self.fail_fast_unschedulable,
             tasks=self.tasks,
-            written=self._written,
         )
 
     async def fence(self) -> None:

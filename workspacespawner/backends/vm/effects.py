@@ -2,8 +2,7 @@
 
 Each ``ensure_*`` reads first, creates on 404, and refuses an object of
 that name that is not ours or is another user's (never adopted). None of
-them ever deletes anything; :func:`blank_cloudinit_token` takes the API
-token out of a stopped VM's Secret. API followed: ``cdi.kubevirt.io/v1beta1``
+them ever deletes anything. API followed: ``cdi.kubevirt.io/v1beta1``
 DataVolumes and ``kubevirt.io/v1`` VirtualMachines through
 ``CustomObjectsApi`` (get, create, replace with ``resourceVersion``);
 core/v1 Secrets and Services through ``CoreV1Api``.
@@ -19,7 +18,7 @@ from workspacespawner.backends.vm import manifests as vmmanifests
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s.kinds import DATA_VOLUME, VIRTUAL_MACHINE
-from workspacespawner.k8s.objects import owner_tests, pointer
+from workspacespawner.k8s.objects import owner_tests
 from workspacespawner.k8s.owned import call as _call
 from workspacespawner.k8s.owned import core_accessors, ensure_owned, refuse_foreign
 
@@ -136,62 +135,6 @@ async def write_cloudinit_secret(core_api, manifest: dict, user_name: str) -> No
             if e.status not in (404, 409, 422):
                 raise
     raise WorkspaceError("Your virtual machine's settings could not be written; please try again.", reason="cloud-init", status_code=500)
-
-
-async def blank_written_token(core_api, manifest: dict, user_name: str) -> bool | None:
-    """Blank the API token of the cloud-init data this process wrote (``manifest``), in one guarded patch: only if
-    the Secret still holds exactly that data (a later start's stays). True if blanked, False if the Secret is gone
-    or changed, None when ``manifest`` holds no token (nothing to do)."""
-    data = vmmanifests.without_api_token(manifest)
-    if data is None:
-        return None
-    key = vmmanifests.USERDATA_KEY
-    namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
-    path = pointer("data", key)
-    try:
-        return await _patch_owned_secret(core_api, namespace, name, user_name, [
-            {"op": "test", "path": path, "value": manifest["data"][key]}, {"op": "replace", "path": path, "value": data[key]},
-        ])
-    except ApiException as e:
-        if e.status != 422:
-            raise
-        return False
-
-
-async def blank_cloudinit_token(core_api, namespace: str, name: str, user_name: str) -> bool:
-    """Blank the API token in the stopped VM's cloud-init Secret (:func:`.manifests.without_api_token`); True if it was.
-
-    A revoked token should not stay readable in the cluster until the next
-    start. A missing Secret, one that is not ``user_name``'s or one with no
-    token left is not changed. The write is a replace at the read
-    ``resourceVersion`` (a start writing meanwhile wins). The contents are
-    never logged.
-    """
-    read, _create = core_accessors(core_api, "secret", {"metadata": {"namespace": namespace, "name": name}})
-    for _attempt in range(3):
-        try:
-            secret = await read()
-        except ApiException as e:
-            if e.status == 404:
-                return False
-            raise
-        if not names.owned_by(secret.get("metadata") or {}, user_name):
-            log.warning("Not touching the cloud-init Secret %s/%s: it is not %s's", namespace, name, user_name)
-            return False
-        data = vmmanifests.without_api_token(secret)
-        if data is None:
-            return False
-        try:
-            await _call(core_api.replace_namespaced_secret, name, namespace, dict(secret, data=data))
-        except ApiException as e:
-            if e.status == 404:
-                return False
-            if e.status != 409:
-                raise
-            continue
-        log.info("Blanked the API token in the cloud-init Secret %s/%s of %s", namespace, name, user_name)
-        return True
-    return False
 
 
 async def ensure_service(core_api, manifest: dict, user_name: str) -> dict:

@@ -60,8 +60,6 @@ VIRTIOFS_FEATURE_GATE = "EnableVirtioFsStorageVolumes"
 HOME_VIA = ("disk", "virtiofs")
 #: Key of the user data in the cloud-init Secret (KubeVirt reads ``userdata`` or ``userData``).
 USERDATA_KEY = "userdata"
-#: The variables of the guest's environment that hold the server's JupyterHub API token (see Spawner.get_env).
-TOKEN_VARIABLES = ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN")
 #: The only annotations a DataVolume gets besides the owner's name: constants CDI reads.
 #: ``allowClaimAdoption`` lets a recreated DataVolume take over its surviving PVC instead of failing.
 DATAVOLUME_ANNOTATIONS = {"cdi.kubevirt.io/allowClaimAdoption": "true"}
@@ -573,42 +571,6 @@ def cloud_config(
 def userdata_text(config: dict) -> str:
     """The ``#cloud-config`` user data of a :func:`cloud_config` document."""
     return "#cloud-config\n" + yaml.dump(config, Dumper=_CloudConfigDumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1_000_000)
-
-
-def without_api_token(secret: dict) -> dict | None:
-    """The ``data`` of a cloud-init Secret (as the API returns it) with the API token's values blanked; None if none is left.
-
-    Only the lines of :data:`TOKEN_VARIABLES` in the :data:`ENV_FILE` the
-    user data writes change (to ``KEY=''``); every other setting stays, so
-    the Secret still describes the stopped VM, and the next start writes a
-    fresh token. None also for user data this module did not write.
-    """
-    data = dict(secret.get("data") or {})
-    try:
-        config = yaml.safe_load(base64.b64decode(data.get(USERDATA_KEY) or "").decode("utf-8"))
-    except (ValueError, yaml.YAMLError):
-        return None
-    files = config.get("write_files") if isinstance(config, dict) else None
-    changed = False
-    for entry in files if isinstance(files, list) else []:
-        if not (isinstance(entry, dict) and entry.get("path") == ENV_FILE and isinstance(entry.get("content"), str)):
-            continue
-        blanked = _ENV_ASSIGNMENT.sub(_blank_token_assignment, entry["content"])
-        changed = changed or blanked != entry["content"]
-        entry["content"] = blanked
-    if not changed:
-        return None
-    data[USERDATA_KEY] = base64.b64encode(userdata_text(config).encode("utf-8")).decode("ascii")
-    return data
-
-
-#: One assignment as :func:`env_file_line` writes it, at the start of a line (a quoted value may span lines).
-_ENV_ASSIGNMENT = re.compile(r"""^([A-Za-z_][A-Za-z0-9_]*)=('[^']*'|"(?:[^"\\]|\\.)*")$""", re.MULTILINE | re.DOTALL)
-
-
-def _blank_token_assignment(match: re.Match) -> str:
-    key = match.group(1)
-    return env_file_line(key, "") if key in TOKEN_VARIABLES else match.group(0)
 
 
 class _CloudConfigDumper(yaml.SafeDumper):

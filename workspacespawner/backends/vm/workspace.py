@@ -44,8 +44,6 @@ from workspacespawner.backends.vm import manifests as vmmanifests
 from workspacespawner.backends.vm import status as vmstatus
 from workspacespawner.backends.vm.effects import (
     UNKNOWN,
-    blank_cloudinit_token,
-    blank_written_token,
     ensure_root_disk,
     ensure_service,
     ensure_vm,
@@ -119,9 +117,7 @@ class VMWorkspace:
     ``CoreV1Api`` (kubespawner's shared clients). ``start_timeout`` and
     ``stop_timeout`` are seconds. With ``fail_fast_unschedulable`` a VMI no
     node can run fails the start at once, unless the cluster autoscaler
-    reported a scale-up for it. ``written``: a dict the server's
-    VMWorkspace objects share, for what this process wrote (the stop
-    blanks the token of the Secret its start wrote without reading it).
+    reported a scale-up for it.
     """
 
     def __init__(
@@ -136,7 +132,6 @@ class VMWorkspace:
         fail_fast_unschedulable: bool = True,
         interval: float = 0.2,
         tasks: BackgroundTasks | None = None,
-        written: dict | None = None,
     ):
         self.ident = ident
         self.tasks = tasks if tasks is not None else BackgroundTasks()
@@ -152,7 +147,6 @@ class VMWorkspace:
         self._start_requested = False
         self._remake_disk = None
         #: what this process wrote, kept across the VMWorkspace objects of one server (``"cloudinit"``: the Secret)
-        self.written = written if written is not None else {}
 
     # -- caches --------------------------------------------------------------
 
@@ -340,7 +334,6 @@ class VMWorkspace:
             storage=settings.storage,
         )
         await write_cloudinit_secret(self.core_api, secret, ident.user_name)
-        self.written["cloudinit"] = secret
         service = await ensure_service(self.core_api, vmmanifests.make_vm_service(ident=ident), ident.user_name)
         cluster_ip = (service.get("spec") or {}).get("clusterIP")
         if not cluster_ip or cluster_ip == "None":
@@ -446,9 +439,11 @@ class VMWorkspace:
 
         Waits ``stop_timeout`` seconds for the guest to shut down, then asks
         for an immediate stop (``gracePeriod: 0``) and waits 30 s more. The
-        VM, DataVolume, PVCs, Secret and Service are kept; the Secret's API
-        token (revoked by JupyterHub at stop) is blanked. A VMI that does
-        not go (its node unreachable) is logged and False returned.
+        VM, DataVolume, PVCs, Secret and Service are kept. The Secret's API
+        token is left as it is: JupyterHub deletes a server's token when the
+        server stops (``User.stop``), and the next start writes a new one. A
+        VMI that does not go (its node unreachable) is logged and False
+        returned.
         """
         await self.watch()
         ident = self.ident
@@ -461,21 +456,7 @@ class VMWorkspace:
             gone = await self._vmi_gone(30.0)
         if not gone:
             log.error("VMI %s/%s did not go away (is its node unreachable?)", ident.namespace, ident.vm)
-        await self._blank_token()
         return gone
-
-    async def _blank_token(self) -> None:
-        """Blank the API token in the cloud-init Secret; a failure is logged, not raised (the token is revoked anyway)."""
-        ident = self.ident
-        try:
-            written = self.written.pop("cloudinit", None)
-            if written is not None:  # what this process wrote: one guarded patch, no read (a later start's stays)
-                await blank_written_token(self.core_api, written, ident.user_name)
-                return
-            await blank_cloudinit_token(self.core_api, ident.namespace, ident.cloudinit_secret, ident.user_name)
-        except (ApiException, aiohttp.ClientError, TimeoutError) as e:
-            log.warning("Could not blank the API token in %s/%s: %s", ident.namespace, ident.cloudinit_secret,
-                        getattr(e, "reason", type(e).__name__))
 
     async def poll(self) -> int | None:
         """``Spawner.poll()``: None while the guest runs (or KubeVirt is starting it), else an exit code (cache only)."""
