@@ -98,6 +98,11 @@ async def test_several_containers_need_a_name(v1):
     assert refused(v1, "two") == (400, "a container name must be specified for pod two, choose one of: [setup a b]")
     await wait_for(lambda: log(v1, "two", container="b") == "from b\n", timeout=15)
     assert log(v1, "two", container="setup") == "setting up\n"  # a finished init container keeps its log
+    # Each container's Events name it as a kubelet does (involvedObject.fieldPath)
+    about = {(e.reason, e.involved_object.field_path) for e in v1.list_namespaced_event(
+        "default", field_selector="involvedObject.name=two").items}
+    assert {("Started", "spec.initContainers{setup}"), ("Started", "spec.containers{a}"),
+            ("Started", "spec.containers{b}")} <= about, about
 
 
 async def test_previous_run_after_a_restart(v1, cluster_thread):

@@ -29,6 +29,17 @@ def test_events_since_drops_older_ones_and_orders_by_time():
     assert events_since([{"reason": "NoTime"}], start) == []
 
 
+def test_the_schedulers_event_comes_before_a_kubelets_of_the_same_second():
+    """kube-scheduler stamps to the microsecond, a kubelet to the second: the Scheduled that caused a Pulling of the
+    same second still comes first (seen on the real control plane)."""
+    start = datetime(2026, 12, 3, 12, 0, 0, tzinfo=UTC)
+    scheduled = {**event("s", "Scheduled", start), "lastTimestamp": None, "eventTime": "2026-12-03T12:00:01.750000Z",
+                 "source": {}, "reportingComponent": "default-scheduler"}
+    pulling = {**event("p", "Pulling", start + timedelta(seconds=1)), "source": {"component": "kubelet"}}
+    started = {**event("t", "Started", start + timedelta(seconds=2)), "source": {"component": "kubelet"}}
+    assert [e["metadata"]["uid"] for e in events_since([started, pulling, scheduled], start)] == ["s", "p", "t"]
+
+
 def test_a_start_shows_each_of_its_events_once_in_order_and_the_bar_only_moves_forward():
     async def run():
         steps = StartSteps()

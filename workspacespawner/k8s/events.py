@@ -41,15 +41,28 @@ def event_time(event: dict) -> datetime | None:
     return parse_time(event.get("lastTimestamp") or event.get("eventTime") or meta.get("creationTimestamp"))
 
 
+#: The component that reports a Pod's placement (core/v1 ``source.component``, events.k8s.io ``reportingController``).
+SCHEDULER = "default-scheduler"
+
+
+def _reported_by_scheduler(event: dict) -> bool:
+    return SCHEDULER in ((event.get("source") or {}).get("component"), event.get("reportingComponent"))
+
+
 def events_since(events: list[dict], since: datetime) -> list[dict]:
     """The ``events`` that happened at or after ``since`` (whole seconds, as Events record time), oldest first.
 
     What one start shows: the Events an object of the same name left at an
     earlier start or stop (a Pod's, a VMI's) are older than the start.
+    Within one second the scheduler's come first: kube-scheduler stamps its
+    Events to the microsecond (``eventTime``) and a kubelet to the second
+    (``lastTimestamp``), so a kubelet's ``Pulling`` in the same second would
+    otherwise sort before the ``Scheduled`` that caused it.
     """
     floor = since.replace(microsecond=0)
     timed = [(moment, event) for event in events if (moment := event_time(event)) is not None and moment >= floor]
-    return [event for _moment, event in sorted(timed, key=lambda pair: pair[0])]
+    timed.sort(key=lambda pair: (pair[0].replace(microsecond=0), not _reported_by_scheduler(pair[1]), pair[0]))
+    return [event for _moment, event in timed]
 
 
 def scale_up_triggered(events: list[dict]) -> bool:

@@ -115,7 +115,8 @@ class Client:
         raise NotImplementedError
 
     async def record_event(
-        self, involved: dict, reason: str, message: str, *, type: str = "Normal", component: str = "localcluster"
+        self, involved: dict, reason: str, message: str, *, type: str = "Normal", component: str = "localcluster",
+        field_path: str | None = None,
     ) -> dict | None:
         """An Event about ``involved`` (see :func:`~.events.record_event`); None if it could not be written."""
         raise NotImplementedError
@@ -167,8 +168,8 @@ class EmbeddedClient(Client):
             propagation_policy=propagation_policy,
         )
 
-    async def record_event(self, involved, reason, message, *, type="Normal", component="localcluster"):
-        return record_event(self.store, involved, reason, message, type=type, component=component)
+    async def record_event(self, involved, reason, message, *, type="Normal", component="localcluster", field_path=None):
+        return record_event(self.store, involved, reason, message, type=type, component=component, field_path=field_path)
 
 
 def _path(kind: Kind, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
@@ -495,12 +496,12 @@ class ApiServerClient(Client):
             self._cache(kind, answer)
         return answer
 
-    async def record_event(self, involved, reason, message, *, type="Normal", component="localcluster"):
+    async def record_event(self, involved, reason, message, *, type="Normal", component="localcluster", field_path=None):
         meta = involved["metadata"]
         namespace = meta.get("namespace") or "default"
         now = rfc3339(self.clock())
         kind = self.kind("", "v1", "events")
-        key = (namespace, meta.get("uid"), reason, message, type, component)
+        key = (namespace, meta.get("uid"), field_path, reason, message, type, component)
         try:
             similar = copy.deepcopy(self._events.get(key))
             if similar is not None:
@@ -509,7 +510,7 @@ class ApiServerClient(Client):
                 similar["metadata"].pop("resourceVersion", None)
                 stored = await self.request("PUT", _path(kind, namespace, similar["metadata"]["name"]), similar)
             else:
-                event = new_event(involved, reason, message, type=type, component=component, now=now)
+                event = new_event(involved, reason, message, type=type, component=component, now=now, field_path=field_path)
                 stored = await self.request("POST", _path(kind, namespace), event)
         except ApiError as e:
             log.debug("event %s about %s: %s", reason, meta.get("name"), e)

@@ -42,7 +42,7 @@ import kubernetes
 import pytest
 import yaml
 
-from tests.support import planes
+from tests.support import codeserver, planes
 from tests.support.chart import render
 from tests.support.chartvalues import HELM_VALUES, our_values
 from tests.support.hubharness import Hub, config_pieces, core_and_custom, login, progress_messages
@@ -224,6 +224,8 @@ def real(tmp_path_factory):
 def hub(real, tmp_path_factory):
     kubeconfig = real.plane.serviceaccount_kubeconfig(NS, "hub", create=False)
     config = config_pieces("10-workspace-spawner.py", "20-profiles.py") + HUB_CONFIG
+    # the scenario's VM profile opens code-server, which its start checks: the guests find the real one first
+    config += f"c.KubeSpawner.environment = {{'PATH': {codeserver.pod_path(codeserver.real_bin())!r}}}\n"
     hub = Hub(tmp_path_factory.mktemp("hub"), kubeconfig, config, start_timeout=150)
     hub.env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
     hub.kubeconfig = kubeconfig

@@ -191,7 +191,7 @@ class PodRuntime(Workload):
         if confirm:
             for sup in self.all_supervisors():
                 if sup.state == RUNNING:
-                    self.event("Killing", f"Stopping container {sup.name}")
+                    self.container_event(sup, "Killing", f"Stopping container {sup.name}")
         await self.stop(self.agent.grace(grace))
         self.agent.forget(self)
         self.agent.cluster.attacher.detach(self.uid)
@@ -203,15 +203,21 @@ class PodRuntime(Workload):
 
     # -- images --------------------------------------------------------------------
 
+    def container_event(self, sup: Supervisor, reason: str, message: str, *, warning: bool = False) -> None:
+        """An Event about one container, with the ``involvedObject.fieldPath`` a kubelet gives it
+        (``spec.containers{notebook}``, ``spec.initContainers{scratch-notice}``)."""
+        init = any(c.get("name") == sup.name for c in self.obj["spec"].get("initContainers") or [])
+        self.event(reason, message, warning=warning, field_path=f"spec.{'initContainers' if init else 'containers'}{{{sup.name}}}")
+
     async def _pull(self, sup: Supervisor) -> None:
         container = self.specs[sup.name]
         image = container.get("image", "")
         if container.get("imagePullPolicy") != "Always" and image in self.agent.pulled_images:
-            self.event("Pulled", f'Container image "{image}" already present on machine')
+            self.container_event(sup, "Pulled", f'Container image "{image}" already present on machine')
             return
         attempts = 0
         while True:
-            self.event("Pulling", f'Pulling image "{image}"')
+            self.container_event(sup, "Pulling", f'Pulling image "{image}"')
             sup.wait("ContainerCreating")
             began = self.client.clock()
             if self.agent.pull_seconds:
@@ -220,17 +226,17 @@ class PodRuntime(Workload):
                 break
             attempts += 1
             reason = f'failed to pull and unpack image "{image}": not found'
-            self.event("Failed", f'Failed to pull image "{image}": {reason}', warning=True)
-            self.event("Failed", "Error: ErrImagePull", warning=True)
+            self.container_event(sup, "Failed", f'Failed to pull image "{image}": {reason}', warning=True)
+            self.container_event(sup, "Failed", "Error: ErrImagePull", warning=True)
             sup.wait("ErrImagePull", reason)
             await asyncio.sleep(self.agent.backoff(1))
-            self.event("BackOff", f'Back-off pulling image "{image}"')
-            self.event("Failed", "Error: ImagePullBackOff", warning=True)
+            self.container_event(sup, "BackOff", f'Back-off pulling image "{image}"')
+            self.container_event(sup, "Failed", "Error: ImagePullBackOff", warning=True)
             sup.wait("ImagePullBackOff", f'Back-off pulling image "{image}"')
             await asyncio.sleep(self.agent.backoff(attempts))
         self.agent.pulled_images.add(image)
         took = (self.client.clock() - began).total_seconds()
-        self.event("Pulled", f'Successfully pulled image "{image}" in {took:.3f}s ({took:.3f}s including waiting)')
+        self.container_event(sup, "Pulled", f'Successfully pulled image "{image}" in {took:.3f}s ({took:.3f}s including waiting)')
 
     # -- volumes -------------------------------------------------------------------
 
@@ -490,14 +496,14 @@ class PodRuntime(Workload):
     def _container_changed(self, sup: Supervisor, what: str) -> None:
         name = sup.name
         if what == "started":
-            self.event("Created", f"Created container {name}")
-            self.event("Started", f"Started container {name}")
+            self.container_event(sup, "Created", f"Created container {name}")
+            self.container_event(sup, "Started", f"Started container {name}")
         elif what == "waiting" and sup.reason == CONFIG_ERROR:
-            self.event("Failed", f"Error: {sup.message}", warning=True)
+            self.container_event(sup, "Failed", f"Error: {sup.message}", warning=True)
         elif what in ("backoff", "exited") and sup.exit and sup.exit["reason"] == "StartError":
-            self.event("Failed", f"Error: {sup.exit.get('message', '')}", warning=True)
+            self.container_event(sup, "Failed", f"Error: {sup.exit.get('message', '')}", warning=True)
         if what == "backoff" and sup.failures >= 2:
-            self.event("BackOff", f"Back-off restarting failed container {name} in pod {self.name}_{self.namespace}({self.uid})", warning=True)
+            self.container_event(sup, "BackOff", f"Back-off restarting failed container {name} in pod {self.name}_{self.namespace}({self.uid})", warning=True)
         self.publish()
 
     def phase(self) -> str:

@@ -77,12 +77,14 @@ class Workload:
         """The object's status as things stand, from the ``current`` one (fields of other writers kept)."""
         raise NotImplementedError
 
-    def event(self, reason: str, message: str, *, warning: bool = False) -> None:
-        """Report an Event about the object (not while the node is unreachable), after the writes already asked for."""
+    def event(self, reason: str, message: str, *, warning: bool = False, field_path: str | None = None) -> None:
+        """Report an Event about the object (not while the node is unreachable), after the writes already asked for;
+        ``field_path``: the part of it the Event is about (``involvedObject.fieldPath``)."""
         if not self.agent.node_ready(self.node):
             return
         record = self.client.record_event
-        self._write(functools.partial(record, self.obj, reason, message, type="Warning" if warning else "Normal", component=self.component))
+        self._write(functools.partial(record, self.obj, reason, message, type="Warning" if warning else "Normal",
+                                      component=self.component, field_path=field_path))
 
     def publish(self) -> None:
         """Write the object's status as things stand, soon (skipped while the node is unreachable)."""
