@@ -149,6 +149,7 @@ def test_the_home_page_shows_servers_the_warning_and_kept_disks(demo_hub):
         warning = page.locator(".js-ws-warning")
         assert warning.is_visible()
         assert "4 of your 50 card-hours left this month" in warning.inner_text()
+        assert page.locator(".js-ws-disks").inner_text() == "Your disks: 10 GiB of 50 GiB."
         page.screenshot(path=str(ARTIFACTS / "home-page.png"), full_page=True)
         phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)
         phone.context.add_cookies(page.context.cookies())

@@ -8,7 +8,14 @@ from datetime import UTC, datetime, timedelta
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core import names
 from workspacespawner.homepage.gather import saved_profile
-from workspacespawner.homepage.model import home_data, quota_warning, retained_disks, server_phase, server_row
+from workspacespawner.homepage.model import (
+    disk_line,
+    home_data,
+    quota_warning,
+    retained_disks,
+    server_phase,
+    server_row,
+)
 from workspacespawner.quota.policy import CLOSED, OPEN, Limits, Run, month_bounds, usage_from_runs
 from workspacespawner.quota.service import MonthBalance
 from workspacespawner.workspace.lifecycle import Phase, Status
@@ -79,6 +86,9 @@ def test_retained_disks_say_until_when_and_how_to_get_them_back():
     assert kept[1].how == "Start your server “proj” again to use it; it is kept until 2027-01-09 12:00 UTC."
     assert kept[0].how.startswith("Start your default server again")
     assert home_data([], None, kept)["retained"][0]["name"] == "home-ann-old"
+    all_three = [disk("a", Phase.STOPPED), disk("b", Phase.RETAINED), disk("c", Phase.RETAINED)]
+    assert disk_line(all_three, "50Gi") == "Your disks: 30 GiB of 50 GiB."
+    assert disk_line([], None) == "Your disks: 0 GiB."
 
 
 def test_a_stopped_server_shows_the_profile_its_saved_state_holds():

@@ -1,5 +1,6 @@
 """The hub's home page with a "Your workspaces" panel: each server's phase, profile, GPUs held and card-hours this
-month, the quota warning that applies, and the Retained disks the user can get back (issue #17).
+month, the quota warning that applies, the user's disks against their quota, and the Retained disks the user can get
+back (issue #17).
 
 - :mod:`.model`: the panel as data (pure);
 - :mod:`.gather`: that data for one user (JupyterHub's servers, one ledger read, the disks from the PVC watch);

@@ -15,7 +15,7 @@ from jupyterhub.spawner import Spawner
 from workspacespawner import useroptions
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core import names
-from workspacespawner.homepage.model import home_data, quota_warning, retained_disks, server_row
+from workspacespawner.homepage.model import disk_line, home_data, quota_warning, retained_disks, server_row
 from workspacespawner.k8s.kinds import DATA_VOLUME, PVC
 from workspacespawner.quota.announce import ANNOUNCEMENTS
 
@@ -59,4 +59,6 @@ async def gather(user, spawner) -> dict:
             month=month,
         ))
     warning = quota_warning(month, ANNOUNCEMENTS.get(user.name))
-    return home_data(rows, warning, retained_disks(await user_disks(spawner, user.name)))
+    disks = await user_disks(spawner, user.name)
+    limit = month.limits.max_disk if month is not None else None
+    return home_data(rows, warning, retained_disks(disks), disk_line(disks, limit))

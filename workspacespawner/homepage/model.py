@@ -7,6 +7,7 @@
 - the quota warning that applies now: the enforcer's own message (its
   warning before it stops a server, :mod:`workspacespawner.quota.announce`),
   else a note when 10% or less of the month's card-hours are left;
+- the user's disks together, against their quota;
 - the user's Retained disks (a deleted named server's, or a deleted user's
   home) with the day the purge may delete them and how to get each back:
   starting the server it served again reuses it.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from workspacespawner.core.quantities import gib
+from workspacespawner.core.quantities import gib, parse_quantity
 from workspacespawner.quota.policy import number, when
 from workspacespawner.quota.service import MonthBalance
 from workspacespawner.workspace.disks import phase_of, requested_bytes
@@ -118,6 +119,15 @@ def retained_disks(disks: list[dict]) -> list[RetainedDisk]:
     return sorted(rows, key=lambda r: (r.retain_until or "~", r.name))
 
 
-def home_data(servers: list[ServerRow], warning: str | None, retained: list[RetainedDisk]) -> dict:
-    """The home page endpoint's JSON body: ``{"servers": [...], "warning": str | None, "retained": [...]}``."""
-    return {"servers": [asdict(s) for s in servers], "warning": warning, "retained": [asdict(r) for r in retained]}
+def disk_line(disks: list[dict], limit: str | None) -> str:
+    """``Your disks: 20 GiB of 50 GiB.``: what the user's disks ask for together, and the quota (``limit``, a
+    quantity; None: none)."""
+    used = gib(sum(requested_bytes(d) for d in disks))
+    return f"Your disks: {used} of {gib(parse_quantity(limit))}." if limit else f"Your disks: {used}."
+
+
+def home_data(servers: list[ServerRow], warning: str | None, retained: list[RetainedDisk], disks: str = "") -> dict:
+    """The home page endpoint's JSON body: ``{"servers": [...], "warning": str | None, "retained": [...],
+    "disks": str}`` (``disks``: :func:`disk_line`)."""
+    return {"servers": [asdict(s) for s in servers], "warning": warning, "retained": [asdict(r) for r in retained],
+            "disks": disks}
