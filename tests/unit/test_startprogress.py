@@ -29,6 +29,20 @@ def test_events_since_drops_older_ones_and_orders_by_time():
     assert events_since([{"reason": "NoTime"}], start) == []
 
 
+def test_events_read_as_steps_and_an_init_containers_as_preparation():
+    def about(reason, message, field_path=None, type="Normal"):
+        involved = {"kind": "Pod", "name": "jupyter-ann", **({"fieldPath": field_path} if field_path else {})}
+        return {"reason": reason, "message": message, "type": type, "involvedObject": involved}
+
+    assert describe_event(about("Started", "Started container notebook", "spec.containers{notebook}")) == "Server starting"
+    assert describe_event(about("Started", "Started container scratch-notice", "spec.initContainers{scratch-notice}")) \
+        == "Preparing your server: Started container scratch-notice"
+    assert describe_event(about("Failed", "Error: ErrImagePull", "spec.initContainers{scratch-notice}", "Warning")) \
+        == "Start failed: Error: ErrImagePull"  # a failure reads as one, whichever container
+    assert describe_event(about("Killing", "Stopping container notebook")) == "Stopping: Stopping container notebook"
+    assert describe_event(about("Odd", "something")) == "[Normal] something"
+
+
 def test_the_schedulers_event_comes_before_a_kubelets_of_the_same_second():
     """kube-scheduler stamps to the microsecond, a kubelet to the second: the Scheduled that caused a Pulling of the
     same second still comes first (seen on the real control plane)."""

@@ -22,13 +22,22 @@ EVENT_STEPS = {
     "Failed": "Start failed: {message}",
     "FailedMount": "Waiting for a volume to be mounted: {message}",
     "FailedAttachVolume": "Waiting for a volume to attach: {message}",
+    "Killing": "Stopping: {message}",
 }
+
+#: How an Event about an init container reads (a kubelet names the container in ``involvedObject.fieldPath``).
+INIT_CONTAINER_STEP = "Preparing your server: {message}"
 
 
 def describe_event(event: dict) -> str:
-    """One progress line for a core/v1 Event dict."""
+    """One progress line for a core/v1 Event dict: :data:`EVENT_STEPS` by reason; an init container's Normal
+    Events as :data:`INIT_CONTAINER_STEP` (they are not the server's own steps); other reasons as
+    ``[type] message``."""
     reason = event.get("reason") or ""
     message = (event.get("message") or "").strip()
+    field_path = (event.get("involvedObject") or {}).get("fieldPath") or ""
+    if field_path.startswith("spec.initContainers") and event.get("type", "Normal") == "Normal":
+        return INIT_CONTAINER_STEP.format(message=message)
     template = EVENT_STEPS.get(reason)
     if template is None:
         return f"[{event.get('type', 'Normal')}] {message}"
