@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import pytest
 
-from workspacespawner.core.quantities import gib, in_unit_of, parse_quantity
+from workspacespawner.core.quantities import bytes_for_people, gib, in_unit_of, parse_quantity
 
 BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 DECIMAL = {
@@ -257,3 +257,11 @@ def test_gib(nbytes, text):
 )
 def test_sizes_in_the_unit_given(nbytes, given, shown):
     assert in_unit_of(nbytes, given) == shown
+
+
+def test_byte_quantities_for_people_keep_their_unit():
+    assert bytes_for_people("4G") == "4 GB"
+    assert bytes_for_people("32Gi") == "32 GiB"
+    assert bytes_for_people("512Mi") == "512 MiB"
+    assert bytes_for_people("1.5G") == "1.5 GB"
+    assert bytes_for_people("1e9") == "1e9" and bytes_for_people("2000") == "2000" and bytes_for_people("lots") == "lots"

@@ -40,6 +40,8 @@ def test_events_read_as_steps_and_an_init_containers_as_preparation():
     assert describe_event(about("Failed", "Error: ErrImagePull", "spec.initContainers{scratch-notice}", "Warning")) \
         == "Start failed: Error: ErrImagePull"  # a failure reads as one, whichever container
     assert describe_event(about("Killing", "Stopping container notebook")) == "Stopping: Stopping container notebook"
+    assert describe_event(about("Scheduled", "Successfully assigned default/jupyter-ann to cpu-node-1")) \
+        == "Found a node for your server (cpu-node-1)"
     assert describe_event(about("Odd", "something")) == "[Normal] something"
 
 

@@ -80,6 +80,20 @@ def _number(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
+#: How a person writes the unit of a Kubernetes quantity's suffix (bytes).
+_BYTE_UNITS = {"k": "kB", "M": "MB", "G": "GB", "T": "TB", "P": "PB", "E": "EB",
+               "Ki": "KiB", "Mi": "MiB", "Gi": "GiB", "Ti": "TiB", "Pi": "PiB", "Ei": "EiB"}
+
+
+def bytes_for_people(quantity: str) -> str:
+    """A byte quantity as a person writes it, in the unit it was given: ``"4G"`` is ``"4 GB"``, ``"32Gi"`` is
+    ``"32 GiB"``; anything else (no suffix, an exponent, not a quantity) is returned as given."""
+    match = _QUANTITY_RE.fullmatch(quantity.strip()) if isinstance(quantity, str) else None
+    if match is None or match.group("exponent") is not None or match.group("suffix") not in _BYTE_UNITS:
+        return quantity
+    return f"{match.group('number')} {_BYTE_UNITS[match.group('suffix')]}"
+
+
 def gib(nbytes: float | int | Decimal) -> str:
     """Bytes as GiB for people: ``gib(50 * 2**30)`` is ``"50 GiB"``, two decimals at most."""
     return f"{_number(float(nbytes) / 2**30)} GiB"

@@ -5,6 +5,7 @@ Pure functions over core/v1 Event dicts (as the watch caches hold them).
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from workspacespawner.core.times import parse_time
@@ -25,6 +26,9 @@ EVENT_STEPS = {
     "Killing": "Stopping: {message}",
 }
 
+#: The node in kube-scheduler's Scheduled message ("Successfully assigned default/jupyter-ann to cpu-node-1").
+_ASSIGNED = re.compile(r" to (\S+)$")
+
 #: How an Event about an init container reads (a kubelet names the container in ``involvedObject.fieldPath``).
 INIT_CONTAINER_STEP = "Preparing your server: {message}"
 
@@ -38,6 +42,8 @@ def describe_event(event: dict) -> str:
     field_path = (event.get("involvedObject") or {}).get("fieldPath") or ""
     if field_path.startswith("spec.initContainers") and event.get("type", "Normal") == "Normal":
         return INIT_CONTAINER_STEP.format(message=message)
+    if reason == "Scheduled" and (placed := _ASSIGNED.search(message)):  # "Successfully assigned ns/pod to NODE"
+        return f"Found a node for your server ({placed.group(1)})"
     template = EVENT_STEPS.get(reason)
     if template is None:
         return f"[{event.get('type', 'Normal')}] {message}"
