@@ -1,7 +1,8 @@
 """Quota decisions and card-hour arithmetic: pure functions, no database, no loop, no cluster.
 
 Covers: the month in a configurable timezone and runs clipped to it (a run
-across midnight of the 1st in Europe/Berlin counts in both months), open
+across midnight of the 1st in Europe/Berlin counts in both months; a month
+with a daylight-saving change counts its 743 or 745 hours), open
 runs counted up to now, multi-GPU runs, named servers and VM workspaces
 metered alike, when the card-hours ran out, group overrides (most generous
 wins, per-user override wins over all), CPU starts never refused for
@@ -76,6 +77,15 @@ def test_run_across_midnight_of_the_first_counts_in_both_months_in_berlin():
     # In UTC the same run lies wholly in May (21:00 to 23:00 UTC)
     assert card_hours([run], *month_bounds(at(2025, 5, 20), "UTC"), later) == pytest.approx(4.0)
     assert card_hours([run], *month_bounds(at(2025, 6, 20), "UTC"), later) == 0
+
+
+def test_a_month_with_a_daylight_saving_change_has_its_real_hours():
+    # 1 GPU through all of March and October 2025 in Berlin: 743 and 745 hours, not 31 x 24
+    run = Run(gpus=1, started=at(2025, 2, 1), stopped=at(2025, 12, 1))
+    later = at(2026, 1, 1)
+    assert card_hours([run], *month_bounds(at(2025, 3, 20), "Europe/Berlin"), later) == 743
+    assert card_hours([run], *month_bounds(at(2025, 10, 20), "Europe/Berlin"), later) == 745
+    assert card_hours([run], *month_bounds(at(2025, 6, 20), "Europe/Berlin"), later) == 720
 
 
 def test_open_runs_count_up_to_now_and_reservations_count_nothing():

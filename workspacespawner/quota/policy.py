@@ -187,8 +187,13 @@ def card_hours(runs, start: datetime, end: datetime, now: datetime) -> float:
     Each run is clipped to the period: a run across midnight of the 1st
     counts its part in each month. An open run (``stopped`` None) counts up
     to ``now``. Reservations count nothing (they hold no GPU yet).
+
+    The bounds are taken in UTC: two datetimes of one time zone subtract as
+    wall-clock times, which would count a month with a daylight-saving
+    change as 744 hours instead of 743 or 745.
     """
     total = 0.0
+    start, end, now = (aware(moment).astimezone(UTC) for moment in (start, end, now))
     until = min(end, now)
     for run in runs:
         if run.gpus <= 0 or run.state == RESERVED:
