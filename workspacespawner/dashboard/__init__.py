@@ -1,0 +1,1 @@
+"""The Workspaces dashboard: a hub-managed JupyterHub service showing workspaces, card-hours, the cluster and reports."""
