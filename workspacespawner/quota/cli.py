@@ -114,16 +114,26 @@ def hub_servers(config: Config) -> tuple[set[str], set[tuple[str, str]]] | None:
 
 
 def usage_rows(
-    settings: WorkspaceQuota, ledger: Ledger, groups: dict[str, set[str]] | None, period, now, *, user=None, group=None
+    settings: WorkspaceQuota,
+    ledger: Ledger,
+    groups: dict[str, set[str]] | None,
+    period,
+    now,
+    *,
+    user=None,
+    group=None,
+    include=(),
 ) -> list[dict]:
     """One row per user (the columns of :data:`COLUMNS`), sorted by user name.
 
-    Everyone with use in ``period``; with ``group``, every member of it
-    (use or not); with ``user``, that user alone. Running workspaces are
-    listed for the month holding ``now`` only.
+    Everyone with use in ``period``, and the users named in ``include``
+    (use or not: the dashboard's report lists disk owners and group members
+    too); with ``group``, every member of it (use or not); with ``user``,
+    that user alone. Running workspaces are listed for the month holding
+    ``now`` only. One ledger read (blocking).
     """
     usage = ledger.usage_all(period, now)
-    names = set(usage)
+    names = set(usage) | set(include)
     if group is not None:
         names = {name for name, theirs in (groups or {}).items() if group in theirs}
     if user is not None:
