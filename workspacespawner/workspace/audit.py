@@ -177,16 +177,51 @@ class AuditLog:
         return await self.executor.run(self.record, **fields)
 
     @_guarded
-    def query(self, *, user: str | None = None, since: datetime | None = None, action: str | None = None) -> list[AuditRecord]:
-        """Records, oldest first: of ``user`` only, at or after ``since``, of ``action`` only (each when given)."""
+    def query(
+        self,
+        *,
+        user: str | None = None,
+        since: datetime | None = None,
+        action: str | None = None,
+        until: datetime | None = None,
+        disk: str | None = None,
+        result: str | None = None,
+        newest_first: bool = False,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[AuditRecord]:
+        """Records, oldest first (``newest_first``: newest first), filtered in SQL by each filter given.
+
+        ``user``, ``action``, ``disk``: equal to it; ``since``: at or after
+        it; ``until``: before it (exclusive); ``result``: its first word,
+        ``ok``, ``refused`` or ``error`` (a result equal to it, or starting
+        with it and a colon). ``limit`` (None: all) and ``offset`` page
+        through the sorted records. Raises ValueError for a negative
+        ``limit`` or ``offset``.
+        """
+        if (limit is not None and limit < 0) or offset < 0:
+            raise ValueError(f"limit and offset must be >= 0, not {limit!r} and {offset!r}")
         self.ensure_ready()
-        query = sa.select(audit_table).order_by(audit_table.c.time, audit_table.c.id)
+        order = (audit_table.c.time.desc(), audit_table.c.id.desc()) if newest_first else (audit_table.c.time, audit_table.c.id)
+        query = sa.select(audit_table).order_by(*order)
         if user is not None:
             query = query.where(audit_table.c.user_name == user)
         if since is not None:
             query = query.where(audit_table.c.time >= since)
+        if until is not None:
+            query = query.where(audit_table.c.time < until)
         if action is not None:
             query = query.where(audit_table.c.action == action)
+        if disk is not None:
+            query = query.where(audit_table.c.disk == disk)
+        if result is not None:
+            query = query.where(
+                sa.or_(audit_table.c.result == result, audit_table.c.result.startswith(f"{result}:", autoescape=True))
+            )
+        if limit is not None:
+            query = query.limit(limit)
+        if offset:
+            query = query.offset(offset)
         with self.engine.connect() as conn:
             return [
                 AuditRecord(
