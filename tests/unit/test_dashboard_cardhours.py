@@ -6,7 +6,9 @@ between its days, a run crossing the 1st split between its months, an open
 run counted up to ``now``, a reservation and a CPU run counting nothing, the
 day of a daylight-saving change (23 hours), the six months before this one
 (oldest first, a whole month of March counted as its 743 hours), the
-balance (used, left, reset, running GPUs), the 7-day trend; and, on a real
+balance (used, left, reset, running GPUs), the 7-day trend, the biggest
+users (GPUs held now, then the last 30 days; reservations hold nothing);
+and, on a real
 ledger (SQLite and PostgreSQL), that the days of this month and each past
 month add up to exactly what ``Ledger.usage`` says for that month.
 """
@@ -154,3 +156,24 @@ async def test_load_reads_the_ledger_on_its_database_thread(filled_ledger):
     view = await cardhours.load(filled_ledger, filled_ledger.executor, "ann", 50.0, NOW, "Europe/Berlin")
     assert view.days.values["thesis"][9] == 3.0 and view.balance.left == 22.25
     assert view.to_json()["months"]["labels"][0] == "2024-12"
+
+
+def test_top_users_by_gpus_held_now_then_the_last_30_days():
+    def run(user, gpus, start, stop=None, state=CLOSED):
+        return Run(gpus=gpus, started=start, stopped=stop, user=user, state=OPEN if stop is None and state == CLOSED else state)
+
+    runs = {
+        "ann": hand_made(),  # 1 GPU running now; 2 + 20 + 1.5 + 1.25 + 3 in June, 2 on 31 May (inside the 30 days)
+        "bob": [run("bob", 8, berlin(2025, 6, 9, 8), berlin(2025, 6, 9, 18))],  # 80 yesterday, nothing now
+        "cy": [run("cy", 2, berlin(2025, 6, 10, 13))],  # 2 GPUs since 13:00: 2 card-hours so far
+        "dee": [run("dee", 1, berlin(2025, 4, 1, 8), berlin(2025, 4, 1, 9))],  # long ago: left out
+        "eve": [run("eve", 4, NOW, state=RESERVED)],  # a reservation holds nothing yet
+    }
+    top = cardhours.top_users(runs, NOW, "Europe/Berlin")
+    assert [(t.user, t.gpus_now, t.week_total, t.month_total) for t in top] == [
+        ("cy", 2, 2.0, 2.0), ("ann", 1, 4.25, 29.75), ("bob", 0, 80.0, 80.0),
+    ]
+    assert top[1].week == [1.25, 0, 0, 0, 0, 0, 3.0] and len(top[1].month) == 30
+    assert [t.user for t in cardhours.top_users(runs, NOW, "Europe/Berlin", count=1)] == ["cy"]
+    start, end = cardhours.trend_span(NOW, "Europe/Berlin")
+    assert (start, end) == (datetime(2025, 5, 12, tzinfo=BERLIN), datetime(2025, 6, 11, tzinfo=BERLIN))

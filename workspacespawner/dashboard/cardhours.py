@@ -14,8 +14,11 @@ them. Units: card-hours (one GPU held for one hour), aware datetimes.
 Server names are JupyterHub's: ``""`` is the default server
 (:func:`server_label` names it for people).
 
-One ledger read gives everything (:func:`history_span`, then
-:meth:`Ledger.runs_of`); :func:`load` does it on the database thread.
+One ledger read gives a user's view (:func:`history_span`, then
+:meth:`Ledger.runs_of`); :func:`load` does it on the database thread. The
+Cluster view's biggest users and their 7- and 30-day trends
+(:func:`top_users`) come from one :meth:`Ledger.runs_all` over
+:func:`trend_span`.
 """
 
 from __future__ import annotations
@@ -234,16 +237,75 @@ async def load(ledger, executor, user: str, limit: float, now: datetime, tz: str
     return view(runs, limit, now, tz)
 
 
+def trend_starts(now: datetime, days: int, tz: str | tzinfo = "UTC") -> list[datetime]:
+    """The local midnights of the ``days`` days up to and including today (in ``tz``), and tomorrow's: ``days + 1``
+    instants, oldest first. Raises ValueError for ``days`` below 1."""
+    if isinstance(days, bool) or not isinstance(days, int) or days < 1:
+        raise ValueError(f"a trend needs a whole number of days, at least 1, not {days!r}")
+    where = policy.zone(tz)
+    local = policy.aware(now).astimezone(where)
+    today = datetime(local.year, local.month, local.day)
+    return [(today - timedelta(days=back)).replace(tzinfo=where) for back in range(days - 1, -2, -1)]
+
+
 def trend(runs, now: datetime, days: int, tz: str | tzinfo = "UTC") -> list[float]:
     """Card-hours per day of the ``days`` days up to and including today (in ``tz``), oldest first (pure).
 
     For a sparkline of the last 7 or 30 days; today counts up to ``now``.
+    Raises ValueError for ``days`` below 1.
     """
-    if days < 1:
-        raise ValueError(f"a trend needs at least one day, not {days!r}")
-    where = policy.zone(tz)
-    local = policy.aware(now).astimezone(where)
-    today = datetime(local.year, local.month, local.day)
-    starts = [(today - timedelta(days=back)).replace(tzinfo=where) for back in range(days - 1, -2, -1)]
+    starts = trend_starts(now, days, tz)
     runs = list(runs)
     return [policy.card_hours(runs, start, end, now) for start, end in zip(starts, starts[1:], strict=False)]
+
+
+@dataclass(frozen=True)
+class UserTrend:
+    """One user among the biggest users: ``gpus_now`` (GPUs of their workspaces running now, reservations
+    aside), their card-hours per day over the last 7 and 30 days (``week``, ``month``, oldest first, today up
+    to now), and those days' sums (``week_total``, ``month_total``)."""
+
+    user: str
+    gpus_now: int
+    week: list[float]
+    month: list[float]
+
+    @property
+    def week_total(self) -> float:
+        return sum(self.week)
+
+    @property
+    def month_total(self) -> float:
+        return sum(self.month)
+
+    def to_json(self) -> dict:
+        return {
+            "user": self.user,
+            "gpus_now": self.gpus_now,
+            "week": self.week,
+            "month": self.month,
+            "week_total": self.week_total,
+            "month_total": self.month_total,
+        }
+
+
+def trend_span(now: datetime, tz: str | tzinfo = "UTC", days: int = 30) -> tuple[datetime, datetime]:
+    """The period one :meth:`Ledger.runs_all` read covers for :func:`top_users`: the last ``days`` days to tomorrow."""
+    starts = trend_starts(now, days, tz)
+    return starts[0], starts[-1]
+
+
+def top_users(runs_by_user: dict[str, list[Run]], now: datetime, tz: str | tzinfo = "UTC", count: int = 10) -> list[UserTrend]:
+    """The ``count`` biggest users (pure): most GPUs held now first, then most card-hours in the last 30 days, then
+    by name; users with neither are left out.
+
+    ``runs_by_user``: :meth:`Ledger.runs_all` over :func:`trend_span` (``{user: [Run]}``).
+    """
+    found = []
+    for user, runs in runs_by_user.items():
+        held = sum(run.gpus for run in runs if run.state == policy.OPEN and run.gpus > 0)
+        month = trend(runs, now, 30, tz)
+        if held or sum(month):
+            found.append(UserTrend(user=user, gpus_now=held, week=month[-7:], month=month))
+    found.sort(key=lambda t: (-t.gpus_now, -t.month_total, t.user))
+    return found[:count]
