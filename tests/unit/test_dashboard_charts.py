@@ -3,7 +3,8 @@
 Covers: a stacked bar chart whose segment heights are proportional to the
 values and stack in series order; a grouped bar chart (side by side, and a
 single series as plain bars); a sparkline whose points' heights follow the
-values; the value axis' top (``nice_ceiling``) and its unit; accessibility
+values; the value axis' top (``nice_ceiling``) and its unit, the labels'
+axis title; accessibility
 (``role="img"``, ``aria-label``, ``<title>``, a title per bar); names holding
 ``<``, ``&`` and ``"`` escaped so the SVG still parses and shows them;
 colours from the fixed palette with a legend; the same input giving the
@@ -105,6 +106,14 @@ def test_sparkline_points_follow_the_values():
     assert root.get("aria-label") == "Last 7 days: 4 values from 0 to 6 card-hours, at most 6 card-hours"
     flat = parse(charts.sparkline([0.0, 0.0], title="idle")).find(f"{SVG}polyline")
     assert {pair.split(",")[1] for pair in flat.get("points").split()} == {"30"}
+
+
+def test_the_labels_axis_title():
+    plain = parse(charts.stacked_bars(["1"], {"a": [1.0]}, title="t"))
+    titled = parse(charts.stacked_bars(["1"], {"a": [1.0]}, title="t", x_title="day of <June> 2025"))
+    assert plain.find(f"{SVG}text[@class='ws-chart-x']") is None
+    assert titled.find(f"{SVG}text[@class='ws-chart-x']").text == "day of <June> 2025"
+    assert int(titled.get("height")) == int(plain.get("height")) + 16  # a row for it, the legend below
 
 
 def test_nice_ceiling():

@@ -114,6 +114,14 @@ def _x_labels(labels: list[str], left: float, step: float, y: float) -> list[str
     ]
 
 
+def _x_title(title: str, width: int, y: float) -> list[str]:
+    """The labels' axis title, centred under the plot (none when empty)."""
+    if not title:
+        return []
+    middle = (_LEFT + width - _RIGHT) / 2
+    return [f'<text x="{_n(middle)}" y="{_n(y)}" text-anchor="middle" {_FONT} class="ws-chart-x">{_text(title)}</text>']
+
+
 def _legend(names: list[str], y: float, width: int) -> list[str]:
     """One swatch and name per series, in rows across the chart's width."""
     parts, x, row = ['<g class="ws-chart-legend">'], _LEFT, 0
@@ -155,6 +163,7 @@ def stacked_bars(
     *,
     title: str,
     unit: str = "card-hours",
+    x_title: str = "",
     width: int = 640,
     height: int = 240,
 ) -> str:
@@ -162,9 +171,11 @@ def stacked_bars(
 
     ``labels``: the x axis (``"1"``..``"30"``, days); ``series``: name →
     one value per label, in ``unit`` (values >= 0). The value axis runs
-    from 0 to :func:`nice_ceiling` of the highest stack. ``width`` and
-    ``height`` in pixels (the legend adds rows below). Raises ValueError for
-    a series of another length than ``labels`` or a negative value.
+    from 0 to :func:`nice_ceiling` of the highest stack, titled ``unit``;
+    ``x_title`` names the labels' axis (``"day of June 2025"``; empty: no
+    title). ``width`` and ``height`` in pixels (the x title and the legend
+    add rows below). Raises ValueError for a series of another length than
+    ``labels`` or a negative value.
     """
     _check(labels, series)
     names = list(series)
@@ -173,7 +184,8 @@ def stacked_bars(
     total = sum(stacks)
     description = f"{number(total)} {unit} in all over {len(labels)} {'bar' if len(labels) == 1 else 'bars'}"
     legend_rows = _legend_rows(names, width)
-    full_height = height + legend_rows * _LEGEND_ROW
+    extra = _LEGEND_ROW if x_title else 0
+    full_height = height + legend_rows * _LEGEND_ROW + extra
     plot_bottom, plot_height = height - _BOTTOM, height - _BOTTOM - _TOP
     step = (width - _LEFT - _RIGHT) / max(1, len(labels))
     bar_width = step * 0.8
@@ -188,7 +200,8 @@ def stacked_bars(
             parts.append(_bar(x, bottom, bar_width, bar_height, colour(index), name, label, value, unit))
             bottom -= bar_height
     parts += _x_labels(labels, _LEFT, step, plot_bottom + 14)
-    parts += _legend(names, height - 12, width)
+    parts += _x_title(x_title, width, plot_bottom + 30)
+    parts += _legend(names, height - 12 + extra, width)
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -199,6 +212,7 @@ def grouped_bars(
     *,
     title: str,
     unit: str = "card-hours",
+    x_title: str = "",
     width: int = 640,
     height: int = 240,
 ) -> str:
@@ -206,8 +220,9 @@ def grouped_bars(
 
     ``labels``: the x axis (months ``"2025-01"``, or group names);
     ``series``: name → one value per label, in ``unit`` (>= 0). The value
-    axis runs from 0 to :func:`nice_ceiling` of the highest bar. Raises
-    ValueError as :func:`stacked_bars` does.
+    axis runs from 0 to :func:`nice_ceiling` of the highest bar; ``unit``
+    and ``x_title`` as for :func:`stacked_bars`. Raises ValueError as
+    :func:`stacked_bars` does.
     """
     _check(labels, series)
     names = list(series)
@@ -215,7 +230,8 @@ def grouped_bars(
     total = sum(v for values in series.values() for v in values)
     description = f"{number(total)} {unit} in all over {len(labels)} {'group' if len(labels) == 1 else 'groups'} of bars"
     legend_rows = _legend_rows(names, width) if len(names) > 1 else 0
-    full_height = height + legend_rows * _LEGEND_ROW
+    extra = _LEGEND_ROW if x_title else 0
+    full_height = height + legend_rows * _LEGEND_ROW + extra
     plot_bottom, plot_height = height - _BOTTOM, height - _BOTTOM - _TOP
     step = (width - _LEFT - _RIGHT) / max(1, len(labels))
     bar_width = step * 0.8 / max(1, len(names))
@@ -230,8 +246,9 @@ def grouped_bars(
                                   value, unit))
             x += bar_width
     parts += _x_labels(labels, _LEFT, step, plot_bottom + 14)
+    parts += _x_title(x_title, width, plot_bottom + 30)
     if len(names) > 1:
-        parts += _legend(names, height - 12, width)
+        parts += _legend(names, height - 12 + extra, width)
     parts.append("</svg>")
     return "\n".join(parts)
 
