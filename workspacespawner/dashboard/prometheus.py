@@ -76,7 +76,7 @@ class PrometheusClient:
         http = self.http or AsyncHTTPClient()
         try:
             response = await http.fetch(request, raise_error=False)
-        except HTTPClientError as e:  # pragma: no cover - raise_error=False returns responses instead
+        except HTTPClientError as e:  # a timeout (HTTP 599) is raised even with raise_error=False
             raise PrometheusError(url, str(e)) from e
         except OSError as e:
             raise PrometheusError(url, f"cannot connect: {e}") from e
