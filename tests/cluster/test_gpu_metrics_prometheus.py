@@ -11,10 +11,14 @@ Prometheus 2.42 on loopback (tests/support/prometheus.py); then
 and joins them to the right user, server and kind for the container and
 the VM, and :mod:`workspacespawner.dashboard.cluster` counts the node's
 GPUs (held once each) and flags the idle VM, not the busy container.
+The Prometheus client's failures (a PromQL error, nothing listening, a
+server that never answers, an answer that is not JSON) are each one
+PrometheusError naming the URL.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -175,3 +179,24 @@ async def test_unreachable_prometheus_is_one_error_naming_the_url():
     with pytest.raises(PrometheusError) as failed:
         await client.query("up")
     assert failed.value.url.startswith("http://127.0.0.1:9/api/v1/query?query=up")
+
+
+async def test_a_silent_or_garbled_server_is_one_error_naming_the_url():
+    async def silent(reader, writer):
+        await reader.read(1024)  # never answers
+
+    async def garbled(reader, writer):
+        await reader.read(1024)
+        writer.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 5\r\nConnection: close\r\n\r\noops!")
+        await writer.drain()
+        writer.close()
+
+    for handler, words in ((silent, "Timeout"), (garbled, "HTTP 502, not a JSON answer")):
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            with pytest.raises(PrometheusError) as failed:
+                await PrometheusClient(f"http://127.0.0.1:{port}", timeout=0.5).query_range("up", 0, 60, 15)
+            assert words in failed.value.error and f":{port}/api/v1/query_range?" in failed.value.url
+        finally:
+            server.close()
