@@ -58,6 +58,11 @@ def _count(value) -> int:
         return 0
 
 
+def node_gpus(node: dict, field: str = "allocatable") -> int:
+    """The ``nvidia.com/gpu`` count of a Node's ``status.<field>`` (``allocatable`` or ``capacity``); 0 when absent."""
+    return _count(((node.get("status") or {}).get(field) or {}).get(GPU_RESOURCE, 0))
+
+
 def node_usable(node: dict) -> bool:
     """Whether kube-scheduler may place new work on ``node``: condition ``Ready`` True and not cordoned."""
     return not (node.get("spec") or {}).get("unschedulable") and ready_condition(node) is True
@@ -85,7 +90,7 @@ def gpu_pools(nodes: list[dict], compute: list[dict]) -> dict[str, GPUPool]:
     allocatable: dict[str, tuple[str, int]] = {}
     for node in nodes:
         meta = node.get("metadata") or {}
-        gpus = _count(((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE, 0))
+        gpus = node_gpus(node)
         if gpus > 0 and node_usable(node):
             allocatable[meta.get("name", "")] = ((meta.get("labels") or {}).get(GPU_PRODUCT_LABEL, ""), gpus)
     held = dict.fromkeys(allocatable, 0)

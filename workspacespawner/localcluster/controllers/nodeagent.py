@@ -118,7 +118,9 @@ from ..errors import ApiError
 from ..kinds import Kind
 from . import isolation
 from .base import Controller
+from .gpumetrics import NodeMetrics
 from .kubelet import PodRuntime, container_log_path, image_repository
+from .launcher import is_launcher
 from .refs import CONFIG_MAPS, LEASES, NODES, PODS, PVCS, SECRETS, VMIS, get_or_none
 from .runtime import AddressPool, base_env
 from .scheduler import DEFAULT_NODES, register_nodes
@@ -163,6 +165,12 @@ class NodeAgent(Controller):
         ``kube-node-lease`` is renewed (default 10, a kubelet's), so that
         kube-controller-manager's node lifecycle controller keeps it Ready.
 
+    ``metrics``
+        the nodes' dcgm-exporter and kubelet volume metrics
+        (:class:`~.gpumetrics.NodeMetrics`): ``await agent.metrics.serve()``
+        gives their URL, ``agent.metrics.set_gpu(node, index, util=...)``
+        sets what a GPU reports.
+
     On the real control plane (``cluster.real_control_plane``) the agent also
     plays each kubelet's registration: it registers the cluster's Nodes
     (``cluster.nodes``, else the scheduler's default ones) with their
@@ -195,6 +203,7 @@ class NodeAgent(Controller):
         self.lease_seconds = 10.0
         self.conflict_wait = 5.0
         self.isolation: bool | None = None
+        self.metrics = NodeMetrics(cluster, self.client)
 
     # -- helpers shared by pods and guests -------------------------------------------
 
@@ -384,7 +393,7 @@ class NodeAgent(Controller):
                 runtime.terminating = True
                 self._spawn(runtime.retire(confirm=True), f"retire-{meta['name']}")
             return
-        if runtime is None and runtime_class.startable(obj):
+        if runtime is None and runtime_class.startable(obj) and not (runtime_class is PodRuntime and is_launcher(obj)):
             runtime = self.runtimes[meta["uid"]] = runtime_class(self, obj)
             runtime.task = self._spawn(runtime.run(), f"{runtime.component}-{meta['namespace']}-{meta['name']}")
 
@@ -447,6 +456,7 @@ class NodeAgent(Controller):
     async def stop(self) -> None:
         """Stop reconciling and end every process this agent started (the cluster is going away)."""
         await super().stop()
+        await self.metrics.close()
         runtimes = list(self.runtimes.values())
         for runtime in runtimes:
             runtime.terminating = True

@@ -20,7 +20,7 @@ It binds Pending Pods (``schedulerName: default-scheduler``, no
 NodeUnschedulable, TaintToleration (NoSchedule/NoExecute), NodeAffinity
 (``nodeSelector`` and required ``nodeAffinity`` terms) and NodeResourcesFit
 (requests, falling back to limits, of every non-terminated Pod and VMI on the
-node). Among fitting nodes the least allocated wins. A bound Pod gets
+node; a VMI's virt-launcher Pod is counted as its VMI, once). Among fitting nodes the least allocated wins. A bound Pod gets
 ``spec.nodeName`` (the ``binding`` subresource), ``PodScheduled=True`` and the
 Event ``Scheduled``; a Pod that fits nowhere gets ``PodScheduled=False``
 (``Unschedulable``) and a ``FailedScheduling`` Warning worded as
@@ -65,6 +65,7 @@ from ..store import rfc3339
 from ..validation import parse_quantity
 from ..version import GIT_VERSION
 from .base import Controller
+from .launcher import is_launcher
 from .refs import NODES, PODS, PVCS, STORAGE_CLASSES, VMIS, get_or_none
 from .volumebinding import claims_problem, pod_claims, select_node
 
@@ -423,6 +424,8 @@ class Scheduler(Controller):
         usage: dict[str, dict] = {name: {} for name in nodes}
         for pod in self.client.objects(self.client.kind(*PODS)):
             node = (pod.get("spec") or {}).get("nodeName")
+            if is_launcher(pod):  # its VMI is counted below
+                continue
             if node in usage and (pod.get("status") or {}).get("phase") not in TERMINATED:
                 usage[node] = _add(usage[node], _on_node(pod_requests(pod), nodes[node]))
         for vmi in self.client.objects(self.client.kind(*VMIS)):

@@ -38,6 +38,9 @@ the VMI standing for its virt-launcher Pod:
 * Deleting a VMI: the node agent stops the guest and removes the finalizer;
   for a VMI that never reached a node, or has already finished, this
   controller removes it.
+* A placed VMI gets its virt-launcher Pod (:mod:`.launcher`), bound to its
+  node and mirroring its phase; the Pod is deleted when the VMI finishes,
+  is being deleted or is gone.
 """
 
 from __future__ import annotations
@@ -53,7 +56,9 @@ from ..errors import ApiError
 from ..runstrategy import FINAL_PHASES, run_strategy
 from ..store import rfc3339
 from .base import Controller
-from .refs import DATA_VOLUMES, PVCS, VMIS, VMS, claim_names, get_or_none, owner_reference
+from .launcher import CREATED_BY_LABEL, is_launcher, make_launcher_pod
+from .refs import DATA_VOLUMES, PODS, PVCS, VMIS, VMS, claim_names, get_or_none, owner_reference
+from .scheduler import vmi_requests
 
 log = logging.getLogger("workspacespawner.localcluster.virt")
 
@@ -113,6 +118,7 @@ class VirtController(Controller):
 
     name = "virt"
     watches = (VMS, VMIS, DATA_VOLUMES, PVCS)
+    reads = (PODS,)
 
     def __init__(self, cluster):
         super().__init__(cluster)
@@ -135,6 +141,7 @@ class VirtController(Controller):
         elif kind.key == VMIS:
             if not deleted:
                 await self._sync_vmi(namespace, meta["name"])
+            await self._sync_launcher(obj, deleted)
             await self._sync_vm(namespace, meta["name"])
         else:
             # A disk changed: VMs and VMIs using it may move on.
@@ -182,6 +189,33 @@ class VirtController(Controller):
         if not conditions:
             status.pop("conditions")
         await self.client.replace(kind, namespace, name, vmi, subresource="status")
+
+    async def _sync_launcher(self, vmi: dict, deleted: bool) -> None:
+        """Create, update or delete the virt-launcher Pod of ``vmi`` (see :mod:`.launcher`)."""
+        meta = vmi["metadata"]
+        status = vmi.get("status") or {}
+        pods = self.client.kind(*PODS)
+        mine = [p for p in self.client.objects(pods)
+                if is_launcher(p) and (p["metadata"].get("labels") or {}).get(CREATED_BY_LABEL) == meta["uid"]]
+        wanted = not deleted and not meta.get("deletionTimestamp") and status.get("nodeName") and status.get("phase") not in FINAL_PHASES
+        try:
+            if not wanted:
+                for pod in mine:
+                    if not pod["metadata"].get("deletionTimestamp"):
+                        await self.client.delete(pods, pod["metadata"]["namespace"], pod["metadata"]["name"],
+                                                 preconditions={"uid": pod["metadata"]["uid"]})
+                return
+            if not mine:
+                requests = {name: str(amount) for name, amount in vmi_requests(vmi).items()}
+                mine = [await self.client.create(pods, meta["namespace"], make_launcher_pod(vmi, status["nodeName"], requests))]
+            phase = "Running" if status.get("phase") == "Running" else "Pending"
+            for pod in mine:
+                if (pod.get("status") or {}).get("phase") != phase and not pod["metadata"].get("deletionTimestamp"):
+                    pod_status = pod.setdefault("status", {})
+                    pod_status["phase"] = phase
+                    await self.client.replace(pods, pod["metadata"]["namespace"], pod["metadata"]["name"], pod, subresource="status")
+        except ApiError as e:  # a race with another sync (409) or the Pod already gone (404): the next event settles it
+            log.debug("virt: virt-launcher Pod of %s/%s: %s", meta["namespace"], meta["name"], e.message)
 
     async def _drop_finalizer(self, vmi: dict) -> None:
         meta = vmi["metadata"]

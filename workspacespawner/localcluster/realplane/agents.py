@@ -90,6 +90,9 @@ RULES: dict[str, list[dict]] = {
         {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachines"], "verbs": [*_READ, "update"]},
         {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachines/status"], "verbs": ["update"]},
         {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachineinstances"], "verbs": [*_READ, "create", "update", "delete"]},
+        {"apiGroups": ["kubevirt.io"], "resources": ["virtualmachineinstances/finalizers"], "verbs": ["update"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": [*_READ, "create", "delete"]},  # virt-launcher Pods
+        {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["update"]},
         {"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes"], "verbs": _READ},
         _EVENTS,
     ],

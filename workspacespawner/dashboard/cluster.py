@@ -1,0 +1,309 @@
+"""The Cluster view's numbers, from Nodes, Pods, VMIs and ledger runs: pure functions, no I/O.
+
+Per node (:func:`node_views`): GPUs by capacity and allocatable, held (by
+whom: user, server, kind, count), free, unhealthy (capacity − allocatable:
+devices the NVIDIA device plugin withdrew) and unusable (every allocatable
+GPU of a node that is not ``Ready`` or is cordoned, as kube-scheduler would
+not place there); CPU (cores) and memory (GiB) requested against
+allocatable. Held GPUs and usability are :mod:`workspacespawner.workspace.gpus`'s
+(the spawn page's counts), so both pages agree. A VMI's virt-launcher Pod
+is counted as its VMI, never twice.
+
+Per team node pool (:func:`pool_views`), when the platform labels its nodes
+with a pool key (e.g. ``workspacespawner.io/pool``): the same sums.
+
+Users (:func:`top_users`): the most GPUs held now, and card-hours per day
+over the last N days (:func:`card_hour_trend`), computed by
+:func:`workspacespawner.quota.policy.card_hours` over ledger runs.
+
+Idle (:func:`idle_workspaces`): workspaces holding GPUs whose every GPU's
+mean utilisation over a window stayed below a threshold; without
+Prometheus readings the answer is None (unknown), never "none idle".
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+
+from workspacespawner.core.names import labelled_for, server_of
+from workspacespawner.core.quantities import parse_quantity
+from workspacespawner.dashboard.gpumetrics import CONTAINER, LAUNCHER_LABEL, LAUNCHER_VALUE, VM, GPUStat
+from workspacespawner.k8s.kinds import VMI
+from workspacespawner.k8s.objects import FINISHED_PHASES, node_of, ready_condition
+from workspacespawner.quota.policy import aware, card_hours, zone
+from workspacespawner.workspace.gpus import gpus_held, node_gpus, node_usable
+
+GIB = Decimal(2**30)
+
+
+@dataclass(frozen=True)
+class Holding:
+    """GPUs one workspace (or another consumer) holds on a node.
+
+    ``user``/``server``: the owner, None for a consumer that is not one of
+    our workspaces; ``kind``: ``container``, ``vm`` or ``other``; ``name``:
+    the Pod or VMI; ``gpus``: how many.
+    """
+
+    user: str | None
+    server: str | None
+    kind: str
+    namespace: str
+    name: str
+    node: str
+    gpus: int
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One node (see the module docstring). CPU in cores, memory in GiB, GPUs as counts."""
+
+    name: str
+    pool: str | None
+    product: str
+    ready: bool
+    schedulable: bool
+    gpu_capacity: int
+    gpu_allocatable: int
+    gpus_held: int
+    gpus_free: int
+    gpus_unhealthy: int
+    gpus_unusable: int
+    cpu_requested: float
+    cpu_allocatable: float
+    memory_requested_gib: float
+    memory_allocatable_gib: float
+    holdings: tuple[Holding, ...] = ()
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """The sums of :class:`NodeView` over the nodes of one pool (``name``; None: nodes without the pool label)."""
+
+    name: str | None
+    nodes: tuple[str, ...]
+    gpu_capacity: int
+    gpu_allocatable: int
+    gpus_held: int
+    gpus_free: int
+    gpus_unhealthy: int
+    gpus_unusable: int
+    cpu_requested: float
+    cpu_allocatable: float
+    memory_requested_gib: float
+    memory_allocatable_gib: float
+
+
+@dataclass(frozen=True)
+class DayUse:
+    """Card-hours used on one local calendar ``day``."""
+
+    day: date
+    card_hours: float
+
+
+@dataclass(frozen=True)
+class UserUse:
+    """A user's GPUs held now and card-hours over the trend: ``days_7``/``days_30`` per day, oldest first."""
+
+    user: str
+    gpus_now: int
+    days_7: tuple[DayUse, ...] = ()
+    days_30: tuple[DayUse, ...] = ()
+    total_7: float = 0.0
+    total_30: float = 0.0
+
+
+@dataclass(frozen=True)
+class IdleWorkspace:
+    """A workspace holding GPUs that stayed below the threshold: its holding and the highest GPU mean (%) among its GPUs."""
+
+    holding: Holding
+    max_util: float
+    gpus: tuple[int, ...] = field(default=())
+
+
+def _quantity(value) -> Decimal:
+    try:
+        return parse_quantity(str(value))
+    except (ValueError, TypeError, ArithmeticError):
+        return Decimal(0)
+
+
+def is_launcher(pod: dict) -> bool:
+    """Whether a Pod is a KubeVirt virt-launcher Pod (label ``kubevirt.io=virt-launcher``): its VMI counts instead."""
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(LAUNCHER_LABEL) == LAUNCHER_VALUE
+
+
+def requested(obj: dict) -> tuple[Decimal, Decimal]:
+    """``(CPU cores, memory bytes)`` a Pod or VMI (``kind`` set) requests (requests, else limits; a VMI: its domain).
+
+    A VMI without resource requests counts one core per vCPU (sockets ×
+    cores × threads) and its guest memory.
+    """
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == VMI.kind:
+        domain = spec.get("domain") or {}
+        resources = domain.get("resources") or {}
+        asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        cpu = asked.get("cpu")
+        if cpu is None:
+            topology = domain.get("cpu") or {}
+            cpu = int(topology.get("sockets", 1)) * int(topology.get("cores", 1)) * int(topology.get("threads", 1))
+        memory = asked.get("memory") or (domain.get("memory") or {}).get("guest") or 0
+        return _quantity(cpu), _quantity(memory)
+    cpu = memory = Decimal(0)
+    for container in spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        cpu += _quantity(asked.get("cpu", 0))
+        memory += _quantity(asked.get("memory", 0))
+    return cpu, memory
+
+
+def holding_of(obj: dict) -> Holding:
+    """Who ``obj`` (a Pod or VMI with ``kind`` set) is and what it holds: our owner labels and kubespawner's annotations."""
+    meta = obj.get("metadata") or {}
+    owner = server_of(meta)
+    ours = owner is not None and labelled_for(meta, owner[0])
+    kind = (VM if obj.get("kind") == VMI.kind else CONTAINER) if ours else "other"
+    return Holding(owner[0] if ours else None, owner[1] if ours else None, kind, meta.get("namespace", ""),
+                   meta.get("name", ""), node_of(obj) or "", gpus_held(obj))
+
+
+def node_views(nodes: list[dict], compute: list[dict], *, pool_label: str | None = None) -> list[NodeView]:
+    """One :class:`NodeView` per node, sorted by name.
+
+    ``nodes``: Node dicts; ``compute``: Pods and VMIs (``kind`` set), as the
+    watch caches hold them (virt-launcher Pods are skipped, their VMIs
+    count); ``pool_label``: the node label naming a team pool, or None.
+    """
+    placed: dict[str, list[dict]] = defaultdict(list)
+    for obj in compute:
+        if obj.get("kind") != VMI.kind and is_launcher(obj):
+            continue
+        if (obj.get("status") or {}).get("phase") in FINISHED_PHASES or not node_of(obj):
+            continue
+        placed[node_of(obj)].append(obj)
+    views = []
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        name = meta.get("name", "")
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        capacity, gpus = node_gpus(node, "capacity"), node_gpus(node)
+        usable = node_usable(node)
+        holdings = tuple(sorted((h for h in map(holding_of, placed.get(name, [])) if h.gpus > 0),
+                                key=lambda h: (h.user or "", h.server or "", h.name)))
+        held = sum(h.gpus for h in holdings)
+        cpu = sum((requested(obj)[0] for obj in placed.get(name, [])), Decimal(0))
+        memory = sum((requested(obj)[1] for obj in placed.get(name, [])), Decimal(0))
+        views.append(NodeView(
+            name=name,
+            pool=labels.get(pool_label) if pool_label else None,
+            product=labels.get("nvidia.com/gpu.product", ""),
+            ready=ready_condition(node) is True,
+            schedulable=not (node.get("spec") or {}).get("unschedulable"),
+            gpu_capacity=max(capacity, gpus),
+            gpu_allocatable=gpus,
+            gpus_held=held,
+            gpus_free=max(0, gpus - held) if usable else 0,
+            gpus_unhealthy=max(0, capacity - gpus),
+            gpus_unusable=0 if usable else gpus,
+            cpu_requested=float(cpu),
+            cpu_allocatable=float(_quantity(allocatable.get("cpu", 0))),
+            memory_requested_gib=float(memory / GIB),
+            memory_allocatable_gib=float(_quantity(allocatable.get("memory", 0)) / GIB),
+            holdings=holdings,
+        ))
+    return sorted(views, key=lambda v: v.name)
+
+
+def pool_views(views: list[NodeView]) -> list[PoolView]:
+    """The :class:`PoolView` of each pool in ``views``, sorted by name (nodes without a pool last)."""
+    pools: dict[str | None, list[NodeView]] = defaultdict(list)
+    for view in views:
+        pools[view.pool].append(view)
+    result = []
+    for name, members in pools.items():
+        def total(attribute: str, members=members):
+            return sum(getattr(v, attribute) for v in members)
+        result.append(PoolView(
+            name, tuple(v.name for v in members), total("gpu_capacity"), total("gpu_allocatable"), total("gpus_held"),
+            total("gpus_free"), total("gpus_unhealthy"), total("gpus_unusable"), total("cpu_requested"),
+            total("cpu_allocatable"), total("memory_requested_gib"), total("memory_allocatable_gib"),
+        ))
+    return sorted(result, key=lambda p: (p.name is None, p.name or ""))
+
+
+def card_hour_trend(runs, now: datetime, days: int, tz="UTC") -> tuple[DayUse, ...]:
+    """Card-hours of ``runs`` (ledger :class:`~workspacespawner.quota.policy.Run`s) on each of the last ``days`` local days.
+
+    The last day is today (up to ``now``); days are calendar days in ``tz``
+    (an IANA name or tzinfo). Raises ValueError for ``days`` < 1 or an unknown zone.
+    """
+    if days < 1:
+        raise ValueError(f"days must be at least 1, not {days!r}")
+    where = zone(tz)
+    today = aware(now).astimezone(where).date()
+    runs = list(runs)
+    result = []
+    for back in range(days - 1, -1, -1):
+        day = today - timedelta(days=back)
+        start = datetime(day.year, day.month, day.day, tzinfo=where)
+        following = day + timedelta(days=1)
+        end = datetime(following.year, following.month, following.day, tzinfo=where)
+        result.append(DayUse(day, card_hours(runs, start, end, aware(now))))
+    return tuple(result)
+
+
+def top_users(views: list[NodeView], runs_by_user: dict[str, list], now: datetime, *, limit: int = 10,
+              tz="UTC") -> list[UserUse]:
+    """The users holding the most GPUs now (then the most card-hours over 30 days), at most ``limit``.
+
+    ``runs_by_user``: ``{user: [Run, ...]}`` covering at least the last 30
+    days (``Ledger.runs_all`` over that period). Users with no GPU now but
+    card-hours in the period are listed after those holding GPUs.
+    """
+    now_held: dict[str, int] = defaultdict(int)
+    for view in views:
+        for holding in view.holdings:
+            if holding.user is not None:
+                now_held[holding.user] += holding.gpus
+    users = set(now_held) | set(runs_by_user)
+    result = []
+    for user in users:
+        runs = runs_by_user.get(user) or []
+        days_30 = card_hour_trend(runs, now, 30, tz)
+        days_7 = days_30[-7:]
+        result.append(UserUse(user, now_held.get(user, 0), days_7, days_30,
+                              sum(d.card_hours for d in days_7), sum(d.card_hours for d in days_30)))
+    result = [u for u in result if u.gpus_now > 0 or u.total_30 > 0]
+    result.sort(key=lambda u: (-u.gpus_now, -u.total_30, u.user))
+    return result[:limit]
+
+
+def idle_workspaces(views: list[NodeView], utilisation: list[GPUStat] | None, *, threshold: float) -> list[IdleWorkspace] | None:
+    """Our workspaces holding GPUs whose every reported GPU averaged below ``threshold`` % (None: unknown).
+
+    ``utilisation``: each GPU's mean over the window
+    (:func:`~workspacespawner.dashboard.gpumetrics.read_gpu_utilisation`),
+    None without Prometheus. A workspace none of whose GPUs is reported is
+    not flagged (unknown for it).
+    """
+    if utilisation is None:
+        return None
+    by_workspace: dict[tuple, list[GPUStat]] = defaultdict(list)
+    for stat in utilisation:
+        if stat.holder is not None and stat.util is not None:
+            by_workspace[(stat.holder.user, stat.holder.server, stat.holder.kind)].append(stat)
+    idle = []
+    for view in views:
+        for holding in view.holdings:
+            stats = by_workspace.get((holding.user, holding.server, holding.kind)) if holding.user is not None else None
+            if stats and all(stat.util < threshold for stat in stats):
+                idle.append(IdleWorkspace(holding, max(stat.util for stat in stats), tuple(sorted(s.gpu for s in stats))))
+    return idle
