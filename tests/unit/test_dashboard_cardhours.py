@@ -158,7 +158,7 @@ async def test_load_reads_the_ledger_on_its_database_thread(filled_ledger):
     assert view.to_json()["months"]["labels"][0] == "2024-12"
 
 
-def test_top_users_by_gpus_held_now_then_the_last_30_days():
+def test_trend_of_the_last_7_and_30_days():
     def run(user, gpus, start, stop=None, state=CLOSED):
         return Run(gpus=gpus, started=start, stopped=stop, user=user, state=OPEN if stop is None and state == CLOSED else state)
 
@@ -166,14 +166,14 @@ def test_top_users_by_gpus_held_now_then_the_last_30_days():
         "ann": hand_made(),  # 1 GPU running now; 2 + 20 + 1.5 + 1.25 + 3 in June, 2 on 31 May (inside the 30 days)
         "bob": [run("bob", 8, berlin(2025, 6, 9, 8), berlin(2025, 6, 9, 18))],  # 80 yesterday, nothing now
         "cy": [run("cy", 2, berlin(2025, 6, 10, 13))],  # 2 GPUs since 13:00: 2 card-hours so far
-        "dee": [run("dee", 1, berlin(2025, 4, 1, 8), berlin(2025, 4, 1, 9))],  # long ago: left out
+        "dee": [run("dee", 1, berlin(2025, 4, 1, 8), berlin(2025, 4, 1, 9))],  # long ago: none in the window
         "eve": [run("eve", 4, NOW, state=RESERVED)],  # a reservation holds nothing yet
     }
-    top = cardhours.top_users(runs, NOW, "Europe/Berlin")
-    assert [(t.user, t.gpus_now, t.week_total, t.month_total) for t in top] == [
-        ("cy", 2, 2.0, 2.0), ("ann", 1, 4.25, 29.75), ("bob", 0, 80.0, 80.0),
-    ]
-    assert top[1].week == [1.25, 0, 0, 0, 0, 0, 3.0] and len(top[1].month) == 30
-    assert [t.user for t in cardhours.top_users(runs, NOW, "Europe/Berlin", count=1)] == ["cy"]
+    week = {user: cardhours.trend(theirs, NOW, 7, "Europe/Berlin") for user, theirs in runs.items()}
+    month = {user: cardhours.trend(theirs, NOW, 30, "Europe/Berlin") for user, theirs in runs.items()}
+    assert week["ann"] == [1.25, 0, 0, 0, 0, 0, 3.0] and len(month["ann"]) == 30
+    assert {user: (sum(week[user]), sum(month[user])) for user in runs} == {
+        "ann": (4.25, 29.75), "bob": (80.0, 80.0), "cy": (2.0, 2.0), "dee": (0, 0), "eve": (0, 0),
+    }
     start, end = cardhours.trend_span(NOW, "Europe/Berlin")
     assert (start, end) == (datetime(2025, 5, 12, tzinfo=BERLIN), datetime(2025, 6, 11, tzinfo=BERLIN))

@@ -17,8 +17,8 @@ Server names are JupyterHub's: ``""`` is the default server
 One ledger read gives a user's view (:func:`history_span`, then
 :meth:`Ledger.runs_of`); :func:`load` does it on the database thread. The
 Cluster view's biggest users and their 7- and 30-day trends
-(:func:`top_users`) come from one :meth:`Ledger.runs_all` over
-:func:`trend_span`.
+(:func:`.cluster.top_users`, days by :func:`trend`) come from one
+:meth:`Ledger.runs_all` over :func:`trend_span`.
 """
 
 from __future__ import annotations
@@ -259,53 +259,7 @@ def trend(runs, now: datetime, days: int, tz: str | tzinfo = "UTC") -> list[floa
     return [policy.card_hours(runs, start, end, now) for start, end in zip(starts, starts[1:], strict=False)]
 
 
-@dataclass(frozen=True)
-class UserTrend:
-    """One user among the biggest users: ``gpus_now`` (GPUs of their workspaces running now, reservations
-    aside), their card-hours per day over the last 7 and 30 days (``week``, ``month``, oldest first, today up
-    to now), and those days' sums (``week_total``, ``month_total``)."""
-
-    user: str
-    gpus_now: int
-    week: list[float]
-    month: list[float]
-
-    @property
-    def week_total(self) -> float:
-        return sum(self.week)
-
-    @property
-    def month_total(self) -> float:
-        return sum(self.month)
-
-    def to_json(self) -> dict:
-        return {
-            "user": self.user,
-            "gpus_now": self.gpus_now,
-            "week": self.week,
-            "month": self.month,
-            "week_total": self.week_total,
-            "month_total": self.month_total,
-        }
-
-
 def trend_span(now: datetime, tz: str | tzinfo = "UTC", days: int = 30) -> tuple[datetime, datetime]:
-    """The period one :meth:`Ledger.runs_all` read covers for :func:`top_users`: the last ``days`` days to tomorrow."""
+    """The period one :meth:`Ledger.runs_all` read covers for :func:`.cluster.top_users`: the last ``days`` days to tomorrow."""
     starts = trend_starts(now, days, tz)
     return starts[0], starts[-1]
-
-
-def top_users(runs_by_user: dict[str, list[Run]], now: datetime, tz: str | tzinfo = "UTC", count: int = 10) -> list[UserTrend]:
-    """The ``count`` biggest users (pure): most GPUs held now first, then most card-hours in the last 30 days, then
-    by name; users with neither are left out.
-
-    ``runs_by_user``: :meth:`Ledger.runs_all` over :func:`trend_span` (``{user: [Run]}``).
-    """
-    found = []
-    for user, runs in runs_by_user.items():
-        held = sum(run.gpus for run in runs if run.state == policy.OPEN and run.gpus > 0)
-        month = trend(runs, now, 30, tz)
-        if held or sum(month):
-            found.append(UserTrend(user=user, gpus_now=held, week=month[-7:], month=month))
-    found.sort(key=lambda t: (-t.gpus_now, -t.month_total, t.user))
-    return found[:count]

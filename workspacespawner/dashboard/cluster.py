@@ -25,15 +25,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from decimal import Decimal
 
 from workspacespawner.core.names import labelled_for, server_of
 from workspacespawner.core.quantities import parse_quantity
+from workspacespawner.dashboard import cardhours
 from workspacespawner.dashboard.gpumetrics import CONTAINER, LAUNCHER_LABEL, LAUNCHER_VALUE, VM, GPUStat
 from workspacespawner.k8s.kinds import VMI
 from workspacespawner.k8s.objects import FINISHED_PHASES, node_of, ready_condition
-from workspacespawner.quota.policy import aware, card_hours, zone
 from workspacespawner.workspace.gpus import gpus_held, node_gpus, node_usable
 
 GIB = Decimal(2**30)
@@ -243,21 +243,11 @@ def card_hour_trend(runs, now: datetime, days: int, tz="UTC") -> tuple[DayUse, .
     """Card-hours of ``runs`` (ledger :class:`~workspacespawner.quota.policy.Run`s) on each of the last ``days`` local days.
 
     The last day is today (up to ``now``); days are calendar days in ``tz``
-    (an IANA name or tzinfo). Raises ValueError for ``days`` < 1 or an unknown zone.
+    (an IANA name or tzinfo); the numbers are :func:`.cardhours.trend`'s.
+    Raises ValueError for ``days`` < 1 or an unknown zone.
     """
-    if days < 1:
-        raise ValueError(f"days must be at least 1, not {days!r}")
-    where = zone(tz)
-    today = aware(now).astimezone(where).date()
-    runs = list(runs)
-    result = []
-    for back in range(days - 1, -1, -1):
-        day = today - timedelta(days=back)
-        start = datetime(day.year, day.month, day.day, tzinfo=where)
-        following = day + timedelta(days=1)
-        end = datetime(following.year, following.month, following.day, tzinfo=where)
-        result.append(DayUse(day, card_hours(runs, start, end, aware(now))))
-    return tuple(result)
+    starts = cardhours.trend_starts(now, days, tz)
+    return tuple(DayUse(start.date(), used) for start, used in zip(starts, cardhours.trend(runs, now, days, tz), strict=False))
 
 
 def top_users(views: list[NodeView], runs_by_user: dict[str, list], now: datetime, *, limit: int = 10,
