@@ -1,0 +1,173 @@
+"""The dashboard's settings, ``c.WorkspacesDashboard.*`` in the hub's ``jupyterhub_config.py``."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from traitlets import Dict, Integer, List, TraitError, Unicode, validate
+from traitlets.config import Configurable
+
+#: What a JupyterHub service name may be: it becomes a URL segment and an OAuth client id.
+_SERVICE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+class WorkspacesDashboard(Configurable):
+    """Settings of the Workspaces dashboard service; read from the hub's config file (:func:`dashboard_settings`)."""
+
+    service_name = Unicode(
+        "workspaces",
+        help="""The JupyterHub service's name: its pages are at /services/<name>/ and its custom scopes
+        read custom:<name>:... (lower-case letters, digits, '.', '_', '-'). Example: "workspaces".""",
+    ).tag(config=True)
+
+    team_groups = List(
+        Unicode(),
+        help="""JupyterHub groups that are teams: a member of one sees the workspaces of every member of
+        that group and the Cluster view. Empty: no teams (users see their own; admins all).
+        Example: ["research", "vision-lab"].""",
+    ).tag(config=True)
+
+    prometheus_url = Unicode(
+        None,
+        allow_none=True,
+        help="""Base URL of the Prometheus the dashboard asks for GPU utilisation and disk fill (an http or
+        https URL). None: no Prometheus; pages show what the cluster and the ledger know.
+        Example: "http://prometheus-server.monitoring:9090".""",
+    ).tag(config=True)
+
+    departments = Dict(
+        value_trait=List(Unicode()),
+        help="""Department name -> the JupyterHub groups that make it up, for the Reports view. Empty: no
+        departments (reports by group and user). Example: {"Physics": ["students-phys", "research"]}.""",
+    ).tag(config=True)
+
+    ip = Unicode(
+        "127.0.0.1",
+        help="""The address the service listens on when the hub gives it no URL (JUPYTERHUB_SERVICE_URL).
+        Example: "0.0.0.0" in a container the proxy reaches over the network.""",
+    ).tag(config=True)
+
+    port = Integer(
+        10101,
+        help="""The TCP port the service listens on when the hub gives it no URL (JUPYTERHUB_SERVICE_URL);
+        1-65535. Example: 10101.""",
+    ).tag(config=True)
+
+    @validate("service_name")
+    def _check_service_name(self, proposal):
+        value = proposal["value"]
+        if not _SERVICE_NAME.match(value or ""):
+            raise TraitError(f"WorkspacesDashboard.service_name must be a lower-case name such as 'workspaces', not {value!r}")
+        return value
+
+    @validate("team_groups")
+    def _check_team_groups(self, proposal):
+        value = list(proposal["value"])
+        bad = [g for g in value if not g.strip()]
+        if bad:
+            raise TraitError(f"WorkspacesDashboard.team_groups must list JupyterHub group names, not {value!r}")
+        return value
+
+    @validate("prometheus_url")
+    def _check_prometheus_url(self, proposal):
+        value = proposal["value"]
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
+            raise TraitError(f"WorkspacesDashboard.prometheus_url must be an http(s) URL or None, not {value!r}")
+        return value.rstrip("/") if value else value
+
+    @validate("port")
+    def _check_port(self, proposal):
+        value = proposal["value"]
+        if not 0 < value < 65536:
+            raise TraitError(f"WorkspacesDashboard.port must be a TCP port 1-65535, not {value!r}")
+        return value
+
+    @validate("departments")
+    def _check_departments(self, proposal):
+        value = proposal["value"]
+        for name, groups in value.items():
+            if not str(name).strip() or not all(isinstance(g, str) and g.strip() for g in groups):
+                raise TraitError(
+                    f"WorkspacesDashboard.departments must map a department name to JupyterHub group names, "
+                    f"not {name!r}: {groups!r}")
+        return value
+
+    def scope(self, what: str) -> str:
+        """The custom scope ``custom:<service_name>:<what>`` (``what``: read, act, cluster, reports)."""
+        return f"custom:{self.service_name}:{what}"
+
+
+def dashboard_settings(config) -> WorkspacesDashboard:
+    """The ``WorkspacesDashboard`` section of the hub's ``config`` (a traitlets ``Config``), checked.
+
+    Raises ``TraitError`` naming the setting and the bad value.
+    """
+    return WorkspacesDashboard(config=config)
+
+
+# -- what the hub's config gets (jupyterhub_config.d/50-workspaces-dashboard.py, helm-values) ---------------------
+
+#: The custom scopes (after ``custom:<service_name>:``) and what each lets a holder do.
+SCOPES = {
+    "read": "Read workspaces, disks and card-hours on the Workspaces dashboard (filter !user= or !group=).",
+    "act": "Stop, snapshot, expand, restore and give back disks of workspaces on the Workspaces dashboard.",
+    "cluster": "See the Cluster view of the Workspaces dashboard (nodes, GPUs, who holds them).",
+    "reports": "See the Reports view of the Workspaces dashboard (card-hours and disk per department, group, user).",
+}
+
+#: The hub API scopes the service's own token needs: users and groups to list, servers to stop.
+SERVICE_SCOPES = ["list:users", "read:users", "list:groups", "read:groups", "read:servers", "delete:servers"]
+
+
+#: The hub's environment variables the service needs too (the hub passes few of its own to a service).
+PASSED_ENV = ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "HOME")
+
+
+def custom_scopes(settings: WorkspacesDashboard) -> dict:
+    """``c.JupyterHub.custom_scopes`` entries: scope -> ``{"description": ...}``."""
+    return {settings.scope(what): {"description": text} for what, text in SCOPES.items()}
+
+
+def oauth_scopes(settings: WorkspacesDashboard) -> list[str]:
+    """The service's ``oauth_client_allowed_scopes``: its custom scopes and the user's own model (its admin flag)."""
+    return [settings.scope(what) for what in SCOPES] + ["read:users:name!user", "read:users:groups!user", "read:users!user"]
+
+
+def user_scopes(settings: WorkspacesDashboard) -> list[str]:
+    """``c.JupyterHub.extra_user_scopes`` for every user: reach the service, read and act on their own."""
+    return [f"access:services!service={settings.service_name}", settings.scope("read") + "!user",
+            settings.scope("act") + "!user"]
+
+
+def roles(settings: WorkspacesDashboard) -> list[dict]:
+    """``c.JupyterHub.load_roles`` entries: the service's own role, one per team group (read the team, the
+    Cluster view), and one for admins to list under ``users``/``groups`` if hub admins are not enough."""
+    name = settings.service_name
+    found = [{"name": f"{name}-service", "description": "The Workspaces dashboard service's hub API access.",
+              "scopes": list(SERVICE_SCOPES), "services": [name]}]
+    for group in settings.team_groups:
+        found.append({
+            "name": f"{name}-team-{group}",
+            "description": f"Members of {group} see their team's workspaces and the Cluster view.",
+            "scopes": [f"{settings.scope('read')}!group={group}", settings.scope("cluster")],
+            "groups": [group],
+        })
+    return found
+
+
+def service(settings: WorkspacesDashboard, *, python: str, hub_config: str | None, cwd: str) -> dict:
+    """The ``c.JupyterHub.services`` entry: the hub runs ``python -m workspacespawner dashboard -f hub_config`` in
+    ``cwd`` (the hub's, so a relative ledger URL means the same file), reached at ``http://ip:port``."""
+    command = [python, "-m", "workspacespawner", "dashboard"] + (["-f", hub_config] if hub_config else [])
+    return {
+        "name": settings.service_name,
+        "url": f"http://{settings.ip}:{settings.port}",
+        "command": command,
+        "cwd": cwd,
+        "oauth_no_confirm": True,
+        "oauth_client_allowed_scopes": oauth_scopes(settings),
+        "environment": {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith("WORKSPACESPAWNER_")},
+        "display": True,
+        "info": {"description": "Your workspaces, card-hours and disks; the cluster's GPUs for team leads."},
+    }
