@@ -1,29 +1,17 @@
 # The Workspaces dashboard (/services/workspaces/): each user's workspaces, card-hours
 # and disks; the cluster's GPUs for team leads and admins; reports for admins.
-# The hub starts it as a managed service and logs users in through its OAuth.
-# Set c.WorkspacesDashboard.* (team_groups, prometheus_url, departments, port)
-# before this piece loads: the roles below are made from team_groups.
-#   c.WorkspacesDashboard.team_groups = ["research"]   # members see their team
-import os
-import sys
+# The hub starts it as a managed service (`workspacespawner dashboard -f <this hub's
+# config>`) and logs users in through its OAuth. Its settings go here, before
+# configure_hub(c), which makes the service, its custom scopes and the roles
+# (every user: their own; each team group: the team's; the service: the hub API).
+from workspacespawner.dashboard.traits import configure_hub
 
-from workspacespawner.dashboard.traits import custom_scopes, dashboard_settings, roles, service, user_scopes
+# Members of these JupyterHub groups see each other's workspaces and the Cluster view.
+c.WorkspacesDashboard.team_groups = []  # e.g. ["research"]
+# Department -> its JupyterHub groups, for the Reports view.
+c.WorkspacesDashboard.departments = {}  # e.g. {"Physics": ["students", "research"]}
+# GPU utilisation and disk fill from Prometheus (dcgm-exporter, kubelet); None: without them.
+c.WorkspacesDashboard.prometheus_url = None  # e.g. "http://prometheus-server.monitoring:9090"
+c.WorkspacesDashboard.port = 10101  # on 127.0.0.1, where the proxy reaches it
 
-
-def _hub_config_file():
-    """The hub's own config file, which the service reads (-f), as the hub was started with it."""
-    try:
-        from jupyterhub.app import JupyterHub
-
-        if JupyterHub.initialized():
-            return os.path.abspath(JupyterHub.instance().config_file)
-    except Exception:  # not inside a hub (a test loading this file): no -f
-        pass
-    return None
-
-
-_dashboard = dashboard_settings(c)
-c.JupyterHub.services.append(service(_dashboard, python=sys.executable, hub_config=_hub_config_file(), cwd=os.getcwd()))
-c.JupyterHub.custom_scopes.update(custom_scopes(_dashboard))
-c.JupyterHub.extra_user_scopes.extend(user_scopes(_dashboard))
-c.JupyterHub.load_roles.extend(roles(_dashboard))
+configure_hub(c)

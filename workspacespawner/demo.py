@@ -62,9 +62,7 @@ GOLDEN_FILES = {
 }
 
 #: Config pieces the demo loads, in order (the school-OAuth piece is for real deployments).
-DEMO_PIECES = (
-    "10-workspace-spawner.py", "20-profiles.py", "40-quota.py", "50-workspaces-dashboard.py", "90-check-config.py",
-)
+DEMO_PIECES = ("10-workspace-spawner.py", "20-profiles.py", "40-quota.py", "90-check-config.py")
 
 
 def config_dir() -> Path:
@@ -217,9 +215,6 @@ def demo_config(
     loads = "\n".join(f"load_subconfig({str(pieces_dir / piece)!r})" for piece in DEMO_PIECES)
     proxy = f"c.ConfigurableHTTPProxy.command = {proxy_command!r}\n" if proxy_command else ""
     return f"""# Written by `workspacespawner demo`; edit jupyterhub_config.d/ instead.
-# The Workspaces dashboard (/services/workspaces/): research's members see each other's workspaces.
-c.WorkspacesDashboard.team_groups = ["research"]
-c.WorkspacesDashboard.port = {dashboard_port}
 {loads}
 
 c.JupyterHub.ip = "127.0.0.1"
@@ -239,6 +234,12 @@ c.JupyterHub.template_vars = {{**c.JupyterHub.template_vars, "announcement_login
 c.KubeSpawner.namespace = "default"
 c.KubeSpawner.start_timeout = 120
 c.KubeSpawner.http_timeout = 60
+# The Workspaces dashboard (/services/workspaces/), as jupyterhub_config.d/50-workspaces-dashboard.py makes it:
+# research's members see each other's workspaces.
+from workspacespawner.dashboard.traits import configure_hub
+c.WorkspacesDashboard.team_groups = ["research"]
+c.WorkspacesDashboard.port = {dashboard_port}
+configure_hub(c)
 {proxy}"""
 
 

@@ -40,11 +40,19 @@ def service_prefix() -> str:
     return prefix if prefix.endswith("/") else prefix + "/"
 
 
+class OAuthCallback(HubOAuthCallbackHandler):
+    """The hub's OAuth callback, on the application's one :class:`HubOAuth` (it keeps the OAuth states in memory)."""
+
+    @property
+    def hub_auth(self):
+        return self.settings["hub_auth"]
+
+
 def make_app(ctx: DashboardContext, *, prefix: str | None = None, hub_auth: HubOAuth | None = None) -> web.Application:
     """The tornado Application: every view's routes under ``prefix``, the OAuth callback, ``static/``."""
     prefix = prefix or service_prefix()
     hub_auth = hub_auth or HubOAuth(cache_max_age=60)
-    handlers = [(url_path_join(prefix, "oauth_callback"), HubOAuthCallbackHandler)]
+    handlers = [(url_path_join(prefix, "oauth_callback"), OAuthCallback)]
     handlers += [(prefix + path, handler, {"ctx": ctx}) for path, handler in views.routes()]
     handlers.append((prefix.rstrip("/"), web.RedirectHandler, {"url": prefix}))
     hub_prefix = os.environ.get("JUPYTERHUB_BASE_URL", "/").rstrip("/") + "/hub/"

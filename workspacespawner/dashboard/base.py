@@ -46,6 +46,13 @@ class DashboardHandler(HubOAuthenticated, web.RequestHandler):
     def hub_auth(self):
         return self.settings["hub_auth"]
 
+    def check_xsrf_cookie(self):
+        """A POST with a token in its Authorization header needs no XSRF token (no browser adds that header by
+        itself); a cookie-authenticated one needs the page's ``_xsrf`` (JupyterHub's check)."""
+        if self.hub_auth.get_token(self, in_cookie=False):
+            return None
+        return self.hub_auth.check_xsrf_cookie(self)
+
     @property
     def is_api(self) -> bool:
         """Whether the request is for a JSON path (``<prefix>api/...``)."""

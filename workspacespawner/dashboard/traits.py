@@ -171,3 +171,34 @@ def service(settings: WorkspacesDashboard, *, python: str, hub_config: str | Non
         "display": True,
         "info": {"description": "Your workspaces, card-hours and disks; the cluster's GPUs for team leads."},
     }
+
+
+def running_hub_config_file() -> str | None:
+    """The config file of the JupyterHub being configured (absolute), which the service reads with ``-f``; None
+    outside a hub (a test or the service itself loading the config)."""
+    try:
+        from jupyterhub.app import JupyterHub
+
+        if JupyterHub.initialized():
+            return os.path.abspath(JupyterHub.instance().config_file)
+    except ImportError:
+        pass
+    return None
+
+
+def configure_hub(c) -> WorkspacesDashboard:
+    """Add the dashboard to the hub's config ``c``: the managed service, its custom scopes, every user's own scopes,
+    the service's and the team groups' roles, all from ``c.WorkspacesDashboard`` (checked; raises ``TraitError``).
+
+    Call it in the file that sets ``c.WorkspacesDashboard``: a file loaded with ``load_subconfig`` starts from an
+    empty ``c`` (traitlets merges it afterwards), so it sees only its own settings. Returns the settings used.
+    """
+    import sys
+
+    settings = dashboard_settings(c)
+    c.JupyterHub.services.append(service(settings, python=sys.executable, hub_config=running_hub_config_file(),
+                                         cwd=os.getcwd()))
+    c.JupyterHub.custom_scopes.update(custom_scopes(settings))
+    c.JupyterHub.extra_user_scopes.update(user_scopes(settings))  # a Set: update, not extend
+    c.JupyterHub.load_roles.extend(roles(settings))
+    return settings

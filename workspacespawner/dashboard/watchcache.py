@@ -11,6 +11,7 @@ in this process reads them too.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from kubespawner.reflector import NamespacedResourceReflector, ResourceReflector
@@ -33,8 +34,52 @@ class PodReflector(NamespacedResourceReflector):
             self.api = self.core_api
 
 
+def _with_namespace(text: bytes, *, event: bool) -> bytes:
+    """A list (``items``) or a watch event (``object``) of cluster-scoped objects with ``metadata.namespace: ""``."""
+    if not text.strip():
+        return text
+    data = json.loads(text)
+    for obj in [data.get("object") or {}] if event else data.get("items") or []:
+        (obj.setdefault("metadata", {})).setdefault("namespace", "")
+    return json.dumps(data).encode() + (b"\n" if event else b"")
+
+
+class _Content:
+    def __init__(self, content):
+        self._content = content
+
+    async def readline(self) -> bytes:
+        return _with_namespace(await self._content.readline(), event=True)
+
+
+class _Response:
+    """An aiohttp response of the API whose objects read with an empty namespace (kubespawner keys its cache by it)."""
+
+    def __init__(self, response):
+        self._response = response
+        self.content = _Content(response.content)
+
+    def __getattr__(self, name):
+        return getattr(self._response, name)
+
+    async def read(self) -> bytes:
+        return _with_namespace(await self._response.read(), event=False)
+
+
+class _NodesApi:
+    """``CoreV1Api.list_node`` as kubespawner's reflector can cache: its cache key is ``namespace/name``, and Nodes
+    have no namespace."""
+
+    def __init__(self, core_api):
+        self.api_client = core_api.api_client
+        self._core = core_api
+
+    async def list_node(self, **kwargs):
+        return _Response(await self._core.list_node(**kwargs))
+
+
 class NodeReflector(ResourceReflector):
-    """core/v1 Nodes (cluster-scoped); ``core_api``: a ``CoreV1Api``."""
+    """core/v1 Nodes (cluster-scoped; cached under ``/<name>``); ``core_api``: a ``CoreV1Api``."""
 
     kind = "nodes"
     omit_namespace = True
@@ -43,8 +88,7 @@ class NodeReflector(ResourceReflector):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        if self.core_api is not None:
-            self.api = self.core_api
+        self.api = _NodesApi(self.core_api or self.api)
 
 
 class VolumeSnapshotReflector(watches.CustomObjectReflector):

@@ -194,7 +194,7 @@ def workspace_rows(user: str, hub_user: dict, objects: list[dict], month: MonthB
             gpu_type=labels.get(GPU_PRODUCT_LABEL, "") if gpus else "",
             disks=_disks_of_server(server, obj if live else None, disks, used),
             running_since=_running_since(obj) if live else "",
-            card_hours=round(month.card_hours_of(server), 2) if month is not None else None,
+            card_hours=round(month.card_hours_of(server), 4) if month is not None else None,
         ))
     return rows
 
@@ -243,8 +243,8 @@ def balance(month: MonthBalance | None) -> Balance | None:
     if month is None:
         return None
     limit = float(month.limits.card_hours_per_month)
-    used = round(month.usage.card_hours, 2)
-    return Balance(used=used, limit=limit, left=round(max(0.0, limit - used), 2), reset=when(month.usage.period_end),
+    used = round(month.usage.card_hours, 4)
+    return Balance(used=used, limit=limit, left=round(max(0.0, limit - used), 4), reset=when(month.usage.period_end),
                    reset_at=rfc3339(month.usage.period_end))
 
 
