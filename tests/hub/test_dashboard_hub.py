@@ -24,6 +24,7 @@ from workspacespawner.quota import policy
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.workspace.audit import AuditLog
 
+
 class DashboardHub(Hub):
     """A harness hub that adds the dashboard after the harness's own settings (they replace ``c.JupyterHub.services``
     and ``load_roles``), as jupyterhub_config.d/50-workspaces-dashboard.py does, so the hub starts the service."""
