@@ -26,6 +26,7 @@ from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler
 from jupyterhub.utils import url_path_join
 from tornado import web
 
+from workspacespawner.core.rsttext import summary
 from workspacespawner.dashboard import views
 from workspacespawner.dashboard.context import DashboardContext, open_context
 
@@ -98,7 +99,7 @@ def main(argv=None) -> int:
     """``workspacespawner dashboard [-f jupyterhub_config.py] [--port N] [--kubeconfig F] [--namespace NS]``."""
     from workspacespawner.admin import common
 
-    parser = argparse.ArgumentParser(prog="workspacespawner dashboard", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="workspacespawner dashboard", description=summary(__doc__))
     common.add_common_arguments(parser, actor=False)
     parser.add_argument("--port", type=int, help="listen on this port (default: from the hub, else c.WorkspacesDashboard.port)")
     args = parser.parse_args(argv)
