@@ -27,6 +27,8 @@ from jupyterhub.utils import url_path_join
 from tornado import web
 
 from workspacespawner.core.rsttext import summary
+from workspacespawner.core.times import parse_time
+from workspacespawner.quota.policy import number
 from workspacespawner.dashboard import views
 from workspacespawner.dashboard.context import DashboardContext, open_context
 
@@ -49,6 +51,24 @@ class OAuthCallback(HubOAuthCallbackHandler):
         return self.settings["hub_auth"]
 
 
+def _number(value) -> str:
+    return number(round(float(value), 2))
+
+
+def _moment(text: str) -> str:
+    """``2026-12-04T10:59:41Z`` as ``2026-12-04 10:59 UTC``; anything else as it is."""
+    moment = parse_time(text) if text else None
+    return f"{moment:%Y-%m-%d %H:%M} UTC" if moment else (text or "")
+
+
+def templates() -> Environment:
+    """The Jinja2 environment of ``templates/`` (autoescaped), with the filters ``number`` (``12.5``, ``50``) and
+    ``moment`` (an RFC 3339 time for people)."""
+    env = Environment(loader=FileSystemLoader(str(HERE / "templates")), autoescape=select_autoescape())
+    env.filters.update(number=_number, moment=_moment)
+    return env
+
+
 def make_app(ctx: DashboardContext, *, prefix: str | None = None, hub_auth: HubOAuth | None = None) -> web.Application:
     """The tornado Application: every view's routes under ``prefix``, the OAuth callback, ``static/``."""
     prefix = prefix or service_prefix()
@@ -66,7 +86,7 @@ def make_app(ctx: DashboardContext, *, prefix: str | None = None, hub_auth: HubO
         xsrf_cookies=True,
         static_path=str(HERE / "static"),
         static_url_prefix=url_path_join(prefix, "static/"),
-        jinja_env=Environment(loader=FileSystemLoader(str(HERE / "templates")), autoescape=select_autoescape()),
+        jinja_env=templates(),
     )
 
 
