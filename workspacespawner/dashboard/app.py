@@ -28,9 +28,9 @@ from tornado import web
 
 from workspacespawner.core.rsttext import summary
 from workspacespawner.core.times import parse_time
-from workspacespawner.quota.policy import number
 from workspacespawner.dashboard import views
 from workspacespawner.dashboard.context import DashboardContext, open_context
+from workspacespawner.quota.policy import number
 
 log = logging.getLogger("workspacespawner.dashboard")
 
