@@ -19,7 +19,6 @@ import os
 import signal
 import sys
 from pathlib import Path
-from urllib.parse import urlparse
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler
@@ -91,11 +90,8 @@ def make_app(ctx: DashboardContext, *, prefix: str | None = None, hub_auth: HubO
 
 
 def listen_address(settings) -> tuple[str, int]:
-    """Where to listen: ``JUPYTERHUB_SERVICE_URL``'s host and port, else ``settings.ip``/``settings.port``."""
-    url = os.environ.get("JUPYTERHUB_SERVICE_URL")
-    if url:
-        parsed = urlparse(url)
-        return parsed.hostname or settings.ip, parsed.port or settings.port
+    """Where to listen: ``settings.ip`` and ``settings.port`` (the hub's ``JUPYTERHUB_SERVICE_URL`` names where the
+    proxy reaches the service, which may be a Kubernetes Service's name, not an address to bind)."""
     return settings.ip, settings.port
 
 

@@ -44,15 +44,32 @@ class WorkspacesDashboard(Configurable):
 
     ip = Unicode(
         "127.0.0.1",
-        help="""The address the service listens on when the hub gives it no URL (JUPYTERHUB_SERVICE_URL).
-        Example: "0.0.0.0" in a container the proxy reaches over the network.""",
+        help="""The address the service listens on. Example: "0.0.0.0" in the hub's Pod, where the proxy's
+        Pod reaches it through the hub's Kubernetes Service.""",
     ).tag(config=True)
 
     port = Integer(
         10101,
-        help="""The TCP port the service listens on when the hub gives it no URL (JUPYTERHUB_SERVICE_URL);
-        1-65535. Example: 10101.""",
+        help="""The TCP port the service listens on (1-65535). Example: 10101.""",
     ).tag(config=True)
+
+    url = Unicode(
+        None,
+        allow_none=True,
+        help="""Where the proxy reaches the service (the JupyterHub service's url). None: http://<ip>:<port>.
+        Example: "http://hub:10101" (z2jh: the hub's Service, with the port added to hub.service.extraPorts).""",
+    ).tag(config=True)
+
+    @validate("url")
+    def _check_url(self, proposal):
+        value = proposal["value"]
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
+            raise TraitError(f"WorkspacesDashboard.url must be an http(s) URL or None, not {value!r}")
+        return value
+
+    def service_url(self) -> str:
+        """Where the proxy reaches the service: :attr:`url`, else ``http://<ip>:<port>``."""
+        return self.url or f"http://{self.ip}:{self.port}"
 
     @validate("service_name")
     def _check_service_name(self, proposal):
@@ -162,7 +179,7 @@ def service(settings: WorkspacesDashboard, *, python: str, hub_config: str | Non
     command = [python, "-m", "workspacespawner", "dashboard"] + (["-f", hub_config] if hub_config else [])
     return {
         "name": settings.service_name,
-        "url": f"http://{settings.ip}:{settings.port}",
+        "url": settings.service_url(),
         "command": command,
         "cwd": cwd,
         "oauth_no_confirm": True,
