@@ -111,6 +111,20 @@ async def serve(config, *, kubeconfig: str | None = None, namespace: str | None 
     return 0
 
 
+def die_with_the_hub() -> None:
+    """Ask Linux to send this process SIGTERM when its parent (the hub that started it) dies, so a hub that was
+    killed leaves no service behind (JupyterHub starts services in their own session). Elsewhere: nothing."""
+    if not sys.platform.startswith("linux") or "JUPYTERHUB_SERVICE_NAME" not in os.environ:
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() == 1:  # the hub died before the call
+        raise SystemExit(0)
+
+
 def main(argv=None) -> int:
     """``workspacespawner dashboard [-f jupyterhub_config.py] [--port N] [--kubeconfig F] [--namespace NS]``."""
     from workspacespawner.admin import common
@@ -119,6 +133,7 @@ def main(argv=None) -> int:
     common.add_common_arguments(parser, actor=False)
     parser.add_argument("--port", type=int, help="listen on this port (default: from the hub, else c.WorkspacesDashboard.port)")
     args = parser.parse_args(argv)
+    die_with_the_hub()
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="[%(levelname).1s %(asctime)s %(name)s] %(message)s")
     try:
         config = common.load_config(args)
