@@ -3,8 +3,10 @@
 Covers: the hub starts the service from the config piece; alice's browser session logs in to it through the hub's
 OAuth and her page shows her servers; her token reads only her own workspaces (bob's: 403 from the service); a POST on
 bob's server as alice is 403 and changes nothing (bob's server still runs, no audit record); her own snapshot, stop and
-give-back work and are audited with her name; the GPUs and card-hours the service shows equal the cluster's and the
-ledger's in the same test.
+give-back work and are audited with her name; expanding her home is refused over her disk quota and done within it
+(both audited); a team lead (a team group's role) reads her team's workspaces but not others' and acts on none of
+theirs; a cookie POST without the XSRF token is refused; the GPUs and card-hours the service shows equal the
+cluster's and the ledger's in the same test.
 """
 
 from __future__ import annotations
@@ -97,10 +99,10 @@ def hub(cluster, tmp_path_factory, ledger_url):
         hub.stop()
 
 
-def token_of(hub: Hub, user: str) -> dict:
-    """Headers with a token of ``user``'s holding what the user role gives for the dashboard."""
+def token_of(hub: Hub, user: str, *more: str) -> dict:
+    """Headers with a token of ``user``'s holding what the user role gives for the dashboard, and ``more`` scopes."""
     scopes = ["access:services!service=workspaces", "custom:workspaces:read!user", "custom:workspaces:act!user",
-              "read:users!user"]
+              "read:users!user", *more]
     r = hub.api("POST", f"/users/{user}/tokens", json={"scopes": scopes, "note": "dashboard test"})
     assert r.status_code == 201, r.text
     return {"Authorization": f"token {r.json()['token']}"}
@@ -225,3 +227,25 @@ def test_a_cookie_post_without_the_xsrf_token_is_refused(hub):
     assert hub.user("bob")["servers"][""]["ready"]
 
 
+
+
+def test_a_team_lead_reads_the_team_and_acts_only_on_her_own(hub):
+    hub.create_user("carol", groups=("research",))
+    hub.create_user("lead", groups=("research",))
+    lead = token_of(hub, "lead", "custom:workspaces:read!group=research", "custom:workspaces:cluster")
+    assert requests.get(hub.service_url("api/workspaces/carol"), headers=lead, timeout=60).status_code == 200
+    assert requests.get(hub.service_url("api/workspaces/alice"), headers=lead, timeout=60).status_code == 403
+    r = requests.post(hub.service_url("api/workspaces/carol/give-back"), headers=lead, json={"disk": "x"}, timeout=30)
+    assert r.status_code == 403
+
+
+def test_expanding_the_home_stays_within_the_disk_quota(hub, ledger_url):
+    alice = token_of(hub, "alice")
+    r = requests.post(hub.service_url("api/workspaces/alice/expand"), headers=alice,
+                      json={"pvc": "home-alice", "size": "100Gi"}, timeout=30)
+    assert r.status_code == 409 and "cannot grow to 100Gi" in r.json()["message"]
+    r = requests.post(hub.service_url("api/workspaces/alice/expand"), headers=alice,
+                      json={"pvc": "home-alice", "size": "20Gi"}, timeout=30)
+    assert r.status_code == 200, r.text
+    results = [(rec.actor, rec.result) for rec in audit_records(ledger_url, user="alice", action="expand")]
+    assert results[-1] == ("alice", "ok") and results[-2][1].startswith("refused")
