@@ -6,7 +6,7 @@ bob's server as alice is 403 and changes nothing (bob's server still runs, no au
 give-back work and are audited with her name; expanding her home is refused over her disk quota and done within it
 (both audited); a team lead (a team group's role) reads her team's workspaces but not others' and acts on none of
 theirs; a cookie POST without the XSRF token is refused; the GPUs and card-hours the service shows equal the
-cluster's and the ledger's in the same test.
+cluster's and the ledger's in the same test; restoring her snapshot while stopped keeps the old home Retained.
 """
 
 from __future__ import annotations
@@ -249,3 +249,26 @@ def test_expanding_the_home_stays_within_the_disk_quota(hub, ledger_url):
     assert r.status_code == 200, r.text
     results = [(rec.actor, rec.result) for rec in audit_records(ledger_url, user="alice", action="expand")]
     assert results[-1] == ("alice", "ok") and results[-2][1].startswith("refused")
+
+
+def test_restoring_her_snapshot_while_the_server_is_stopped_swaps_the_home(hub, ledger_url):
+    alice = token_of(hub, "alice")
+    assert not hub.user("alice")["servers"].get("")  # stopped by the stop test
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        snapshots = requests.get(hub.service_url("api/workspaces"), headers=alice, timeout=60).json()["snapshots"]
+        if any(s["ready"] for s in snapshots):
+            break
+        time.sleep(0.3)
+    [snapshot] = [s["name"] for s in snapshots if s["ready"]][:1]
+    r = requests.post(hub.service_url("api/workspaces/alice/restore"), headers=alice, json={"snapshot": snapshot},
+                      timeout=60)
+    assert r.status_code == 200, r.text
+    deadline = time.monotonic() + 30  # the service's cache hears of the swap by its watch
+    while time.monotonic() < deadline:
+        retained = {d["name"] for d in requests.get(hub.service_url("api/workspaces"), headers=alice, timeout=60).json()["retained"]}
+        if "home-alice" in retained:
+            break
+        time.sleep(0.3)
+    assert "home-alice" in retained  # the old home is kept, not deleted
+    assert [rec.actor for rec in audit_records(ledger_url, user="alice", action="restore")][-1] == "alice"
