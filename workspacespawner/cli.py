@@ -8,6 +8,7 @@
 ``workspacespawner retention``     retained disks: list, purge past retain-until, reclaim for a user
 ``workspacespawner fence``         force-delete a user's Pods/VMIs on a node that is down (audited)
 ``workspacespawner audit``         the audit trail of disk operations
+``workspacespawner dashboard``     the Workspaces dashboard, a JupyterHub service the hub starts
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ COMMANDS = {
     "fence": ("workspacespawner.admin.fence", "force-delete a user's Pods/VMIs on a node that is down (audited)"),
     "orphans": ("workspacespawner.admin.orphans", "Pods/VMIs no server of the hub runs (orphans, ghosts); --remove removes them"),
     "audit": ("workspacespawner.admin.audit", "the audit trail of disk operations (--user U --since DATE --json)"),
+    "dashboard": ("workspacespawner.dashboard.app", "the Workspaces dashboard service (the hub starts it; -f jupyterhub_config.py)"),
 }
 
 

@@ -21,8 +21,9 @@ again. Delete the state directory to start from scratch.
 
 One demo per state directory: a second one refuses at once, naming the
 process that holds the folder (``demo.lock``, with its PID), and changes
-nothing. The three ports on 127.0.0.1 (public ``--port``, the proxy's API
-``--proxy-api-port``, the hub's own ``--hub-port``; 0 picks a free one) are
+nothing. The four ports on 127.0.0.1 (public ``--port``, the proxy's API
+``--proxy-api-port``, the hub's own ``--hub-port``, the Workspaces dashboard's
+``--dashboard-port``; 0 picks a free one) are
 checked before anything starts, and a busy one is named. The URL is printed
 once the hub answers through the proxy; on any failure, and on Ctrl-C, the
 hub and every process it started (the proxy) and the cluster are stopped.
@@ -145,14 +146,16 @@ class StateLock:
 
 @dataclass(frozen=True)
 class DemoPorts:
-    """The demo's ports on 127.0.0.1: ``public`` (the proxy, the URL users open), ``proxy_api``, ``hub`` (the hub's own)."""
+    """The demo's ports on 127.0.0.1: ``public`` (the proxy, the URL users open), ``proxy_api``, ``hub`` (the hub's own),
+    ``dashboard`` (the Workspaces dashboard service's)."""
 
     public: int = 8000
     proxy_api: int = 8001
     hub: int = 8081
+    dashboard: int = 10101
 
     #: The command-line option of each port, for messages.
-    OPTIONS = {"public": "--port", "proxy_api": "--proxy-api-port", "hub": "--hub-port"}
+    OPTIONS = {"public": "--port", "proxy_api": "--proxy-api-port", "hub": "--hub-port", "dashboard": "--dashboard-port"}
 
     def checked(self) -> DemoPorts:
         """These ports with each 0 replaced by a free one; raises :class:`DemoError` naming a busy or repeated port."""
@@ -201,12 +204,12 @@ LOGIN_HINT = (
 
 def demo_config(
     state_dir: Path, pieces_dir: Path, port: int, proxy_command: list[str] | None = None, *, proxy_api_port: int = 8001,
-    hub_port: int = 8081,
+    hub_port: int = 8081, dashboard_port: int = 10101,
 ) -> str:
     """The text of the demo's ``jupyterhub_config.py`` (loads the sample pieces, then demo settings).
 
     ``port``: the public port; ``proxy_api_port`` and ``hub_port``: the
-    proxy's API and the hub's own (all on 127.0.0.1). ``proxy_command``
+    proxy's API and the hub's own (all on 127.0.0.1); ``dashboard_port``: the Workspaces dashboard service's. ``proxy_command``
     replaces JupyterHub's ``configurable-http-proxy`` command when given.
     """
     loads = "\n".join(f"load_subconfig({str(pieces_dir / piece)!r})" for piece in DEMO_PIECES)
@@ -231,6 +234,12 @@ c.JupyterHub.template_vars = {{**c.JupyterHub.template_vars, "announcement_login
 c.KubeSpawner.namespace = "default"
 c.KubeSpawner.start_timeout = 120
 c.KubeSpawner.http_timeout = 60
+# The Workspaces dashboard (/services/workspaces/), as jupyterhub_config.d/50-workspaces-dashboard.py makes it:
+# research's members see each other's workspaces.
+from workspacespawner.dashboard.traits import configure_hub
+c.WorkspacesDashboard.team_groups = ["research"]
+c.WorkspacesDashboard.port = {dashboard_port}
+configure_hub(c)
 {proxy}"""
 
 
@@ -273,7 +282,8 @@ async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str) -> int:
             print("The Python proxy forwards WebSocket frames VS Code cannot read: the code-server profiles will show "
                   "a blank page (install npm, or drop --proxy python, for npm's configurable-http-proxy)", flush=True)
         config_file.write_text(
-            demo_config(state_dir, config_dir(), ports.public, proxy_command, proxy_api_port=ports.proxy_api, hub_port=ports.hub)
+            demo_config(state_dir, config_dir(), ports.public, proxy_command, proxy_api_port=ports.proxy_api, hub_port=ports.hub,
+                        dashboard_port=ports.dashboard)
         )
         env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig))
         # its own process group: the proxy it starts goes with it, whatever happens to the hub
@@ -385,6 +395,8 @@ def main(argv=None) -> int:
     parser.add_argument("--port", type=int, default=8000, help="the public port on 127.0.0.1, 0 for a free one (default: %(default)s)")
     parser.add_argument("--proxy-api-port", type=int, default=8001, help="the proxy's API port, 0 for a free one (default: %(default)s)")
     parser.add_argument("--hub-port", type=int, default=8081, help="the hub's own port, 0 for a free one (default: %(default)s)")
+    parser.add_argument("--dashboard-port", type=int, default=10101,
+                        help="the Workspaces dashboard service's port, 0 for a free one (default: %(default)s)")
     parser.add_argument(
         "--proxy",
         choices=("auto", "python"),
@@ -395,7 +407,7 @@ def main(argv=None) -> int:
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    ports = DemoPorts(public=args.port, proxy_api=args.proxy_api_port, hub=args.hub_port)
+    ports = DemoPorts(public=args.port, proxy_api=args.proxy_api_port, hub=args.hub_port, dashboard=args.dashboard_port)
     try:
         return asyncio.run(run_demo(Path(args.state_dir).resolve(), ports, args.proxy))
     except DemoError as e:

@@ -84,7 +84,7 @@ def test_one_demo_per_folder_url_when_answering_and_no_child_left(tmp_path):
     state = tmp_path / "demo"
     env = dict(os.environ, PYTHONPATH=str(REPO))
     command = [sys.executable, "-m", "workspacespawner.cli", "demo", "--state-dir", str(state), "--proxy", "python"]
-    free = ["--port", "0", "--proxy-api-port", "0", "--hub-port", "0"]
+    free = ["--port", "0", "--proxy-api-port", "0", "--hub-port", "0", "--dashboard-port", "0"]
     demo = subprocess.Popen([*command, *free], stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     try:
         said: list[str] = []

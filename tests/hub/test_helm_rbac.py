@@ -132,3 +132,18 @@ def test_bindings_grant_the_charts_hub_service_account():
             assert doc["subjects"] == [{"kind": "ServiceAccount", "name": "hub", "namespace": hub_role["metadata"]["namespace"]}]
             role = find(doc["roleRef"]["kind"], doc["roleRef"]["name"])
             assert role["metadata"].get("namespace") == doc["metadata"].get("namespace")
+
+
+def test_the_dashboards_rbac_is_valid_and_grants_the_hubs_service_account_its_watches():
+    """helm-values/dashboard-rbac.yaml: valid objects without wildcards, bound to the chart's ``hub`` ServiceAccount,
+    granting the watches of Nodes and VolumeSnapshots the dashboard's caches need, and no delete."""
+    docs = [doc for doc in yaml.safe_load_all((HELM_VALUES / "dashboard-rbac.yaml").read_text()) if doc]
+    for doc in docs:
+        validate_manifest(doc, "1.32.0", strict=True)
+    rules = [(g, r, v) for doc in docs if doc["kind"] in ("Role", "ClusterRole")
+             for rule in doc["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]]
+    assert ("", "nodes", "watch") in rules and ("snapshot.storage.k8s.io", "volumesnapshots", "watch") in rules
+    assert not [rule for rule in rules if "*" in rule or rule[2] in ("delete", "deletecollection")]
+    for doc in docs:
+        if doc["kind"].endswith("Binding"):
+            assert doc["subjects"] == [{"kind": "ServiceAccount", "name": "hub", "namespace": "jhub"}]

@@ -286,3 +286,22 @@ def test_readme_golden_image_example_is_accepted(kubeconfig, tmp_path):
     ]
     names_in_values = our_values()["hub"]["config"]["WorkspaceSpawner"]
     assert (names_in_values["vm_golden_image_namespace"], names_in_values["vm_golden_image"]) == ("golden-images", "ubuntu-22.04-gpu")
+
+
+def test_the_workspaces_dashboard_is_the_config_pieces():
+    """The chart's hub runs the Workspaces dashboard as jupyterhub_config.d/50-workspaces-dashboard.py makes it, from
+    hub.config.WorkspacesDashboard: the managed service at http://hub:10101, its custom scopes, every user's own
+    scopes, the service's role and one role per team group."""
+    from workspacespawner.dashboard.traits import dashboard_settings, roles, user_scopes
+
+    c = z2jh_config(without_config_files(our_values()), secrets=SECRETS)
+    settings = dashboard_settings(c)
+    [service] = [s for s in c.JupyterHub.services if s["name"] == "workspaces"]
+    assert service["url"] == "http://hub:10101"
+    assert service["command"][1:4] == ["-m", "workspacespawner", "dashboard"]
+    assert (settings.ip, settings.port) == ("0.0.0.0", 10101)
+    assert set(user_scopes(settings)) <= c.JupyterHub.extra_user_scopes.get_value(set())
+    for role in roles(settings):
+        assert role in c.JupyterHub.load_roles
+    assert "workspaces-team-research" in {r["name"] for r in c.JupyterHub.load_roles}
+    assert "custom:workspaces:read" in c.JupyterHub.custom_scopes.get_value({})

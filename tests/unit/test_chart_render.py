@@ -95,3 +95,15 @@ def test_hub_database_pvc_and_network_policies(objects):
     for name in ("hub", "proxy", "singleuser"):
         policy = find(objects, "NetworkPolicy", name)
         assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+
+
+def test_the_proxy_reaches_the_workspaces_dashboard_in_the_hubs_pod(objects):
+    """The dashboard runs in the hub's Pod on port 10101: the hub's Service carries the port, and the hub's
+    NetworkPolicy admits the proxy's Pods on it (the route /services/workspaces/ -> http://hub:10101)."""
+    service = find(objects, "Service", "hub")
+    assert {"name": "workspaces", "port": 10101, "targetPort": 10101} in service["spec"]["ports"]
+    policy = find(objects, "NetworkPolicy", "hub")
+    proxy = find(objects, "Deployment", "proxy")["spec"]["template"]["metadata"]["labels"]
+    admitted = [rule for rule in policy["spec"]["ingress"] if {"port": 10101} in rule.get("ports", [])]
+    assert any(all(proxy.get(k) == v for k, v in source["podSelector"]["matchLabels"].items())
+               for rule in admitted for source in rule["from"] if "podSelector" in source)

@@ -39,7 +39,7 @@ from workspacespawner.db.migrations import AUDIT_TABLE
 from workspacespawner.workspace import lifecycle
 
 #: The actions an audit record may name.
-ACTIONS = ("create", "expand", "snapshot", "restore", "retain", "reclaim", "purge", "delete", "fence")
+ACTIONS = ("create", "expand", "snapshot", "restore", "retain", "reclaim", "purge", "delete", "fence", "stop")
 
 _metadata = sa.MetaData()
 

@@ -99,6 +99,31 @@ async def reclaim_user(kube, namespace: str, user_name: str, *, audit=None, acto
     return moved
 
 
+async def give_back(kube, namespace: str, user_name: str, kind, name: str, *, audit=None, actor: str = SYSTEM,
+                    now: datetime | None = None) -> Status:
+    """The user gives back their Retained disk ``name`` (``kind``: PVC or DATA_VOLUME): its retain-until becomes
+    ``now``, so the next purge may delete it (nothing is deleted here); audited ``retain``. Returns the new status.
+
+    Raises ``ValueError`` when it is not ``user_name``'s or not Retained, and
+    :class:`~.kube.NotOurs` when it left ``Retained`` meanwhile (reclaimed, or
+    the purge took it).
+    """
+    now = now or lifecycle.utcnow()
+    obj = await kube.get(kind, namespace, name)
+    status = Status.from_object(obj)
+    if obj is None or not names.owned_by(obj["metadata"], user_name):
+        raise ValueError(f"{name} is not a disk of {user_name!r}")
+    if status is None or status.phase != Phase.RETAINED:
+        raise ValueError(f"{name} is {status.phase if status else 'in use'}, not Retained; only a retained disk can be given back")
+    ref = _single(WorkspaceRef(namespace=namespace, user_name=user_name, server_name=status.server), kind, name)
+    new = await lifecycle.move(kube, ref, status, Phase.RETAINED, observed=True, expect=Phase.RETAINED,
+                               retain_until=now, actor=actor, now=now)
+    if audit is not None:
+        await audit.arecord(actor=actor, user=user_name, server=status.server, namespace=namespace, disk=name,
+                            action="retain", before=status.to_state(), after=new.to_state(), result="ok: given back", time=now)
+    return new
+
+
 # -- purge ----------------------------------------------------------------------------------------
 
 

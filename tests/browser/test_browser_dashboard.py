@@ -1,0 +1,78 @@
+"""The Workspaces dashboard in a real browser (Debian's chromium, driven by playwright) on the demo's configuration.
+
+A researcher with a running 1-GPU server opens /services/workspaces/ (logging in through the hub's OAuth) and sees
+that server with the GPU it holds and its card-hours; the page's numbers equal the cluster's (the Pod's GPUs) and the
+API's in the same test. Another user gets 403 for the researcher's workspaces, on the page and through the API. The
+screenshot test-artifacts/dashboard-my-workspaces.png is kept for a person to look at.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.test_browser_demo import CHROMIUM, launch, log_in
+from tests.hub.test_dashboard_hub import DashboardHub
+from tests.support.hubharness import core_and_custom, free_port
+from tests.support.paths import ARTIFACTS
+from workspacespawner.core import names
+from workspacespawner.demo import config_dir, demo_config
+from workspacespawner.localcluster import ClusterThread
+from workspacespawner.quota.policy import number
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"),
+]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
+    cluster = thread.start()
+    try:
+        state = tmp_path_factory.mktemp("demo")
+        port = free_port()
+        hub = DashboardHub(state, cluster.kubeconfig, demo_config(state, config_dir(), port=8000, dashboard_port=port),
+                           dashboard_port=port).start()
+        try:
+            hub.wait_service()
+            yield cluster, hub
+        finally:
+            hub.stop()
+    finally:
+        thread.stop()
+
+
+def test_a_researcher_sees_her_gpu_server_and_another_user_is_refused(demo):
+    from playwright.sync_api import sync_playwright
+
+    cluster, hub = demo
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = log_in(browser, hub.url, "researcher")
+        hub.start_server("researcher", {"profile": "jupyterlab-1gpu"})
+        page.goto(hub.service_url())
+        page.wait_for_selector("article.ws-card", timeout=60_000)
+        card = page.locator("article.ws-card[data-server='']")
+        assert "Running" in card.inner_text()
+        shown_gpus = card.locator("[data-field=gpus]").inner_text()
+        with core_and_custom(cluster) as (core, _custom):
+            (pod,) = [q for q in core.list_namespaced_pod("default", label_selector=names.owner_selector("researcher")).items
+                      if q.metadata.annotations.get("hub.jupyter.org/username") == "researcher"]
+            held = sum(int((c.resources.limits or {}).get("nvidia.com/gpu", 0)) for c in pod.spec.containers)
+        assert held == 1 and shown_gpus.split()[0] == str(held)
+        api = page.request.get(hub.service_url("api/workspaces"))
+        assert api.status == 200
+        server = api.json()["servers"][0]
+        assert (server["gpus"], server["node"]) == (held, pod.spec.node_name)
+        assert page.locator("[data-field=limit]").inner_text() == number(api.json()["balance"]["limit"])
+        assert page.locator("nav >> text=Cluster").count() == 1  # research is a team group in the demo
+        page.screenshot(path=str(ARTIFACTS / "dashboard-my-workspaces.png"), full_page=True)
+
+        other = log_in(browser, hub.url, "student1")
+        refused = other.goto(hub.service_url() + "?user=researcher")
+        assert refused.status == 403
+        assert other.request.get(hub.service_url("api/workspaces/researcher")).status == 403
+        assert other.locator("nav >> text=Cluster").count() == 0
+        browser.close()

@@ -1,0 +1,136 @@
+"""What a viewer may do to a workspace from the dashboard, checked and audited; the service itself deletes nothing.
+
+Each action checks :meth:`~.access.Viewer.can_act` first (else
+:class:`ActionRefused` with code 403, and nothing is written, not even an
+audit record), then phase and quota, then acts through the hub's REST API
+(stop) or :class:`~workspacespawner.workspace.disks.DiskOps` (snapshot,
+expand, restore: audited there) or
+:func:`~workspacespawner.workspace.retention.give_back`, with the viewer's
+name as the audit actor. Refusals after the access check carry a sentence
+for the page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tornado.httpclient import HTTPClientError
+
+from workspacespawner.core import names
+from workspacespawner.core.quantities import parse_quantity
+from workspacespawner.dashboard.access import Viewer
+from workspacespawner.dashboard.hubapi import SpawnPending
+from workspacespawner.k8s.api import NotOurs
+from workspacespawner.k8s.kinds import DATA_VOLUME, PVC
+from workspacespawner.workspace import retention
+from workspacespawner.workspace.disks import DiskOpError, disk_limit, is_home_disk
+
+
+class ActionRefused(Exception):
+    """An action was refused: ``code`` (403 not theirs, 404 no such thing, 409 wrong phase or quota) and a sentence."""
+
+    def __init__(self, message: str, code: int = 409):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Done:
+    """What an action did, in a sentence (``message``), and the object it made or changed (``name``)."""
+
+    message: str
+    name: str = ""
+
+
+def check_access(viewer: Viewer, owner: str) -> None:
+    """Raise :class:`ActionRefused` (403) unless ``viewer`` may act on ``owner``'s workspaces."""
+    if not viewer.can_act(owner):
+        raise ActionRefused(f"You may not act on {owner}'s workspaces.", 403)
+
+
+async def stop(ctx, viewer: Viewer, owner: str, server: str) -> Done:
+    """Stop ``owner``'s server ``server`` (``""``: default) through the hub's REST API; audited ``stop``."""
+    check_access(viewer, owner)
+    model = await ctx.hub.user(owner)
+    found = ((model or {}).get("servers") or {}).get(server)
+    label = f"server “{server}”" if server else "default server"
+    if found is None or found.get("stopped"):
+        raise ActionRefused(f"{owner}'s {label} is not running.", 409)
+    try:
+        asked = await ctx.hub.stop_server(owner, server)
+    except SpawnPending:
+        raise ActionRefused(f"{owner}'s {label} is still starting; stop it once it is up.", 409) from None
+    except HTTPClientError as e:
+        raise ActionRefused(f"The hub refused to stop {owner}'s {label} ({e.code}).", 502) from None
+    await ctx.audit.arecord(actor=viewer.name, user=owner, server=server, namespace=ctx.namespace, disk="",
+                            action="stop", before={"phase": "Running"}, after={"phase": "Stopping"},
+                            result="ok" if asked else "ok: was not running", time=ctx.now())
+    return Done(f"Stopping {owner}'s {label}.")
+
+
+async def _owned_disk(ctx, owner: str, name: str) -> dict:
+    for kind in (PVC, DATA_VOLUME):
+        obj = await ctx.kube.get(kind, ctx.namespace, name)
+        if obj is not None and names.owned_by(obj.get("metadata") or {}, owner):
+            return obj
+    raise ActionRefused(f"{owner} has no disk {name}.", 404)
+
+
+async def snapshot(ctx, viewer: Viewer, owner: str, pvc: str) -> Done:
+    """Take a VolumeSnapshot of ``owner``'s PersistentVolumeClaim ``pvc`` (audited ``snapshot``)."""
+    check_access(viewer, owner)
+    await _owned_disk(ctx, owner, pvc)
+    try:
+        made = await ctx.disk_ops(viewer.name).snapshot(owner, pvc, now=ctx.now())
+    except DiskOpError as e:
+        raise ActionRefused(str(e), 409) from None
+    name = made["metadata"]["name"]
+    return Done(f"Snapshot {name} of {pvc} taken; it is ready when the cluster says so.", name)
+
+
+async def expand(ctx, viewer: Viewer, owner: str, pvc: str, size: str, groups) -> Done:
+    """Grow ``owner``'s home ``pvc`` to ``size`` (a quantity, ``"20Gi"``) within their disk quota (audited ``expand``).
+
+    ``groups``: ``owner``'s JupyterHub groups (their quota). Only a home disk
+    grows here; a shrink or a size over the quota is refused in words.
+    """
+    check_access(viewer, owner)
+    disk = await _owned_disk(ctx, owner, pvc)
+    if disk.get("kind", PVC.kind) != PVC.kind or not is_home_disk(disk):
+        raise ActionRefused(f"{pvc} is not a home disk; only a home can be expanded here.", 409)
+    try:
+        parse_quantity(size)
+    except ValueError:
+        raise ActionRefused(f"{size!r} is not a size such as '20Gi'.", 400) from None
+    limit = disk_limit(ctx.quota, owner, groups, ctx.lifecycle.disk_limit or None)
+    try:
+        await ctx.disk_ops(viewer.name).expand(owner, pvc, size, limit=limit)
+    except DiskOpError as e:
+        raise ActionRefused(str(e), 409) from None
+    return Done(f"{pvc} grows to {size}.", pvc)
+
+
+async def restore(ctx, viewer: Viewer, owner: str, snapshot_name: str) -> Done:
+    """Swap ``owner``'s stopped home for one made from their VolumeSnapshot ``snapshot_name`` (audited ``restore``);
+    the old home is retained. Refused while the workspace runs."""
+    check_access(viewer, owner)
+    try:
+        made = await ctx.disk_ops(viewer.name).restore(owner, snapshot_name, now=ctx.now())
+    except DiskOpError as e:
+        raise ActionRefused(str(e), 404 if e.reason == "not-found" else 409) from None
+    name = made["metadata"]["name"]
+    return Done(f"Restored {snapshot_name} into {name}; the next start mounts it.", name)
+
+
+async def give_back(ctx, viewer: Viewer, owner: str, disk: str) -> Done:
+    """Give back ``owner``'s Retained disk: retain-until becomes now, so the next admin purge may delete it
+    (audited ``retain``). Nothing is deleted here."""
+    check_access(viewer, owner)
+    obj = await _owned_disk(ctx, owner, disk)
+    kind = DATA_VOLUME if obj.get("kind") == DATA_VOLUME.kind else PVC
+    try:
+        await retention.give_back(ctx.kube, ctx.namespace, owner, kind, disk, audit=ctx.audit, actor=viewer.name,
+                                  now=ctx.now())
+    except (ValueError, NotOurs) as e:
+        raise ActionRefused(f"{disk} cannot be given back: {e}.", 409) from None
+    return Done(f"{disk} is given back; the next purge may delete it.", disk)

@@ -1,0 +1,221 @@
+"""The dashboard's settings, ``c.WorkspacesDashboard.*`` in the hub's ``jupyterhub_config.py``."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from traitlets import Dict, Integer, List, TraitError, Unicode, validate
+from traitlets.config import Configurable
+
+#: What a JupyterHub service name may be: it becomes a URL segment and an OAuth client id.
+_SERVICE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+class WorkspacesDashboard(Configurable):
+    """Settings of the Workspaces dashboard service; read from the hub's config file (:func:`dashboard_settings`)."""
+
+    service_name = Unicode(
+        "workspaces",
+        help="""The JupyterHub service's name: its pages are at /services/<name>/ and its custom scopes
+        read custom:<name>:... (lower-case letters, digits, '.', '_', '-'). Example: "workspaces".""",
+    ).tag(config=True)
+
+    team_groups = List(
+        Unicode(),
+        help="""JupyterHub groups that are teams: a member of one sees the workspaces of every member of
+        that group and the Cluster view. Empty: no teams (users see their own; admins all).
+        Example: ["research", "vision-lab"].""",
+    ).tag(config=True)
+
+    prometheus_url = Unicode(
+        None,
+        allow_none=True,
+        help="""Base URL of the Prometheus the dashboard asks for GPU utilisation and disk fill (an http or
+        https URL). None: no Prometheus; pages show what the cluster and the ledger know.
+        Example: "http://prometheus-server.monitoring:9090".""",
+    ).tag(config=True)
+
+    departments = Dict(
+        value_trait=List(Unicode()),
+        help="""Department name -> the JupyterHub groups that make it up, for the Reports view. Empty: no
+        departments (reports by group and user). Example: {"Physics": ["students-phys", "research"]}.""",
+    ).tag(config=True)
+
+    ip = Unicode(
+        "127.0.0.1",
+        help="""The address the service listens on. Example: "0.0.0.0" in the hub's Pod, where the proxy's
+        Pod reaches it through the hub's Kubernetes Service.""",
+    ).tag(config=True)
+
+    port = Integer(
+        10101,
+        help="""The TCP port the service listens on (1-65535). Example: 10101.""",
+    ).tag(config=True)
+
+    url = Unicode(
+        None,
+        allow_none=True,
+        help="""Where the proxy reaches the service (the JupyterHub service's url). None: http://<ip>:<port>.
+        Example: "http://hub:10101" (z2jh: the hub's Service, with the port added to hub.service.extraPorts).""",
+    ).tag(config=True)
+
+    @validate("url")
+    def _check_url(self, proposal):
+        value = proposal["value"]
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
+            raise TraitError(f"WorkspacesDashboard.url must be an http(s) URL or None, not {value!r}")
+        return value
+
+    def service_url(self) -> str:
+        """Where the proxy reaches the service: :attr:`url`, else ``http://<ip>:<port>``."""
+        return self.url or f"http://{self.ip}:{self.port}"
+
+    @validate("service_name")
+    def _check_service_name(self, proposal):
+        value = proposal["value"]
+        if not _SERVICE_NAME.match(value or ""):
+            raise TraitError(f"WorkspacesDashboard.service_name must be a lower-case name such as 'workspaces', not {value!r}")
+        return value
+
+    @validate("team_groups")
+    def _check_team_groups(self, proposal):
+        value = list(proposal["value"])
+        bad = [g for g in value if not g.strip()]
+        if bad:
+            raise TraitError(f"WorkspacesDashboard.team_groups must list JupyterHub group names, not {value!r}")
+        return value
+
+    @validate("prometheus_url")
+    def _check_prometheus_url(self, proposal):
+        value = proposal["value"]
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
+            raise TraitError(f"WorkspacesDashboard.prometheus_url must be an http(s) URL or None, not {value!r}")
+        return value.rstrip("/") if value else value
+
+    @validate("port")
+    def _check_port(self, proposal):
+        value = proposal["value"]
+        if not 0 < value < 65536:
+            raise TraitError(f"WorkspacesDashboard.port must be a TCP port 1-65535, not {value!r}")
+        return value
+
+    @validate("departments")
+    def _check_departments(self, proposal):
+        value = proposal["value"]
+        for name, groups in value.items():
+            if not str(name).strip() or not all(isinstance(g, str) and g.strip() for g in groups):
+                raise TraitError(
+                    f"WorkspacesDashboard.departments must map a department name to JupyterHub group names, "
+                    f"not {name!r}: {groups!r}")
+        return value
+
+    def scope(self, what: str) -> str:
+        """The custom scope ``custom:<service_name>:<what>`` (``what``: read, act, cluster, reports)."""
+        return f"custom:{self.service_name}:{what}"
+
+
+def dashboard_settings(config) -> WorkspacesDashboard:
+    """The ``WorkspacesDashboard`` section of the hub's ``config`` (a traitlets ``Config``), checked.
+
+    Raises ``TraitError`` naming the setting and the bad value.
+    """
+    return WorkspacesDashboard(config=config)
+
+
+# -- what the hub's config gets (jupyterhub_config.d/50-workspaces-dashboard.py, helm-values) ---------------------
+
+#: The custom scopes (after ``custom:<service_name>:``) and what each lets a holder do.
+SCOPES = {
+    "read": "Read workspaces, disks and card-hours on the Workspaces dashboard (filter !user= or !group=).",
+    "act": "Stop, snapshot, expand, restore and give back disks of workspaces on the Workspaces dashboard.",
+    "cluster": "See the Cluster view of the Workspaces dashboard (nodes, GPUs, who holds them).",
+    "reports": "See the Reports view of the Workspaces dashboard (card-hours and disk per department, group, user).",
+}
+
+#: The hub API scopes the service's own token needs: users and groups to list, servers to stop.
+SERVICE_SCOPES = ["list:users", "read:users", "list:groups", "read:groups", "read:servers", "delete:servers"]
+
+
+#: The hub's environment variables the service needs too (the hub passes few of its own to a service).
+PASSED_ENV = ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "HOME")
+
+
+def custom_scopes(settings: WorkspacesDashboard) -> dict:
+    """``c.JupyterHub.custom_scopes`` entries: scope -> ``{"description": ...}``."""
+    return {settings.scope(what): {"description": text} for what, text in SCOPES.items()}
+
+
+def oauth_scopes(settings: WorkspacesDashboard) -> list[str]:
+    """The service's ``oauth_client_allowed_scopes``: its custom scopes and the user's own model (its admin flag)."""
+    return [settings.scope(what) for what in SCOPES] + ["read:users:name!user", "read:users:groups!user", "read:users!user"]
+
+
+def user_scopes(settings: WorkspacesDashboard) -> list[str]:
+    """``c.JupyterHub.extra_user_scopes`` for every user: reach the service, read and act on their own."""
+    return [f"access:services!service={settings.service_name}", settings.scope("read") + "!user",
+            settings.scope("act") + "!user"]
+
+
+def roles(settings: WorkspacesDashboard) -> list[dict]:
+    """``c.JupyterHub.load_roles`` entries: the service's own role, one per team group (read the team, the
+    Cluster view), and one for admins to list under ``users``/``groups`` if hub admins are not enough."""
+    name = settings.service_name
+    found = [{"name": f"{name}-service", "description": "The Workspaces dashboard service's hub API access.",
+              "scopes": list(SERVICE_SCOPES), "services": [name]}]
+    for group in settings.team_groups:
+        found.append({
+            "name": f"{name}-team-{group}",
+            "description": f"Members of {group} see their team's workspaces and the Cluster view.",
+            "scopes": [f"{settings.scope('read')}!group={group}", settings.scope("cluster")],
+            "groups": [group],
+        })
+    return found
+
+
+def service(settings: WorkspacesDashboard, *, python: str, hub_config: str | None, cwd: str) -> dict:
+    """The ``c.JupyterHub.services`` entry: the hub runs ``python -m workspacespawner dashboard -f hub_config`` in
+    ``cwd`` (the hub's, so a relative ledger URL means the same file), reached at ``http://ip:port``."""
+    command = [python, "-m", "workspacespawner", "dashboard"] + (["-f", hub_config] if hub_config else [])
+    return {
+        "name": settings.service_name,
+        "url": settings.service_url(),
+        "command": command,
+        "cwd": cwd,
+        "oauth_no_confirm": True,
+        "oauth_client_allowed_scopes": oauth_scopes(settings),
+        "environment": {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith("WORKSPACESPAWNER_")},
+        "display": True,
+        "info": {"description": "Your workspaces, card-hours and disks; the cluster's GPUs for team leads."},
+    }
+
+
+def running_hub_config_file() -> str | None:
+    """The config file of the JupyterHub being configured (absolute), which the service reads with ``-f``; None
+    outside a hub (a test or the service itself loading the config)."""
+    try:
+        from jupyterhub.app import JupyterHub
+
+        if JupyterHub.initialized():
+            return os.path.abspath(JupyterHub.instance().config_file)
+    except ImportError:
+        pass
+    return None
+
+
+def configure_hub(c) -> WorkspacesDashboard:
+    """Add the dashboard to the hub's config ``c``: the managed service, its custom scopes, every user's own scopes,
+    the service's and the team groups' roles, all from ``c.WorkspacesDashboard`` (checked; raises ``TraitError``).
+
+    Call it in the file that sets ``c.WorkspacesDashboard``: a file loaded with ``load_subconfig`` starts from an
+    empty ``c`` (traitlets merges it afterwards), so it sees only its own settings. Returns the settings used.
+    """
+    import sys
+
+    settings = dashboard_settings(c)
+    c.JupyterHub.services.append(service(settings, python=sys.executable, hub_config=running_hub_config_file(),
+                                         cwd=os.getcwd()))
+    c.JupyterHub.custom_scopes.update(custom_scopes(settings))
+    c.JupyterHub.extra_user_scopes.update(user_scopes(settings))  # a Set: update, not extend
+    c.JupyterHub.load_roles.extend(roles(settings))
+    return settings

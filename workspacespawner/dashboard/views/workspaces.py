@@ -1,0 +1,120 @@
+"""My workspaces: the page at the service's prefix, its JSON, and the actions (POST, XSRF-checked for a browser).
+
+``GET  <prefix>``                              the viewer's page (``?user=U``: U's, if the viewer may read them)
+``GET  <prefix>api/workspaces[/<user>]``       the same as JSON (:func:`~..workspaces.my_workspaces`); 403 if not readable
+``POST <prefix>api/workspaces/<user>/<action>`` stop (``server``), snapshot (``pvc``), expand (``pvc``, ``size``),
+                                               restore (``snapshot``), give-back (``disk``); 403 if not theirs
+
+A POST from the page's forms (``next`` given) comes back to the page with
+what happened, or why not, in a sentence; an API POST answers JSON
+``{"message", "name"}`` or ``{"status", "message"}``.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import urlencode
+
+from workspacespawner.dashboard import actions
+from workspacespawner.dashboard.base import DashboardHandler
+from workspacespawner.dashboard.workspaces import my_workspaces
+
+USER = r"(?P<user>[^/]+)"
+
+
+async def gather(handler: DashboardHandler, user: str, used: dict[str, int] | None = None) -> dict:
+    """``user``'s My workspaces data from the hub's model, the caches and one ledger read; 404 if no such user."""
+    ctx = handler.ctx
+    model = await ctx.hub.user(user)
+    if model is None:
+        handler.refuse(404, f"There is no user {user}.")
+    objects = [o for objs in (await ctx.caches.snapshot()).values() for o in objs]
+    now = ctx.now()
+    month = await ctx.month(user, model.get("groups") or (), now)
+    return my_workspaces(user, model, objects, month, used, now)
+
+
+class WorkspacesPage(DashboardHandler):
+    """The My workspaces page."""
+
+    async def get(self):
+        user = self.get_argument("user", None) or self.viewer.name
+        if not self.viewer.can_read(user):
+            self.refuse(403, f"You may not see {user}'s workspaces.")
+        data = await gather(self, user)
+        others = []
+        if self.viewer.sees_all or self.viewer.teams:
+            names = [u["name"] for u in await self.ctx.hub.users()]
+            others = sorted(self.viewer.readable_users(names))
+        self.render_page("workspaces.html", title="My workspaces" if user == self.viewer.name else f"{user}'s workspaces",
+                         data=data, owner=user, can_act=self.viewer.can_act(user), others=others,
+                         done=self.get_argument("done", ""), error=self.get_argument("error", ""))
+
+
+class WorkspacesApi(DashboardHandler):
+    """``GET api/workspaces[/<user>]``."""
+
+    async def get(self, user: str | None = None):
+        user = user or self.viewer.name
+        if not self.viewer.can_read(user):
+            self.refuse(403, f"You may not see {user}'s workspaces.")
+        self.write_json(await gather(self, user))
+
+
+#: action name -> (function, the request's argument names it takes after the owner)
+ACTIONS = {
+    "stop": (actions.stop, ("server",)),
+    "snapshot": (actions.snapshot, ("pvc",)),
+    "expand": (actions.expand, ("pvc", "size")),
+    "restore": (actions.restore, ("snapshot",)),
+    "give-back": (actions.give_back, ("disk",)),
+}
+
+
+class ActionApi(DashboardHandler):
+    """``POST api/workspaces/<user>/<action>``: arguments as a form or a JSON object."""
+
+    def _arguments(self) -> dict:
+        if self.request.headers.get("Content-Type", "").startswith("application/json") and self.request.body:
+            try:
+                body = json.loads(self.request.body)
+            except ValueError:
+                self.refuse(400, "The request body is not JSON.")
+            return body if isinstance(body, dict) else {}
+        return {k: self.get_body_argument(k) for k in self.request.body_arguments}
+
+    async def post(self, user: str, action: str):
+        args = self._arguments()
+        page = args.get("next")
+        if action not in ACTIONS:
+            self.refuse(404, f"There is no action {action}.")
+        fn, wanted = ACTIONS[action]
+        values = [str(args.get(name, "")) for name in wanted]
+        if any(not v for v, name in zip(values, wanted, strict=True) if name != "server"):
+            self.refuse(400, f"{action} needs {', '.join(wanted)}.")
+        try:
+            if action == "expand":
+                model = await self.ctx.hub.user(user) if self.viewer.can_act(user) else None
+                done = await fn(self.ctx, self.viewer, user, *values, groups=(model or {}).get("groups") or ())
+            else:
+                done = await fn(self.ctx, self.viewer, user, *values)
+        except actions.ActionRefused as e:
+            if page and e.code != 403:
+                return self.redirect(self._back(page, error=str(e)))
+            self.refuse(e.code, str(e))
+        if page:
+            return self.redirect(self._back(page, done=done.message))
+        self.write_json({"message": done.message, "name": done.name})
+
+    def _back(self, page: str, **message) -> str:
+        prefix = self.settings["service_prefix"]
+        target = page if page.startswith(prefix) else prefix
+        return f"{target}{'&' if '?' in target else '?'}{urlencode(message)}"
+
+
+ROUTES = [
+    (r"", WorkspacesPage),
+    (r"api/workspaces", WorkspacesApi),
+    (rf"api/workspaces/{USER}", WorkspacesApi),
+    (rf"api/workspaces/{USER}/(?P<action>[a-z-]+)", ActionApi),
+]
