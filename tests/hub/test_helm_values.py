@@ -288,6 +288,15 @@ def test_readme_golden_image_example_is_accepted(kubeconfig, tmp_path):
     assert (names_in_values["vm_golden_image_namespace"], names_in_values["vm_golden_image"]) == ("golden-images", "ubuntu-22.04-gpu")
 
 
+def every_user_scopes(c) -> set[str]:
+    """The scopes the config gives every user: JupyterHub 6's extra_user_scopes, else the redefined default user role."""
+    from jupyterhub.app import JupyterHub
+
+    if "extra_user_scopes" in JupyterHub.class_trait_names():
+        return c.JupyterHub.extra_user_scopes.get_value(set())
+    return {scope for role in c.JupyterHub.load_roles if role["name"] == "user" for scope in role["scopes"]}
+
+
 def test_the_workspaces_dashboard_is_the_config_pieces():
     """The chart's hub runs the Workspaces dashboard as jupyterhub_config.d/50-workspaces-dashboard.py makes it, from
     hub.config.WorkspacesDashboard: the managed service at http://hub:10101, its custom scopes, every user's own
@@ -300,7 +309,7 @@ def test_the_workspaces_dashboard_is_the_config_pieces():
     assert service["url"] == "http://hub:10101"
     assert service["command"][1:4] == ["-m", "workspacespawner", "dashboard"]
     assert (settings.ip, settings.port) == ("0.0.0.0", 10101)
-    assert set(user_scopes(settings)) <= c.JupyterHub.extra_user_scopes.get_value(set())
+    assert set(user_scopes(settings)) <= every_user_scopes(c)
     for role in roles(settings):
         assert role in c.JupyterHub.load_roles
     assert "workspaces-team-research" in {r["name"] for r in c.JupyterHub.load_roles}

@@ -203,6 +203,23 @@ def running_hub_config_file() -> str | None:
     return None
 
 
+def grant_every_user(c, scopes: list[str]) -> None:
+    """Give every user of the hub ``scopes``: ``c.JupyterHub.extra_user_scopes`` on JupyterHub 6 and newer; before it
+    (5.x, which the zero-to-jupyterhub chart 4 runs) by adding them to the default ``user`` role in
+    ``c.JupyterHub.load_roles`` (its scopes, ``self`` by default, are kept; an entry already there is extended)."""
+    from jupyterhub.app import JupyterHub
+
+    if "extra_user_scopes" in JupyterHub.class_trait_names():
+        c.JupyterHub.extra_user_scopes.update(scopes)  # a Set: update, not extend
+        return
+    roles_now = c.JupyterHub.load_roles
+    for role in roles_now if isinstance(roles_now, list) else ():
+        if role.get("name") == "user":
+            role["scopes"] = list(dict.fromkeys([*role.get("scopes", ["self"]), *scopes]))
+            return
+    roles_now.append({"name": "user", "scopes": ["self", *scopes]})
+
+
 def configure_hub(c) -> WorkspacesDashboard:
     """Add the dashboard to the hub's config ``c``: the managed service, its custom scopes, every user's own scopes,
     the service's and the team groups' roles, all from ``c.WorkspacesDashboard`` (checked; raises ``TraitError``).
@@ -216,6 +233,6 @@ def configure_hub(c) -> WorkspacesDashboard:
     c.JupyterHub.services.append(service(settings, python=sys.executable, hub_config=running_hub_config_file(),
                                          cwd=os.getcwd()))
     c.JupyterHub.custom_scopes.update(custom_scopes(settings))
-    c.JupyterHub.extra_user_scopes.update(user_scopes(settings))  # a Set: update, not extend
+    grant_every_user(c, user_scopes(settings))
     c.JupyterHub.load_roles.extend(roles(settings))
     return settings
