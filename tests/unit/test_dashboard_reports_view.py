@@ -76,13 +76,12 @@ def test_the_report_charts_draw_the_rows_numbers_per_level():
     report = a_report()
     found = report_charts(report)
     assert [(c["level"], c["title"].split(",")[0].split(" (")[0]) for c in found] == [
-        ("department", "Card-hours per department"), ("department", "Disk per department"),
-        ("group", "Card-hours per group"), ("group", "Disk per group"),
-        ("user", "Card-hours per user"), ("user", "Disk per user")]
-    hours = bars(found[4]["svg"])
-    assert hours[("used", "bob")] == 30.0 and hours[("left", "ann")] == 87.5
-    assert ("used", "cy") not in hours  # a zero draws no bar
-    assert bars(found[0]["svg"])[("used", "Physics")] == 42.5  # ann and bob (in both groups) once each
+        ("department", "Card-hours used per department"), ("department", "Disk per department"),
+        ("group", "Card-hours used per group"), ("group", "Disk per group"),
+        ("user", "Card-hours used per user"), ("user", "Disk per user")]
+    hours = bars(found[4]["svg"])  # one series: plain bars, no series name
+    assert hours == {("", "ann"): 12.5, ("", "bob"): 30.0}  # a zero (cy) draws no bar
+    assert bars(found[0]["svg"]) == {("", "Physics"): 42.5}  # ann and bob (in both groups) once each
     assert re.findall(r'data-label="([^"]*)" data-value="([^"]*)"', found[5]["svg"]) == [("ann", "10.0")]
 
 

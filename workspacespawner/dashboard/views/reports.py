@@ -34,6 +34,9 @@ log = logging.getLogger("workspacespawner.dashboard")
 #: How many users the per-user charts show at most (the most card-hours first); the table lists all.
 CHART_USERS = 20
 
+#: The charts' width in pixels: two side by side in the page's column.
+CHART_WIDTH = 460
+
 
 class MonthError(ValueError):
     """The ``month`` argument is not a month the report can show."""
@@ -68,8 +71,8 @@ def groups_of_users(members: dict[str, frozenset[str]]) -> dict[str, set[str]]:
 
 
 def report_charts(report: report_data.Report, *, users: int = CHART_USERS) -> list[dict]:
-    """The Reports page's charts (pure): per level with rows (departments, groups, users), a grouped-bar chart of
-    card-hours used and left and one of disk in GiB; ``[{"level", "title", "svg"}]``. The user charts show the
+    """The Reports page's charts (pure): per level with rows (departments, groups, users), a bar chart of the
+    card-hours used and one of disk in GiB (the limits and what is left are in the tables); ``[{"level", "title", "svg"}]``. The user charts show the
     ``users`` users with the most card-hours (then disk), the table every one."""
     found = []
     levels = (("department", report.departments), ("group", report.groups), ("user", report.users))
@@ -78,15 +81,13 @@ def report_charts(report: report_data.Report, *, users: int = CHART_USERS) -> li
             continue
         if level == "user" and len(rows) > users:
             rows = sorted(rows, key=lambda r: (-r.card_hours_used, -r.disk_gib, r.name))[:users]
-        labels = [row.name for row in rows]
-        hours = {"used": [row.card_hours_used for row in rows], "left": [row.card_hours_left for row in rows]}
-        title = f"Card-hours per {level}, {report.month}"
-        found.append({"level": level, "title": title,
-                      "svg": charts.grouped_bars(labels, hours, title=title, x_title=level.capitalize() + "s")})
+        labels, axis = [row.name for row in rows], level.capitalize() + "s"
+        title = f"Card-hours used per {level}, {report.month}"
+        found.append({"level": level, "title": title, "svg": charts.grouped_bars(
+            labels, {"used": [row.card_hours_used for row in rows]}, title=title, x_title=axis, width=CHART_WIDTH)})
         title = f"Disk per {level} (GiB, now)"
-        found.append({"level": level, "title": title,
-                      "svg": charts.grouped_bars(labels, {"disk": [row.disk_gib for row in rows]}, title=title,
-                                                 unit="GiB", x_title=level.capitalize() + "s")})
+        found.append({"level": level, "title": title, "svg": charts.grouped_bars(
+            labels, {"disk": [row.disk_gib for row in rows]}, title=title, unit="GiB", x_title=axis, width=CHART_WIDTH)})
     return found
 
 

@@ -72,9 +72,9 @@ def cardhours_charts(data: dict | None) -> dict[str, str]:
     this_month = data["balance"]["period_start"][:7]
     return {
         "days": charts.stacked_bars(days["labels"], labelled(days), title=f"Card-hours per day, {this_month}",
-                                    x_title="Day of the month", width=720),
+                                    x_title="Day of the month", width=460),
         "months": charts.grouped_bars(months["labels"], labelled(months), title="Card-hours per month, last six months",
-                                      x_title="Month", width=720),
+                                      x_title="Month", width=460),
     }
 
 
