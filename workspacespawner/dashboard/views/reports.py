@@ -96,7 +96,7 @@ class ReportsHandler(DashboardHandler):
 
     async def prepare(self):
         await super().prepare()
-        if self._finished:  # sent to the hub's login
+        if self.viewer is None:  # sent to the hub's login
             return
         if not self.viewer.sees_reports:
             self.refuse(403, "Reports are for admins.")
