@@ -13,11 +13,15 @@ what happened, or why not, in a sentence; an API POST answers JSON
 from __future__ import annotations
 
 import json
+import logging
 from urllib.parse import urlencode
 
-from workspacespawner.dashboard import actions
+from workspacespawner.dashboard import actions, cardhours, charts
 from workspacespawner.dashboard.base import DashboardHandler
 from workspacespawner.dashboard.workspaces import my_workspaces
+from workspacespawner.quota.ledger import LedgerUnavailable
+
+log = logging.getLogger("workspacespawner.dashboard")
 
 USER = r"(?P<user>[^/]+)"
 
@@ -31,7 +35,50 @@ async def gather(handler: DashboardHandler, user: str, used: dict[str, int] | No
     objects = [o for objs in (await ctx.caches.snapshot()).values() for o in objs]
     now = ctx.now()
     month = await ctx.month(user, model.get("groups") or (), now)
-    return my_workspaces(user, model, objects, month, used, now)
+    data = my_workspaces(user, model, objects, month, used, now)
+    data["cardhours"] = await my_cardhours(handler, user, model.get("groups") or (), now)  # My card-hours
+    return data
+
+
+# -- My card-hours: this month per day and the last six months, per server ---------------------------------------
+
+
+async def my_cardhours(handler: DashboardHandler, user: str, groups, now) -> dict | None:
+    """``user``'s "My card-hours" as JSON (:meth:`~..cardhours.CardHoursView.to_json`: ``balance``, ``days``,
+    ``months``; card-hours per server), from one ledger read on the database thread; None when quotas are off or
+    the ledger cannot be read (logged). ``groups``: the user's JupyterHub groups (their limit)."""
+    ctx = handler.ctx
+    if ctx.ledger is None:
+        return None
+    limit = float(ctx.quota.limits_for(user, groups).card_hours_per_month)
+    try:
+        found = await cardhours.load(ctx.ledger, ctx.audit.executor, user, limit, now, ctx.quota.timezone)
+    except LedgerUnavailable as e:
+        log.error("Could not read %s's card-hours history: %s", user, e)
+        return None
+    return found.to_json()
+
+
+def cardhours_charts(data: dict | None) -> dict[str, str]:
+    """The SVG charts of :func:`my_cardhours`' JSON (pure): ``days`` (stacked bars per day of this month, per
+    server) and ``months`` (bars per month of the last six, per server); ``{}`` for None."""
+    if not data:
+        return {}
+
+    def labelled(series: dict) -> dict[str, list[float]]:
+        return {cardhours.server_label(name): series["values"][name] for name in series["servers"]}
+
+    days, months = data["days"], data["months"]
+    this_month = data["balance"]["period_start"][:7]
+    return {
+        "days": charts.stacked_bars(days["labels"], labelled(days), title=f"Card-hours per day, {this_month}",
+                                    x_title="Day of the month", width=460),
+        "months": charts.grouped_bars(months["labels"], labelled(months), title="Card-hours per month, last six months",
+                                      x_title="Month", width=460),
+    }
+
+
+# -- pages -------------------------------------------------------------------------------------------------------
 
 
 class WorkspacesPage(DashboardHandler):
@@ -48,6 +95,7 @@ class WorkspacesPage(DashboardHandler):
             others = sorted(self.viewer.readable_users(names))
         self.render_page("workspaces.html", title="My workspaces" if user == self.viewer.name else f"{user}'s workspaces",
                          data=data, owner=user, can_act=self.viewer.can_act(user), others=others,
+                         cardhours_charts=cardhours_charts(data.get("cardhours")),
                          done=self.get_argument("done", ""), error=self.get_argument("error", ""))
 
 
