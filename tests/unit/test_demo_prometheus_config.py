@@ -7,8 +7,8 @@ naming it); the demo's three jobs (the hub's own ``/hub/metrics`` with the
 token, the node agent's dcgm-exporter and kubelet pages); the token file
 (mode 0600, made once, then kept); the demo's hub config with Prometheus
 (the dashboard's ``prometheus_url``, a service holding that token, its role
-with ``read:metrics`` only) and without (none of it); a held GPU's reading
-in the local cluster's dcgm-exporter page versus a free one's.
+with ``read:metrics`` only) and without (none of it). The demo's held-GPU
+reading as Prometheus scrapes it: tests/hub/test_demo_prometheus.py.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import stat
 import pytest
 from traitlets.config.loader import PyFileConfigLoader
 
-from workspacespawner.demo import HELD_GPU, METRICS_SERVICE, config_dir, demo_config, metrics_token, prometheus_targets
+from workspacespawner.demo import METRICS_SERVICE, config_dir, demo_config, metrics_token, prometheus_targets
 from workspacespawner.demoprometheus import Target, config_text
 
 
@@ -72,12 +72,14 @@ def test_the_token_file_is_private_made_once_and_kept(tmp_path):
 
 
 def load(state, text: str):
+    """The hub's config from ``text``, run in ``state`` (its start-up check makes the demo's ledger in the cwd)."""
     (state / "jupyterhub_config.py").write_text(text)
     c = PyFileConfigLoader("jupyterhub_config.py", path=str(state)).load_config()
     return c, c.JupyterHub.services.get_value([]), c.JupyterHub.load_roles.get_value([])
 
 
-def test_the_hub_config_with_prometheus_names_it_and_lets_its_token_read_metrics_only(tmp_path):
+def test_the_hub_config_with_prometheus_names_it_and_lets_its_token_read_metrics_only(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     token = metrics_token(tmp_path)
     c, services, roles = load(tmp_path, demo_config(tmp_path, config_dir(), 8000, prometheus_url="http://127.0.0.1:9999",
                                                     metrics_token=token))
@@ -90,13 +92,11 @@ def test_the_hub_config_with_prometheus_names_it_and_lets_its_token_read_metrics
     assert "workspaces" in {s["name"] for s in services}  # the dashboard is still there
 
 
-def test_the_hub_config_without_prometheus_has_none_of_it(tmp_path):
+def test_the_hub_config_without_prometheus_has_none_of_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     c, services, roles = load(tmp_path, demo_config(tmp_path, config_dir(), 8000))
     assert "prometheus_url" not in c.WorkspacesDashboard
     assert METRICS_SERVICE not in {s["name"] for s in services} | {r["name"] for r in roles}
     with pytest.raises(ValueError, match="both"):
         demo_config(tmp_path, config_dir(), 8000, prometheus_url="http://127.0.0.1:9999")
 
-
-def test_the_demos_held_gpu_is_busy_and_fits_an_a100():
-    assert 0 < HELD_GPU.util <= 100 and 0 < HELD_GPU.fb_used_mib <= 81920 and HELD_GPU.power_watts > 60
