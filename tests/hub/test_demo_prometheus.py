@@ -9,12 +9,13 @@ the node's free GPUs stay idle; her My workspaces API shows her home's
 used bytes equal to what the home's PersistentVolume directory holds after
 the test wrote into it; with Prometheus gone the API and the page still
 answer, without the fill and with a sentence saying why; the demo's
-Prometheus stops with the demo. ``--prometheus off`` starts none and
-configures none.
+Prometheus stops with the demo, and when the demo is killed (SIGKILL).
+``--prometheus off`` starts none and configures none.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -171,3 +172,25 @@ def test_prometheus_off_starts_none_and_configures_none(tmp_path):
     finally:
         stop_demo(demo)
     assert demo.returncode == 0
+
+
+def test_a_killed_demo_leaves_no_prometheus(tmp_path, prometheus_required):
+    demo, _state = start_demo(tmp_path)
+    hub_pid = None
+    try:
+        read_url(demo)
+        [prometheus_pid] = prometheus_children(demo)
+        [hub_pid] = [pid for pid in children(demo.pid) if b"jupyterhub" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        demo.kill()  # SIGKILL: no finally of the demo's runs
+        demo.wait(30)
+        wait_until(lambda: not alive(prometheus_pid), 30, "Prometheus outlived the killed demo")
+    finally:
+        stop_demo(demo)
+        if hub_pid is not None:  # the hub runs in a session of its own and outlives a killed demo: stop it (and its proxy)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(hub_pid, signal.SIGTERM)
+            deadline = time.monotonic() + 60
+            while alive(hub_pid) and time.monotonic() < deadline:
+                time.sleep(0.3)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(hub_pid, signal.SIGKILL)
