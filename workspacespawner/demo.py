@@ -27,6 +27,17 @@ nothing. The four ports on 127.0.0.1 (public ``--port``, the proxy's API
 checked before anything starts, and a busy one is named. The URL is printed
 once the hub answers through the proxy; on any failure, and on Ctrl-C, the
 hub and every process it started (the proxy) and the cluster are stopped.
+
+GPU metrics: when Debian's ``prometheus`` is installed (``--prometheus
+auto``, the default), the demo runs it on a free loopback port, its storage
+in ``prometheus/`` in the state directory, scraping every 5 s the hub's
+``/hub/metrics`` (with the token of a demo service holding ``read:metrics``)
+and the local cluster's dcgm-exporter-format GPU metrics and kubelet volume
+stats; the Workspaces dashboard asks it (``prometheus_url``) for GPU
+utilisation and how full each disk is. A GPU a workspace holds reports a
+steady load (:data:`HELD_GPU`). Prometheus stops with the demo, and gets
+SIGTERM if the demo is killed. Without it (or ``--prometheus off``) the
+demo runs without GPU metrics, and says once how to get them.
 """
 
 from __future__ import annotations
@@ -37,6 +48,7 @@ import errno
 import fcntl
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -46,9 +58,12 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from workspacespawner import demoprometheus
 from workspacespawner.core.rsttext import summary
+from workspacespawner.demoprometheus import PrometheusServer, Target
 from workspacespawner.localcluster import LocalCluster
 from workspacespawner.localcluster.codeserver import INSTALL_HINT, code_server_bin
+from workspacespawner.localcluster.controllers.gpumetrics import GPUReading
 from workspacespawner.localcluster.goldenimage import make_golden_image
 
 log = logging.getLogger("workspacespawner.demo")
@@ -202,18 +217,45 @@ LOGIN_HINT = (
 )
 
 
+#: The demo's JupyterHub service whose token Prometheus scrapes ``/hub/metrics`` with (its role: ``read:metrics``).
+METRICS_SERVICE = "demo-prometheus"
+#: Seconds between two scrapes of the demo's Prometheus.
+SCRAPE_INTERVAL = 5.0
+#: Seconds the demo's Prometheus has to answer ``/-/ready`` (else the demo runs without it).
+PROMETHEUS_READY_TIMEOUT = 60.0
+#: What a GPU held by a running workspace reports in the demo (a constant load; free GPUs are idle, 0 % and 60 W).
+HELD_GPU = GPUReading(util=65.0, fb_used_mib=24576.0, power_watts=310.0)
+
+
+def metrics_config(prometheus_url: str, token_file: Path) -> str:
+    """The demo config's lines for metrics: the dashboard's ``prometheus_url`` and the service, with the token in
+    ``token_file``, whose role lets Prometheus read ``/hub/metrics`` (JupyterHub asks for ``read:metrics`` there)."""
+    return f"""# GPU metrics and disk fill: the demo's Prometheus, which scrapes /hub/metrics with this service's token.
+from pathlib import Path
+c.WorkspacesDashboard.prometheus_url = {prometheus_url!r}
+c.JupyterHub.services.append({{"name": {METRICS_SERVICE!r}, "api_token": Path({str(token_file)!r}).read_text().strip()}})
+c.JupyterHub.load_roles.append({{"name": {METRICS_SERVICE!r}, "scopes": ["read:metrics"], "services": [{METRICS_SERVICE!r}]}})
+"""
+
+
 def demo_config(
     state_dir: Path, pieces_dir: Path, port: int, proxy_command: list[str] | None = None, *, proxy_api_port: int = 8001,
-    hub_port: int = 8081, dashboard_port: int = 10101,
+    hub_port: int = 8081, dashboard_port: int = 10101, prometheus_url: str | None = None, metrics_token: Path | None = None,
 ) -> str:
     """The text of the demo's ``jupyterhub_config.py`` (loads the sample pieces, then demo settings).
 
     ``port``: the public port; ``proxy_api_port`` and ``hub_port``: the
     proxy's API and the hub's own (all on 127.0.0.1); ``dashboard_port``: the Workspaces dashboard service's. ``proxy_command``
     replaces JupyterHub's ``configurable-http-proxy`` command when given.
+    ``prometheus_url`` and ``metrics_token`` (the file of the token
+    Prometheus scrapes the hub with): the demo's Prometheus, both or
+    neither (:func:`metrics_config`); None: no GPU metrics.
     """
+    if (prometheus_url is None) != (metrics_token is None):
+        raise ValueError("demo_config needs both prometheus_url and metrics_token, or neither")
     loads = "\n".join(f"load_subconfig({str(pieces_dir / piece)!r})" for piece in DEMO_PIECES)
     proxy = f"c.ConfigurableHTTPProxy.command = {proxy_command!r}\n" if proxy_command else ""
+    metrics = metrics_config(prometheus_url, metrics_token) if prometheus_url and metrics_token else ""
     return f"""# Written by `workspacespawner demo`; edit jupyterhub_config.d/ instead.
 {loads}
 
@@ -239,33 +281,91 @@ c.KubeSpawner.http_timeout = 60
 from workspacespawner.dashboard.traits import configure_hub
 c.WorkspacesDashboard.team_groups = ["research"]
 c.WorkspacesDashboard.port = {dashboard_port}
-configure_hub(c)
+{metrics}configure_hub(c)
 {proxy}"""
+
+
+def metrics_token(state_dir: Path) -> Path:
+    """The file (``prometheus/hub-token`` in ``state_dir``, mode 0600) of the token Prometheus scrapes the hub with;
+    made on first use, then kept (the hub's database keeps the token's hash)."""
+    path = state_dir / "prometheus" / "hub-token"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or not path.read_text().strip():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_hex(32) + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def prometheus_targets(hub_port: int, node_metrics_url: str, token_file: Path) -> dict[str, Target]:
+    """The demo Prometheus's scrape jobs: ``jupyterhub`` (the hub's own ``/hub/metrics`` on ``hub_port``, with the
+    token in ``token_file``), ``dcgm-exporter`` and ``kubelet`` (the local cluster's node agent at ``node_metrics_url``)."""
+    base = node_metrics_url.rstrip("/")
+    return {
+        "jupyterhub": Target(f"http://127.0.0.1:{hub_port}/hub/metrics", token_file),
+        "dcgm-exporter": Target(f"{base}/metrics"),
+        "kubelet": Target(f"{base}/kubelet/metrics"),
+    }
+
+
+async def start_prometheus(state_dir: Path, cluster: LocalCluster, hub_port: int, mode: str = "auto") -> PrometheusServer | None:
+    """The demo's Prometheus, started and ready (see the module docstring), or None: ``mode`` ``off``, no program,
+    or a server that did not get ready (each said in one line on stdout, with how to get GPU metrics)."""
+    if mode == "off":
+        return None
+    if demoprometheus.find_program() is None:
+        print(f"Prometheus is not installed, so the dashboard shows no GPU utilisation or disk fill; "
+              f"for GPU metrics, {demoprometheus.INSTALL_HINT}", flush=True)
+        return None
+    agent = cluster.controllers["nodeagent"]
+    agent.metrics.held = HELD_GPU
+    node_metrics = await agent.metrics.serve()
+    token = metrics_token(state_dir)
+    server = PrometheusServer(prometheus_targets(hub_port, node_metrics, token), state_dir / "prometheus",
+                              interval=SCRAPE_INTERVAL)
+    await server.start()
+    try:
+        await server.wait_ready(PROMETHEUS_READY_TIMEOUT)
+    except demoprometheus.NotReady as e:
+        await server.stop()
+        print(f"The demo runs without GPU metrics: {e}", flush=True)
+        return None
+    except BaseException:  # cancelled while waiting: no Prometheus left running
+        await asyncio.shield(server.stop())
+        raise
+    print(f"Prometheus at {server.url} scrapes the hub, the GPUs (dcgm-exporter format) and the disks every "
+          f"{SCRAPE_INTERVAL:g} s; its log: {server.log_path}", flush=True)
+    return server
 
 
 #: Seconds the hub has to answer on the public URL after it starts.
 HUB_ANSWER_TIMEOUT = 120.0
 
 
-async def run_demo(state_dir: Path, ports: DemoPorts | int = DemoPorts(), proxy: str = "auto") -> int:
+async def run_demo(state_dir: Path, ports: DemoPorts | int = DemoPorts(), proxy: str = "auto",
+                   prometheus: str = "auto") -> int:
     """Run cluster and hub until the hub exits or the process gets SIGINT/SIGTERM; returns the exit code.
 
     Refuses with :class:`DemoError` (before anything changes) when another
     demo holds ``state_dir`` or a port is busy. ``ports``: a
-    :class:`DemoPorts`, or the public port alone.
+    :class:`DemoPorts`, or the public port alone. ``prometheus``: ``auto``
+    (run Prometheus when installed) or ``off``.
     """
+    if prometheus not in ("auto", "off"):
+        raise DemoError(f"--prometheus must be auto or off, not {prometheus!r}")
     if isinstance(ports, int):
         ports = DemoPorts(public=ports)
     state_dir.mkdir(parents=True, exist_ok=True)
     lock = StateLock(state_dir)
     lock.acquire()
     try:
-        return await _run_locked(state_dir, ports.checked(), proxy)
+        return await _run_locked(state_dir, ports.checked(), proxy, prometheus)
     finally:
         lock.release()
 
 
-async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str) -> int:
+async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str, prometheus: str) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -273,9 +373,11 @@ async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str) -> int:
     code_server = use_code_server()
     cluster = LocalCluster(state_dir / "cluster", port=0, persist=True)
     hub: asyncio.subprocess.Process | None = None
+    metrics: PrometheusServer | None = None
     try:
         await cluster.start()
         await make_golden_image(cluster, GOLDEN_IMAGE[0], GOLDEN_IMAGE[1], GOLDEN_FILES)
+        metrics = await start_prometheus(state_dir, cluster, ports.hub, prometheus)
         config_file = state_dir / "jupyterhub_config.py"
         proxy_command = await npm_proxy(state_dir) if proxy == "auto" else None
         if proxy_command is None and code_server is not None:
@@ -283,7 +385,8 @@ async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str) -> int:
                   "a blank page (install npm, or drop --proxy python, for npm's configurable-http-proxy)", flush=True)
         config_file.write_text(
             demo_config(state_dir, config_dir(), ports.public, proxy_command, proxy_api_port=ports.proxy_api, hub_port=ports.hub,
-                        dashboard_port=ports.dashboard)
+                        dashboard_port=ports.dashboard, prometheus_url=metrics.url if metrics else None,
+                        metrics_token=metrics_token(state_dir) if metrics else None)
         )
         env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig))
         # its own process group: the proxy it starts goes with it, whatever happens to the hub
@@ -308,6 +411,8 @@ async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str) -> int:
         if hub is not None:
             await _stop_process_group(hub)
             await _stop_leftover_proxy(state_dir / "proxy.pid", ports.public)
+        if metrics is not None:
+            await metrics.stop()
         await cluster.stop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
@@ -389,7 +494,8 @@ async def _stop_leftover_proxy(pid_file: Path, port: int, timeout: float = 10) -
 
 
 def main(argv=None) -> int:
-    """Entry point of ``workspacespawner demo [--state-dir DIR] [--port N] [--proxy-api-port N] [--hub-port N]``."""
+    """Entry point of ``workspacespawner demo [--state-dir DIR] [--port N] [--proxy-api-port N] [--hub-port N]
+    [--dashboard-port N] [--proxy auto|python] [--prometheus auto|off]``."""
     parser = argparse.ArgumentParser(prog="workspacespawner demo", description=summary(__doc__))
     parser.add_argument("--state-dir", default=".workspacespawner-demo", help="hub database, cluster state and home volumes (default: %(default)s)")
     parser.add_argument("--port", type=int, default=8000, help="the public port on 127.0.0.1, 0 for a free one (default: %(default)s)")
@@ -404,12 +510,19 @@ def main(argv=None) -> int:
         help="auto: npm's configurable-http-proxy when npm is there (live progress; the only one VS Code works behind), "
         "else the Python one (default: %(default)s)",
     )
+    parser.add_argument(
+        "--prometheus",
+        choices=("auto", "off"),
+        default="auto",
+        help="auto: run Debian's prometheus, when installed, for GPU metrics and disk fill on the dashboard; "
+        "off: none (default: %(default)s)",
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     ports = DemoPorts(public=args.port, proxy_api=args.proxy_api_port, hub=args.hub_port, dashboard=args.dashboard_port)
     try:
-        return asyncio.run(run_demo(Path(args.state_dir).resolve(), ports, args.proxy))
+        return asyncio.run(run_demo(Path(args.state_dir).resolve(), ports, args.proxy, args.prometheus))
     except DemoError as e:
         print(f"workspacespawner demo: {e}", file=sys.stderr)
         return 1

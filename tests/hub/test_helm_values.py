@@ -10,7 +10,8 @@ the quota settings, service and role equal ``40-quota.py`` with the
 service's token kept by the chart; the OAuth client secret comes from a
 Kubernetes Secret; culling never deletes users or named servers; the
 Dockerfile, README and values name the same chart release; the README's
-golden-image example passes an API server's validation.
+golden-image example passes an API server's validation; the dashboard's
+prometheus_url is a value (null by default) whose commented example works.
 """
 
 from __future__ import annotations
@@ -314,3 +315,18 @@ def test_the_workspaces_dashboard_is_the_config_pieces():
         assert role in c.JupyterHub.load_roles
     assert "workspaces-team-research" in {r["name"] for r in c.JupyterHub.load_roles}
     assert "custom:workspaces:read" in c.JupyterHub.custom_scopes.get_value({})
+
+
+def test_the_dashboards_prometheus_url_is_a_value_and_its_example_works():
+    """hub.config.WorkspacesDashboard.prometheus_url is in the values (null: no Prometheus), and the commented
+    kube-prometheus-stack example, set there, is the URL the dashboard asks."""
+    from workspacespawner.dashboard.traits import dashboard_settings
+
+    values = without_config_files(our_values())
+    assert "prometheus_url" in values["hub"]["config"]["WorkspacesDashboard"]
+    assert dashboard_settings(z2jh_config(values, secrets=SECRETS)).prometheus_url is None
+    text = (HELM_VALUES / "values.yaml").read_text()
+    [example] = re.findall(r"#\s*prometheus_url:\s*(\S+)", text)
+    values["hub"]["config"]["WorkspacesDashboard"]["prometheus_url"] = example
+    assert example.startswith("http://") and ".monitoring:9090" in example
+    assert dashboard_settings(z2jh_config(values, secrets=SECRETS)).prometheus_url == example

@@ -18,6 +18,8 @@ from urllib.parse import urlencode
 
 from workspacespawner.dashboard import actions, cardhours, charts
 from workspacespawner.dashboard.base import DashboardHandler
+from workspacespawner.dashboard.gpumetrics import read_volume_usage
+from workspacespawner.dashboard.prometheus import PrometheusClient, PrometheusError
 from workspacespawner.dashboard.workspaces import my_workspaces
 from workspacespawner.quota.ledger import LedgerUnavailable
 
@@ -25,9 +27,30 @@ log = logging.getLogger("workspacespawner.dashboard")
 
 USER = r"(?P<user>[^/]+)"
 
+#: Seconds a page waits for Prometheus's disk readings before it shows the rest without them.
+PROMETHEUS_TIMEOUT = 5.0
+#: What the page says when Prometheus is configured but did not answer.
+NO_DISK_FILL = "How full each disk is cannot be shown just now: Prometheus did not answer."
 
-async def gather(handler: DashboardHandler, user: str, used: dict[str, int] | None = None) -> dict:
-    """``user``'s My workspaces data from the hub's model, the caches and one ledger read; 404 if no such user."""
+
+async def disk_fill(handler: DashboardHandler) -> tuple[dict[str, int] | None, str]:
+    """``({PersistentVolumeClaim name: used bytes}, "")`` of the workspaces' namespace from the kubelets' volume stats
+    in Prometheus (``kubelet_volume_stats_used_bytes``); ``(None, "")`` without ``prometheus_url``; ``(None, sentence)``
+    when Prometheus fails (logged; the page shows the rest)."""
+    ctx = handler.ctx
+    if not ctx.settings.prometheus_url:
+        return None, ""
+    try:
+        usage = await read_volume_usage(PrometheusClient(ctx.settings.prometheus_url, timeout=PROMETHEUS_TIMEOUT))
+    except PrometheusError as e:
+        log.warning("disk fill unknown: %s", e)
+        return None, NO_DISK_FILL
+    return {claim: int(u.used_bytes) for (namespace, claim), u in usage.items() if namespace == ctx.namespace}, ""
+
+
+async def gather(handler: DashboardHandler, user: str) -> dict:
+    """``user``'s My workspaces data from the hub's model, the caches, one ledger read and, with ``prometheus_url``,
+    the disks' fill (:func:`disk_fill`); ``disk_fill_note``: why the fill is missing (``""``). 404 if no such user."""
     ctx = handler.ctx
     model = await ctx.hub.user(user)
     if model is None:
@@ -35,7 +58,8 @@ async def gather(handler: DashboardHandler, user: str, used: dict[str, int] | No
     objects = [o for objs in (await ctx.caches.snapshot()).values() for o in objs]
     now = ctx.now()
     month = await ctx.month(user, model.get("groups") or (), now)
-    data = my_workspaces(user, model, objects, month, used, now)
+    used, note = await disk_fill(handler)
+    data = {**my_workspaces(user, model, objects, month, used, now), "disk_fill_note": note}
     data["cardhours"] = await my_cardhours(handler, user, model.get("groups") or (), now)  # My card-hours
     return data
 

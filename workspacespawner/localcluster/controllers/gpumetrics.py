@@ -19,7 +19,9 @@ loopback HTTP server (:meth:`NodeMetrics.serve`):
     ``DCGM_FI_DEV_FB_FREE`` (MiB), ``DCGM_FI_DEV_POWER_USAGE`` (W) for each
     GPU of each GPU node (its ``nvidia.com/gpu`` capacity), the node named
     in ``Hostname``. Values are what a test set with :meth:`NodeMetrics.set_gpu`
-    (default: idle, 0 %, 0 MiB used, 60 W).
+    (default: idle, 0 %, 0 MiB used, 60 W; a GPU some Pod or VMI holds
+    reports :attr:`NodeMetrics.held` instead when that is set, as the demo
+    does).
 ``/kubelet/metrics``
     ``kubelet_volume_stats_used_bytes``, ``..._capacity_bytes`` and
     ``..._available_bytes`` of every bound claim a placed Pod or VMI uses:
@@ -160,6 +162,8 @@ class NodeMetrics:
         self.cluster = cluster
         self.client = client or cluster.client
         self.readings: dict[tuple[str, int], GPUReading] = {}
+        #: What a held GPU reports unless :meth:`set_gpu` set its values; None: the same as a free one (idle).
+        self.held: GPUReading | None = None
         self.assignments = DeviceAssignments()
         self.url: str | None = None
         self._server: tornado.httpserver.HTTPServer | None = None
@@ -236,8 +240,9 @@ class NodeMetrics:
         for node, total, product in self.gpu_nodes():
             framebuffer = framebuffer_mib(product)
             for index in range(total):
-                reading = self.readings.get((node, index), GPUReading())
-                who = holders.get(node, {}).get(index) or {"pod": "", "namespace": "", "container": ""}
+                who = holders.get(node, {}).get(index)
+                reading = self.readings.get((node, index)) or (who is not None and self.held) or GPUReading()
+                who = who or {"pod": "", "namespace": "", "container": ""}
                 labels = {
                     "gpu": str(index),
                     "UUID": f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{node}.gpu{index}')}",
