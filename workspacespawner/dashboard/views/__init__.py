@@ -14,6 +14,7 @@ import importlib
 #: The view modules, in the order their routes are tried.
 VIEW_MODULES = [
     "workspacespawner.dashboard.views.workspaces",
+    "workspacespawner.dashboard.views.cluster",
 ]
 
 
