@@ -8,7 +8,8 @@ member's name and "another user" (no name, no server, no object name) for the ot
 the node agent's dcgm-exporter-format metrics scraped by Debian's Prometheus, each held GPU's utilisation,
 framebuffer memory and power are the values the test set, joined to its holder (the VM's through its virt-launcher
 Pod); the workspace whose GPU stays at 0 % is flagged idle and the busy one is not (``avg_over_time`` over a window
-longer than the samples there are); the page shows the same numbers.
+longer than the samples there are); the page shows the same numbers; once Prometheus is gone, the API and the
+page still show the nodes and their holders, with a sentence naming Prometheus's URL and the error.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def prometheus_required():
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory, prometheus_required):
-    """``(thread, cluster, hub, metrics)``: the local cluster on its thread, Prometheus scraping its node agent's
+    """``(thread, cluster, hub, prometheus)``: the local cluster on its thread, Prometheus scraping its node agent's
     metrics, and a hub whose dashboard asks that Prometheus."""
     thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
     cluster = thread.start()
@@ -71,7 +72,7 @@ def setup(tmp_path_factory, prometheus_required):
             hub.start_server("alice", {"profile": "jupyterlab-1gpu"})
             thread.call(lambda c: c.store.create(c.store.kind("kubevirt.io", "v1", "virtualmachineinstances"), NS,
                                                  gpu_vmi()))
-            yield thread, cluster, hub, thread.call(lambda c: c.controllers["nodeagent"].metrics)
+            yield thread, cluster, hub, prometheus
         finally:
             hub.stop()
     finally:
@@ -132,7 +133,7 @@ def shown_holdings(data: dict) -> dict:
 
 
 def test_a_plain_user_is_refused_on_the_api_and_the_page(setup):
-    _thread, _cluster, hub, _metrics = setup
+    _thread, _cluster, hub, _prometheus = setup
     alice = token_of(hub, "alice")
     r = requests.get(hub.service_url("api/cluster"), headers=alice, timeout=60)
     assert r.status_code == 403 and "team leads and admins" in r.json()["message"]
@@ -142,7 +143,7 @@ def test_a_plain_user_is_refused_on_the_api_and_the_page(setup):
 
 
 def test_gpus_held_and_free_equal_the_clusters_and_names_follow_the_viewer(setup):
-    _thread, cluster, hub, _metrics = setup
+    _thread, cluster, hub, _prometheus = setup
     held, allocatable = wait(lambda: (lambda h: h if any(k[2] == "vm" for k in h[0]) else None)(cluster_holdings(cluster)),
                              "the VMI to run")
     assert sorted((user, kind, gpus) for (_n, user, kind), gpus in held.items()) == [
@@ -181,7 +182,7 @@ def server_pod(cluster, user: str) -> str:
 
 
 def test_gpu_readings_come_from_prometheus_and_the_idle_workspace_is_flagged(setup):
-    thread, cluster, hub, _metrics = setup
+    thread, cluster, hub, _prometheus = setup
     admin = token_of(hub, "boss")
     carol_pod = server_pod(cluster, "carol")
     holders = wait(lambda: (lambda h: h if len([w for w in h.values() if w["pod"]]) == 3 else None)(
@@ -225,3 +226,19 @@ def test_gpu_readings_come_from_prometheus_and_the_idle_workspace_is_flagged(set
     assert page.status_code == 200, page.text
     assert 'data-node="gpu-node-1"' in page.text and "91 %" in page.text and "310 W" in page.text
     assert "40000 MiB" in page.text
+
+
+def test_without_prometheus_the_cluster_part_stays_with_a_sentence_naming_it(setup):
+    _thread, _cluster, hub, prometheus = setup
+    prometheus.stop()  # the last test of the module: nothing after it needs Prometheus
+    admin = token_of(hub, "boss")
+    r = requests.get(hub.service_url("api/cluster"), headers=admin, timeout=60)
+    assert r.status_code == 200, r.text
+    data = r.json()
+    assert data["prometheus"]["error"].startswith(f"Prometheus at {prometheus.url} did not answer")
+    assert data["idle"] is None and all(n["gpu_readings"] is None for n in data["nodes"])
+    assert sum(h["gpus"] for n in data["nodes"] for h in n["holdings"]) == 3
+    page = login(hub, "boss").get(hub.service_url("cluster"), timeout=60)
+    assert page.status_code == 200
+    assert f"Prometheus at {prometheus.url} did not answer" in page.text and 'data-node="gpu-node-1"' in page.text
+    assert "while Prometheus does not answer" in page.text
