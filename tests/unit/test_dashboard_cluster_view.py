@@ -5,7 +5,8 @@ user" (no user, server or object name) for the rest, in the holdings, the per-GP
 idle list; a Pod that is not a workspace is named to admins only; totals and pools add up the nodes; without
 Prometheus readings the GPU readings and the idle list are None (unknown), with its error sentence kept;
 a GPU's past holder's series (what ``avg_over_time`` returns too) never overrides the current holder's; the
-Cluster view's settings reject bad values naming the setting.
+Cluster view's settings reject bad values naming the setting; the page's template groups nodes by pool, names only
+whom the viewer may read, and says why the GPU readings are missing.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from traitlets.config import Config
 
 from tests.unit.test_dashboard_cluster import NOW, POOL, launcher, node, pod, run, series, vmi
 from workspacespawner.dashboard.access import Grant, Viewer
+from workspacespawner.dashboard.app import templates
 from workspacespawner.dashboard.cluster import idle_workspaces, node_views, pool_views, top_users
 from workspacespawner.dashboard.gpumetrics import UTIL, join_gpus
 from workspacespawner.dashboard.traits import dashboard_settings
@@ -110,3 +112,27 @@ def test_cluster_settings_have_working_defaults():
     settings = dashboard_settings(Config())
     assert (settings.gpu_pool_label, settings.idle_gpu_threshold, settings.idle_gpu_window, settings.prometheus_timeout) == (
         None, 5.0, 3600, 10.0)
+
+
+def render(viewer: Viewer, found: dict) -> str:
+    return templates().get_template("cluster.html").render(
+        viewer=viewer, nav=[], prefix="/services/workspaces/", hub_prefix="/hub/", xsrf_form_html=lambda: "",
+        static_url=lambda path: f"/static/{path}", title="Cluster", data=found, sparklines=sparklines(found),
+        another_user="another user")
+
+
+def test_the_page_groups_nodes_by_pool_and_names_only_whom_the_viewer_may_read():
+    html = render(LEAD, data(LEAD))
+    assert html.index("Pool lab") < html.index('data-node="gpu-1"') < html.index('data-node="gpu-2"')
+    assert html.index("Pool (no pool)") < html.index('data-node="cpu-1"')
+    assert "bob" not in html and "miner" not in html and "another user" in html
+    assert 'data-user="ann"' in html
+    admin = render(ADMIN, data(ADMIN))
+    assert 'data-user="bob"' in admin and "miner" in admin
+
+
+def test_the_page_without_prometheus_says_why_and_keeps_the_nodes():
+    found = data(ADMIN, prometheus=False, error="Prometheus at http://prom:9090 did not answer: refused")
+    html = render(ADMIN, found)
+    assert "Prometheus at http://prom:9090 did not answer: refused" in html and 'data-node="gpu-1"' in html
+    assert "tr class=\"cluster-gpu\"" not in html and 'data-field="idle-unknown"' in html
