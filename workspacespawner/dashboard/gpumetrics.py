@@ -155,10 +155,16 @@ def join_gpus(samples: dict[str, list[Sample]], pods: list[dict], vmis: list[dic
 
     GPUs are told apart by node and device index (``gpu`` label); the
     result is sorted by node, then index. Series without a ``gpu`` label
-    are ignored.
+    are ignored. When one GPU has several series (a range function such as
+    ``avg_over_time`` also returns those of the GPU's past holders, each
+    Pod its own series), the one naming a workspace that holds it now wins,
+    then the one naming no Pod (the GPU is free), then the first.
     """
     owners = holders(pods, vmis)
     rows: dict[tuple[str, int], dict] = {}
+
+    def rank(holder, pod: str) -> int:
+        return 2 if holder is not None else 1 if not pod else 0
     for metric in GPU_METRICS:
         for sample in samples.get(metric) or []:
             labels = sample.labels
@@ -170,8 +176,14 @@ def join_gpus(samples: dict[str, list[Sample]], pods: list[dict], vmis: list[dic
             holder = owners.get((namespace, pod)) if pod else None
             node = (holder.node if holder is not None else None) or labels.get("kubernetes_node") or labels.get("node") \
                 or labels.get("Hostname") or ""
-            row = rows.setdefault((node, index), {"uuid": labels.get("UUID", ""), "model": labels.get("modelName", ""),
-                                                  "pod": pod, "namespace": namespace, "holder": holder})
+            row = rows.get((node, index))
+            if row is not None and (row["pod"], row["namespace"]) != (pod, namespace):
+                if rank(holder, pod) <= rank(row["holder"], row["pod"]):
+                    continue  # another series of this GPU: a past holder's
+                row = None
+            if row is None:
+                row = rows[(node, index)] = {"uuid": labels.get("UUID", ""), "model": labels.get("modelName", ""),
+                                             "pod": pod, "namespace": namespace, "holder": holder}
             row[metric] = _number(sample.value)
     return [
         GPUStat(node=node, gpu=index, uuid=row["uuid"], model=row["model"], util=row.get(UTIL),

@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 import re
 
-from traitlets import Dict, Integer, List, TraitError, Unicode, validate
+from traitlets import Dict, Float, Integer, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
 #: What a JupyterHub service name may be: it becomes a URL segment and an OAuth client id.
 _SERVICE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+#: A Kubernetes label key: an optional DNS-subdomain prefix and ``/``, then a name of up to 63 characters.
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                        r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
 class WorkspacesDashboard(Configurable):
@@ -59,6 +63,61 @@ class WorkspacesDashboard(Configurable):
         help="""Where the proxy reaches the service (the JupyterHub service's url). None: http://<ip>:<port>.
         Example: "http://hub:10101" (z2jh: the hub's Service, with the port added to hub.service.extraPorts).""",
     ).tag(config=True)
+
+    gpu_pool_label = Unicode(
+        None,
+        allow_none=True,
+        help="""The node label whose value names a team's node pool: the Cluster view groups nodes by it and
+        sums each pool. None: no pools (every node listed alone). Example: "workspacespawner.io/pool".""",
+    ).tag(config=True)
+
+    idle_gpu_threshold = Float(
+        5.0,
+        help="""GPU utilisation in percent (0-100) below which a GPU counts as idle: the Cluster view flags a
+        workspace whose every GPU averaged less over idle_gpu_window. 0: nothing is ever idle. Example: 5.""",
+    ).tag(config=True)
+
+    idle_gpu_window = Integer(
+        3600,
+        help="""Seconds (at least 60) over which the Cluster view averages each GPU's utilisation to call it
+        idle (Prometheus's avg_over_time; a GPU holder younger than that is judged on what there is).
+        Example: 3600 (an hour).""",
+    ).tag(config=True)
+
+    prometheus_timeout = Float(
+        10.0,
+        help="""Seconds (more than 0, at most 300) the dashboard waits for one Prometheus query before showing
+        the page without its readings. Example: 10.""",
+    ).tag(config=True)
+
+    @validate("gpu_pool_label")
+    def _check_gpu_pool_label(self, proposal):
+        value = proposal["value"]
+        if value is not None and (len(value) > 317 or not _LABEL_KEY.match(value)):
+            raise TraitError(f"WorkspacesDashboard.gpu_pool_label must be a Kubernetes label key or None, not {value!r}")
+        return value
+
+    @validate("idle_gpu_threshold")
+    def _check_idle_gpu_threshold(self, proposal):
+        value = proposal["value"]
+        if not 0 <= value <= 100:
+            raise TraitError(f"WorkspacesDashboard.idle_gpu_threshold must be a percentage 0-100, not {value!r}")
+        return value
+
+    @validate("idle_gpu_window")
+    def _check_idle_gpu_window(self, proposal):
+        value = proposal["value"]
+        if value < 60:
+            raise TraitError(f"WorkspacesDashboard.idle_gpu_window must be at least 60 seconds, not {value!r}")
+        return value
+
+    @validate("prometheus_timeout")
+    def _check_prometheus_timeout(self, proposal):
+        value = proposal["value"]
+        if not 0 < value <= 300:
+            raise TraitError(f"WorkspacesDashboard.prometheus_timeout must be more than 0 and at most 300 seconds, "
+                             f"not {value!r}")
+        return value
 
     @validate("url")
     def _check_url(self, proposal):

@@ -15,6 +15,7 @@ import importlib
 VIEW_MODULES = [
     "workspacespawner.dashboard.views.workspaces",
     "workspacespawner.dashboard.views.reports",
+    "workspacespawner.dashboard.views.cluster",
 ]
 
 

@@ -1,0 +1,250 @@
+"""The Cluster view (team leads and admins): nodes and their GPUs, who holds them, the top users, idle GPUs.
+
+``GET <prefix>cluster``      the page
+``GET <prefix>api/cluster``  the same data as JSON (:func:`cluster_data`)
+
+Both answer 403 to a viewer without the view (:attr:`Viewer.sees_cluster
+<workspacespawner.dashboard.access.Viewer.sees_cluster>`). A team lead sees
+every node (sharing a node needs the whole picture) but the names of only
+the users they may read (:meth:`Viewer.can_read
+<workspacespawner.dashboard.access.Viewer.can_read>`): anyone else's
+holding, GPU, trend or idle workspace is shown as "another user" with its
+numbers, without user, server or object name. Admins see every name.
+
+The data comes from the watch caches (Nodes, Pods, VMIs: no API call per
+request), one :meth:`Ledger.runs_all <workspacespawner.quota.ledger.Ledger.runs_all>`
+read on the database thread (the 30-day trend), and, when
+``prometheus_url`` is set, five Prometheus queries (the GPUs now, and their
+mean utilisation over ``idle_gpu_window``). A Prometheus or ledger failure
+leaves its part out with a sentence saying why; the cluster part is always
+shown.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+
+from workspacespawner.dashboard import cardhours, charts
+from workspacespawner.dashboard.access import Viewer
+from workspacespawner.dashboard.base import DashboardHandler
+from workspacespawner.dashboard.cluster import (
+    Holding,
+    IdleWorkspace,
+    NodeView,
+    PoolView,
+    UserUse,
+    idle_workspaces,
+    node_views,
+    pool_views,
+    top_users,
+)
+from workspacespawner.dashboard.gpumetrics import GPUStat, read_gpu_metrics, read_gpu_utilisation
+from workspacespawner.dashboard.prometheus import PrometheusClient, PrometheusError
+from workspacespawner.k8s.kinds import NODE, POD, VMI
+from workspacespawner.quota.ledger import LedgerUnavailable
+
+log = logging.getLogger("workspacespawner.dashboard")
+
+#: What a hidden user is called on the page.
+ANOTHER_USER = "another user"
+
+#: How many users the top-users table lists.
+TOP_USERS = 10
+
+
+@dataclass(frozen=True)
+class ClusterReadings:
+    """What one request read, before the viewer's filter: ``views`` (per node), ``pools`` (empty without a pool
+    label), ``gpus`` (per GPU now; None without Prometheus or on its error), ``users`` (top users), ``idle`` (None:
+    unknown), ``prometheus_error`` and ``ledger_error`` (a sentence, or None)."""
+
+    views: list[NodeView]
+    pools: list[PoolView]
+    gpus: list[GPUStat] | None
+    users: list[UserUse]
+    idle: list[IdleWorkspace] | None
+    prometheus_error: str | None = None
+    ledger_error: str | None = None
+
+
+def _shown(viewer: Viewer, user: str | None) -> bool:
+    """Whether ``viewer`` may see the name behind a holding of ``user`` (None: not one of our workspaces)."""
+    return viewer.admin if user is None else viewer.can_read(user)
+
+
+def holding_json(viewer: Viewer, holding: Holding) -> dict:
+    """A holding for ``viewer``: ``{user, server, kind, name, node, gpus, hidden}``; a user the viewer may not
+    read (or, for a non-admin, a consumer that is not a workspace) has user, server and name None and hidden True."""
+    shown = _shown(viewer, holding.user)
+    return {
+        "user": holding.user if shown else None,
+        "server": holding.server if shown else None,
+        "kind": holding.kind,
+        "name": holding.name if shown else None,
+        "node": holding.node,
+        "gpus": holding.gpus,
+        "hidden": not shown,
+    }
+
+
+def _counts(view: NodeView | PoolView) -> dict:
+    return {
+        "gpus": {"capacity": view.gpu_capacity, "allocatable": view.gpu_allocatable, "held": view.gpus_held,
+                 "free": view.gpus_free, "unhealthy": view.gpus_unhealthy, "unusable": view.gpus_unusable},
+        "cpu": {"requested": round(view.cpu_requested, 3), "allocatable": round(view.cpu_allocatable, 3)},
+        "memory_gib": {"requested": round(view.memory_requested_gib, 3),
+                       "allocatable": round(view.memory_allocatable_gib, 3)},
+    }
+
+
+def gpu_json(viewer: Viewer, stat: GPUStat) -> dict:
+    """One GPU's readings for ``viewer``: ``{node, gpu, model, util, fb_used_mib, fb_free_mib, power_watts,
+    holder}`` (% , MiB, W; None when not reported); ``holder``: ``{user, server, kind, hidden}`` or None (free)."""
+    holder = None
+    if stat.holder is not None:
+        shown = _shown(viewer, stat.holder.user)
+        holder = {"user": stat.holder.user if shown else None, "server": stat.holder.server if shown else None,
+                  "kind": stat.holder.kind, "hidden": not shown}
+    elif stat.pod:
+        holder = {"user": None, "server": None, "kind": "other", "hidden": True}
+    return {"node": stat.node, "gpu": stat.gpu, "model": stat.model, "util": stat.util, "fb_used_mib": stat.fb_used_mib,
+            "fb_free_mib": stat.fb_free_mib, "power_watts": stat.power_watts, "holder": holder}
+
+
+def user_json(viewer: Viewer, use: UserUse) -> dict:
+    """One top user for ``viewer``: ``{user, hidden, gpus_now, total_7, total_30, days_7, days_30}`` (card-hours;
+    ``days_*`` per local day, oldest first, as ``[day, card-hours]``)."""
+    shown = viewer.can_read(use.user)
+    return {
+        "user": use.user if shown else None,
+        "hidden": not shown,
+        "gpus_now": use.gpus_now,
+        "total_7": round(use.total_7, 4),
+        "total_30": round(use.total_30, 4),
+        "days_7": [[d.day.isoformat(), round(d.card_hours, 4)] for d in use.days_7],
+        "days_30": [[d.day.isoformat(), round(d.card_hours, 4)] for d in use.days_30],
+    }
+
+
+def cluster_data(viewer: Viewer, readings: ClusterReadings, *, prometheus_url: str | None, threshold: float,
+                 window_seconds: int) -> dict:
+    """The Cluster view's data for ``viewer`` (pure): what the page draws and ``api/cluster`` answers.
+
+    ``{"nodes": [{name, pool, product, ready, schedulable, gpus: {capacity, allocatable, held, free, unhealthy,
+    unusable}, cpu: {requested, allocatable} (cores), memory_gib: {...}, holdings: [holding_json], gpu_readings:
+    [gpu_json] | None}], "pools": [{name, nodes, ...counts}], "totals": {...counts}, "top_users": [user_json],
+    "idle": [{...holding_json, max_util, gpus_idle}] | None, "prometheus": {"url", "error"}, "ledger_error",
+    "idle_threshold" (%), "idle_window" (seconds)}``. ``gpu_readings`` and ``idle`` are None without Prometheus
+    readings (not set, or it failed: ``prometheus.error`` says how).
+    """
+    readings_by_node: dict[str, list[dict]] = {}
+    for stat in readings.gpus or ():
+        readings_by_node.setdefault(stat.node, []).append(gpu_json(viewer, stat))
+    nodes = []
+    for view in readings.views:
+        node = {"name": view.name, "pool": view.pool, "product": view.product, "ready": view.ready,
+                "schedulable": view.schedulable, **_counts(view),
+                "holdings": [holding_json(viewer, h) for h in view.holdings],
+                "gpu_readings": None if readings.gpus is None else readings_by_node.get(view.name, [])}
+        nodes.append(node)
+    everything = pool_views([replace(v, pool=None) for v in readings.views])
+    totals = _counts(everything[0]) if everything else _counts(PoolView(None, (), 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0))
+    idle = None
+    if readings.idle is not None:
+        idle = [{**holding_json(viewer, w.holding), "max_util": round(w.max_util, 2), "gpus_idle": list(w.gpus)}
+                for w in readings.idle]
+    return {
+        "nodes": nodes,
+        "pools": [{"name": p.name, "nodes": list(p.nodes), **_counts(p)} for p in readings.pools],
+        "totals": totals,
+        "top_users": [user_json(viewer, u) for u in readings.users],
+        "idle": idle,
+        "idle_threshold": threshold,
+        "idle_window": window_seconds,
+        "prometheus": {"url": prometheus_url, "error": readings.prometheus_error},
+        "ledger_error": readings.ledger_error,
+    }
+
+
+async def read_cluster(ctx) -> ClusterReadings:
+    """Read the caches, the ledger (one ``runs_all`` on the database thread) and Prometheus (when set) for the view.
+
+    Never raises for Prometheus or the ledger: their failures are sentences in the result.
+    """
+    settings = ctx.settings
+    nodes, pods, vmis = (await ctx.caches.objects(NODE), await ctx.caches.objects(POD), await ctx.caches.objects(VMI))
+    views = node_views(nodes, pods + vmis, pool_label=settings.gpu_pool_label)
+    pools = pool_views(views) if settings.gpu_pool_label else []
+    now = ctx.now()
+    tz = ctx.quota.timezone
+    runs_by_user, ledger_error = {}, None
+    if ctx.ledger is not None:
+        try:
+            runs_by_user = await ctx.call(ctx.ledger.runs_all, cardhours.trend_span(now, tz))
+        except LedgerUnavailable as e:
+            log.error("Could not read the card-hours of the Cluster view: %s", e)
+            ledger_error = f"The ledger cannot be read just now ({e}); card-hour trends are left out."
+    users = top_users(views, runs_by_user, now, limit=TOP_USERS, tz=tz)
+    gpus = idle = prometheus_error = None
+    if settings.prometheus_url:
+        prometheus = PrometheusClient(settings.prometheus_url, timeout=settings.prometheus_timeout)
+        try:
+            gpus = await read_gpu_metrics(prometheus, pods, vmis)
+            utilisation = await read_gpu_utilisation(prometheus, pods, vmis, window_seconds=settings.idle_gpu_window)
+            idle = idle_workspaces(views, utilisation, threshold=settings.idle_gpu_threshold)
+        except PrometheusError as e:
+            log.warning("Cluster view without GPU readings: %s", e)
+            gpus = idle = None
+            prometheus_error = f"Prometheus at {settings.prometheus_url} did not answer: {e.error}"
+    return ClusterReadings(views, pools, gpus, users, idle, prometheus_error, ledger_error)
+
+
+def sparklines(data: dict) -> dict[int, tuple[str, str]]:
+    """``{index in data["top_users"]: (7-day SVG, 30-day SVG)}`` for the page (titles name only shown users)."""
+    found = {}
+    for index, use in enumerate(data["top_users"]):
+        who = use["user"] or ANOTHER_USER
+        found[index] = (
+            charts.sparkline([v for _d, v in use["days_7"]], title=f"Card-hours per day of {who}, last 7 days"),
+            charts.sparkline([v for _d, v in use["days_30"]], title=f"Card-hours per day of {who}, last 30 days"),
+        )
+    return found
+
+
+class ClusterHandler(DashboardHandler):
+    """Refuses (403) a viewer without the Cluster view before ``get`` runs."""
+
+    async def prepare(self):
+        await super().prepare()
+        if self._finished or self.viewer is None:
+            return
+        if not self.viewer.sees_cluster:
+            self.refuse(403, "The Cluster view is for team leads and admins.")
+
+    async def data(self) -> dict:
+        settings = self.ctx.settings
+        return cluster_data(self.viewer, await read_cluster(self.ctx), prometheus_url=settings.prometheus_url,
+                            threshold=settings.idle_gpu_threshold, window_seconds=settings.idle_gpu_window)
+
+
+class ClusterPage(ClusterHandler):
+    """``GET cluster``: the page."""
+
+    async def get(self):
+        data = await self.data()
+        self.render_page("cluster.html", title="Cluster", data=data, sparklines=sparklines(data),
+                         another_user=ANOTHER_USER)
+
+
+class ClusterApi(ClusterHandler):
+    """``GET api/cluster``: :func:`cluster_data` as JSON."""
+
+    async def get(self):
+        self.write_json(await self.data())
+
+
+ROUTES = [
+    (r"cluster", ClusterPage),
+    (r"api/cluster", ClusterApi),
+]
