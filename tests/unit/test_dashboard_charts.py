@@ -108,6 +108,17 @@ def test_sparkline_points_follow_the_values():
     assert {pair.split(",")[1] for pair in flat.get("points").split()} == {"30"}
 
 
+def test_sparkline_scale_has_a_floor():
+    """A few seconds of use (0.01 card-hours) under a floor of one card-hour stay near the baseline, not a full jump."""
+    def heights(**kwargs):
+        line = parse(charts.sparkline([0.0, 0.01], title="t", width=64, height=24, **kwargs)).find(f"{SVG}polyline")
+        return [24 - 2 - float(pair.split(",")[1]) for pair in line.get("points").split()]
+
+    assert heights() == pytest.approx([0, 20])
+    assert heights(at_least=1.0) == pytest.approx([0, 0.2], abs=0.01)
+    assert heights(at_least=0.005) == pytest.approx([0, 20])  # the values' own top is larger
+
+
 def test_the_labels_axis_title():
     plain = parse(charts.stacked_bars(["1"], {"a": [1.0]}, title="t"))
     titled = parse(charts.stacked_bars(["1"], {"a": [1.0]}, title="t", x_title="day of <June> 2025"))

@@ -253,20 +253,23 @@ def grouped_bars(
     return "\n".join(parts)
 
 
-def sparkline(values: list[float], *, title: str, unit: str = "card-hours", width: int = 120, height: int = 32) -> str:
-    """A small SVG line of ``values`` (oldest first, >= 0, in ``unit``), scaled from 0 to the largest value.
+def sparkline(values: list[float], *, title: str, unit: str = "card-hours", width: int = 120, height: int = 32,
+              at_least: float = 0.0) -> str:
+    """A small SVG line of ``values`` (oldest first, >= 0, in ``unit``), scaled from 0 to the largest value, or to
+    ``at_least`` when that is larger (so a few seconds of use stay a flat line instead of a full-height jump).
 
     No axes; the ``<title>`` and ``aria-label`` name the first, last and
     largest values with the unit. The line's points carry the values'
-    heights: ``y = height - 2 - value / largest * (height - 4)`` (a flat
-    line at the bottom when all are 0). Raises ValueError for no values or
-    a negative one.
+    heights: ``y = height - 2 - value / top * (height - 4)``, ``top`` the
+    larger of the largest value and ``at_least`` (a flat line at the bottom
+    when all are 0). Raises ValueError for no values or a negative one.
     """
     if not values:
         raise ValueError("a sparkline needs at least one value")
     _check([""] * len(values), {title: list(values)})
     largest = max(values)
-    scale = largest if largest > 0 else 1.0
+    top = max(largest, at_least)
+    scale = top if top > 0 else 1.0
     step = (width - 4) / max(1, len(values) - 1)
     points = " ".join(
         f"{_n(2 + i * step)},{_n(height - 2 - value / scale * (height - 4))}" for i, value in enumerate(values)

@@ -206,8 +206,10 @@ def sparklines(data: dict) -> dict[int, tuple[str, str]]:
     for index, use in enumerate(data["top_users"]):
         who = use["user"] or ANOTHER_USER
         found[index] = (
-            charts.sparkline([v for _d, v in use["days_7"]], title=f"Card-hours per day of {who}, last 7 days"),
-            charts.sparkline([v for _d, v in use["days_30"]], title=f"Card-hours per day of {who}, last 30 days"),
+            charts.sparkline([v for _d, v in use["days_7"]], title=f"Card-hours per day of {who}, last 7 days",
+                            at_least=1.0),
+            charts.sparkline([v for _d, v in use["days_30"]], title=f"Card-hours per day of {who}, last 30 days",
+                            at_least=1.0),
         )
     return found
 
