@@ -14,14 +14,16 @@ tests (as :mod:`tests.support.pgserver` does for PostgreSQL).
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import tempfile
+import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from workspacespawner.demoprometheus import PROGRAM, PrometheusServer, Target, Unavailable, config_text
 
-__all__ = ["PROGRAM", "Target", "Unavailable", "config_text", "running_prometheus"]
+__all__ = ["PROGRAM", "Prometheus", "Target", "Unavailable", "config_text", "running_prometheus"]
 
 
 @asynccontextmanager
@@ -41,3 +43,38 @@ async def running_prometheus(targets: dict[str, str | Target], *, interval: floa
     finally:
         await server.stop()
         shutil.rmtree(server.workdir, ignore_errors=True)
+
+
+class Prometheus:
+    """The same server for synchronous fixtures (a local cluster on its own thread, a hub in a subprocess).
+
+    It runs on an event loop of its own, on a thread that lives as long as
+    the server (the server dies with the thread that started it:
+    ``PR_SET_PDEATHSIG``). Starts at once; :meth:`wait_ready` waits until
+    every target was scraped up; :meth:`stop` stops it and deletes its
+    folder. Raises :class:`Unavailable` without the program.
+    """
+
+    def __init__(self, targets: dict[str, str | Target], *, interval: float = 1.0):
+        self.jobs = set(targets)
+        self._server = PrometheusServer(targets, Path(tempfile.mkdtemp(prefix="prometheus-")), interval=interval)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="prometheus", daemon=True)
+        self._thread.start()
+        self.url = self._call(self._server.start())
+
+    def _call(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Block until ``/-/ready`` answers and every target was scraped up; NotReady (with the log) otherwise."""
+        self._call(self._server.wait_ready(timeout, self.jobs))
+
+    def stop(self) -> None:
+        """Stop the server, its loop and thread, and delete its folder (a second call does nothing)."""
+        if self._thread.is_alive():
+            self._call(self._server.stop())
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
+        shutil.rmtree(self._server.workdir, ignore_errors=True)
