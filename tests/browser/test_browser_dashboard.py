@@ -2,11 +2,14 @@
 
 A researcher with a running 1-GPU server opens /services/workspaces/ (logging in through the hub's OAuth) and sees
 that server with the GPU it holds and its card-hours; the page's numbers equal the cluster's (the Pod's GPUs) and the
-API's in the same test. Another user gets 403 for the researcher's workspaces, on the page and through the API. The
+API's in the same test. The page's own forms take a snapshot (said in words) and refuse an expand past the disk
+quota (said in words; the home keeps its size). Another user gets 403 for the researcher's workspaces, on the page and through the API. The
 screenshot test-artifacts/dashboard-my-workspaces.png is kept for a person to look at.
 """
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -69,6 +72,24 @@ def test_a_researcher_sees_her_gpu_server_and_another_user_is_refused(demo):
         assert page.locator("[data-field=limit]").inner_text() == number(api.json()["balance"]["limit"])
         assert page.locator("nav >> text=Cluster").count() == 1  # research is a team group in the demo
         page.screenshot(path=str(ARTIFACTS / "dashboard-my-workspaces.png"), full_page=True)
+
+        # the page's own forms: a snapshot of the home is taken and said so; an expand past the disk quota is
+        # refused in words, and the home keeps its size
+        home = card.locator("tr", has=page.locator("form[action$='/snapshot']"))
+        home.locator("button", has_text="Snapshot").click()
+        page.wait_for_selector(".ws-done", timeout=30_000)
+        assert "napshot" in page.locator(".ws-done").inner_text()
+        deadline = time.monotonic() + 30  # the service's cache hears of the new VolumeSnapshot by its watch
+        while not page.request.get(hub.service_url("api/workspaces")).json()["snapshots"] and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert page.request.get(hub.service_url("api/workspaces")).json()["snapshots"]
+        size_before = api.json()["servers"][0]["disks"][0]["size"]
+        home = page.locator("article.ws-card[data-server=''] tr", has=page.locator("form[action$='/expand']"))
+        home.locator("input[name=size]").fill("100000Gi")
+        home.locator("button", has_text="Expand").click()
+        page.wait_for_selector(".ws-error", timeout=30_000)
+        assert "100000Gi" in page.locator(".ws-error").inner_text()
+        assert page.request.get(hub.service_url("api/workspaces")).json()["servers"][0]["disks"][0]["size"] == size_before
 
         other = log_in(browser, hub.url, "student1")
         refused = other.goto(hub.service_url() + "?user=researcher")
