@@ -57,7 +57,7 @@ log = logging.getLogger("workspacespawner")
 #: kubespawner's annotation with the exact user name, on what a spawner made (our VM template carries it too).
 KUBESPAWNER_USER = names.USER_ANNOTATIONS[0]
 #: KubeVirt's label on a virt-launcher Pod naming its VMI's uid.
-CREATED_BY_LABEL = "kubevirt.io/created-by"
+CREATED_BY_LABEL = names.CREATED_BY_LABEL
 
 Progress = Callable[[str], None]
 
