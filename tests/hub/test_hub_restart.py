@@ -24,8 +24,10 @@ def cluster(control_plane, tmp_path_factory):
 
 
 def owned(custom, core, user):
+    """The uids of ``user``'s workspaces: their server Pods and VMIs (a VMI's virt-launcher Pod, which carries the VMI's
+    labels, is left out: the VMI stands for it)."""
     selector = names.owner_selector(user)
-    pods = core.list_namespaced_pod("default", label_selector=selector).items
+    pods = core.list_namespaced_pod("default", label_selector=f"{selector},{names.VIRT_LAUNCHER_LABEL}!={names.VIRT_LAUNCHER}").items
     vmis = custom.list_namespaced_custom_object(
         "kubevirt.io", "v1", "default", "virtualmachineinstances", label_selector=selector
     )["items"]

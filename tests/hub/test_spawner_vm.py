@@ -15,8 +15,11 @@ the guest as they are; a file the user's container workspace writes in
 home is there in their VM workspace (the home shared through virtiofs, the
 default) and not in a VM that gets the home as a disk (an image in the
 PVC); a VM on the code-server profile serves the real VS Code workbench
-(the same code-server binary as the containers'). On both control planes
-(tests/support/planes.py).
+(the same code-server binary as the containers'); a running 1-GPU VM, whose
+virt-launcher Pod carries the VMI's labels (so the hub's Pod cache holds
+it, as on a real cluster), leaves 7 of the node's 8 GPUs free on another
+user's spawn form, and its disks list the VM once as their user. On both
+control planes (tests/support/planes.py).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import yaml
 
 from tests.support import codeserver, planes
 from tests.support.faultcases import wait_until
-from tests.support.hubharness import CONFIG_D, Hub, core_and_custom, progress_of_a_start
+from tests.support.hubharness import CONFIG_D, Hub, core_and_custom, login, progress_of_a_start
 from workspacespawner.backends.vm.manifests import ENV_FILE
 from workspacespawner.core import names
 from workspacespawner.core.milestones import LADDER, Milestone
@@ -44,6 +47,12 @@ c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
         "display_name": "VM with too many GPUs",
         "slug": "vm-sixteen-gpus",
         "kubespawner_override": {"workspace_kind": "vm", "extra_resource_limits": {"nvidia.com/gpu": 16}},
+    },
+    {
+        "display_name": "VM with one GPU",
+        "slug": "vm-one-gpu",
+        "kubespawner_override": {"workspace_kind": "vm", "extra_resource_limits": {"nvidia.com/gpu": 1},
+                                 "node_selector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
     },
     {
         "display_name": "VM with its home as a disk",
@@ -287,3 +296,28 @@ def test_one_home_for_container_and_vm_but_not_as_a_disk(hub):
     r = hub.server_request("hedy", "GET", "api/contents/from-the-container.txt")
     assert r.status_code == 404, r.text  # the guest sees the disk image's files, not the PVC's
     hub.stop_server("hedy")
+
+
+def test_a_gpu_vm_and_its_virt_launcher_pod_hold_one_gpu(hub, kube, cluster, capsys):
+    """The launcher Pod of a VM holds the VM's GPU and mounts its disks, with the VMI's labels: the hub counts it once."""
+    import json
+
+    from workspacespawner.admin import disk
+
+    core, custom = kube
+    hub.create_user("gina")
+    hub.create_user("gus")
+    hub.start_server("gina", {"profile": "vm-one-gpu"})
+    [vmi] = vmis(custom, "gina")
+    launchers = core.api_client.sanitize_for_serialization(core.list_namespaced_pod(
+        "default", label_selector=f"{names.CREATED_BY_LABEL}={vmi['metadata']['uid']}"))["items"]
+    [launcher] = launchers
+    assert launcher["metadata"]["labels"]["component"] == names.SERVER_COMPONENT  # in kubespawner's Pod cache too
+    assert launcher["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    page = login(hub, "gus").get(f"{hub.url}/hub/spawn", timeout=60)
+    assert page.ok, page.text
+    assert "7 of 8 NVIDIA-A100-SXM4-80GB free now" in page.text, page.text
+    assert disk.main(["list", "gina", "--json", "--kubeconfig", str(cluster.kubeconfig), "--namespace", "default"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert sorted((row["role"], row["used_by"]) for row in rows) == [("home", vmi["metadata"]["name"]), ("root", vmi["metadata"]["name"])], rows
+    hub.stop_server("gina")

@@ -144,6 +144,12 @@ def owner_annotations(user_name: str) -> dict[str, str]:
 #: KubeVirt's ``kubevirt.io/domain`` label: virt-controller copies the template's labels onto the VMI
 #: and its virt-launcher Pod, so a Service selecting it reaches the VM's guest.
 DOMAIN_LABEL = "kubevirt.io/domain"
+#: KubeVirt's ``kubevirt.io`` label; on a VMI's virt-launcher Pod its value is :data:`VIRT_LAUNCHER`.
+VIRT_LAUNCHER_LABEL = "kubevirt.io"
+#: The value of :data:`VIRT_LAUNCHER_LABEL` on a virt-launcher Pod (the Pod that runs a VMI's QEMU).
+VIRT_LAUNCHER = "virt-launcher"
+#: KubeVirt's label on a virt-launcher Pod naming its VMI's uid: how a reader joins the Pod to its VMI (never the name).
+CREATED_BY_LABEL = "kubevirt.io/created-by"
 #: The component label value kubespawner puts on singleuser servers (our VMs carry it too).
 SERVER_COMPONENT = "singleuser-server"
 

@@ -3,6 +3,12 @@
 No I/O: these read the camelCase dicts the API server sends (or the watch
 caches hold). Pods and VirtualMachineInstances both count as compute that
 may hold a PersistentVolumeClaim.
+
+A virt-launcher Pod stands for its VMI (:func:`counted_once`): on a real
+cluster KubeVirt's virt-controller copies the VMI's labels and annotations
+onto it, mounts the VMI's claims in it (a DataVolume as the PVC of the same
+name) and gives its ``compute`` container the VMI's resources, GPUs
+included, so any reader of Pods by our labels sees each VM workspace twice.
 """
 
 from __future__ import annotations
@@ -49,9 +55,36 @@ def uses_claim(obj: dict, claim: str) -> bool:
 FINISHED_PHASES = ("Succeeded", "Failed")
 
 
+def is_virt_launcher(obj: dict) -> bool:
+    """Whether ``obj`` is a KubeVirt virt-launcher Pod: a Pod (``kind`` unset counts as one) labelled ``kubevirt.io=virt-launcher``."""
+    if obj.get("kind") not in (None, "Pod"):
+        return False
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(names.VIRT_LAUNCHER_LABEL) == names.VIRT_LAUNCHER
+
+
+def counted_once(compute: list[dict]) -> list[dict]:
+    """``compute`` (Pods and VMIs, ``kind`` set on VMIs) without the virt-launcher Pods whose VMI is among them, order kept.
+
+    The one rule every reader of compute follows: a VMI stands for its
+    virt-launcher Pod (joined by the Pod's ``kubevirt.io/created-by`` label,
+    the VMI's uid, never by name), so a VM workspace is one workspace, its
+    GPUs, CPU and disks held once. A launcher Pod whose VMI is not there
+    (the VMI already gone while the Pod still terminates) stands for
+    itself: it still holds its node's devices and its claims.
+    """
+    vmis = {(obj.get("metadata") or {}).get("uid") for obj in compute if obj.get("kind") == "VirtualMachineInstance"}
+    vmis.discard(None)
+    return [obj for obj in compute
+            if not (is_virt_launcher(obj) and ((obj.get("metadata") or {}).get("labels") or {}).get(names.CREATED_BY_LABEL) in vmis)]
+
+
 def holders(compute: list[dict], claim: str) -> list[dict]:
-    """The Pods and VMIs of ``compute`` that use PVC ``claim`` and have not finished (terminating ones included)."""
-    return [obj for obj in compute if uses_claim(obj, claim) and ((obj.get("status") or {}).get("phase") not in FINISHED_PHASES)]
+    """The Pods and VMIs of ``compute`` that use PVC ``claim`` and have not finished (terminating ones included).
+
+    A VM's disks are held by its VMI, once (:func:`counted_once`).
+    """
+    return [obj for obj in counted_once(compute)
+            if uses_claim(obj, claim) and ((obj.get("status") or {}).get("phase") not in FINISHED_PHASES)]
 
 
 def node_of(obj: dict | None) -> str | None:

@@ -34,6 +34,7 @@ from traitlets import Any, Unicode
 
 from workspacespawner.core import names
 from workspacespawner.k8s.kinds import POD, VMI
+from workspacespawner.k8s.objects import counted_once
 
 log = logging.getLogger("workspacespawner")
 
@@ -238,9 +239,15 @@ def compute_objects() -> list[dict] | None:
     per-item type meta) but not off a watch event's object, so the kind is
     set here from the cache it was read from (a shallow copy; the caches are
     kubespawner's and stay as the API sent them).
+
+    A VM workspace is in both caches on a real cluster: kubespawner's Pod
+    reflector selects ``component=singleuser-server``, which KubeVirt
+    copies from the VMI onto its virt-launcher Pod. The Pod is left out
+    while its VMI is cached (:func:`~workspacespawner.k8s.objects.counted_once`),
+    so every reader counts the workspace once.
     """
     caches = [(POD.kind, r) for (name, _ns), r in list(_reflectors.items()) if name == "pods"]
     caches += [(VMI.kind, r) for r in shared_reflectors(VirtualMachineInstanceReflector)]
     if not caches or not all(r.first_load_future.done() and alive(r) for _kind, r in caches):
         return None
-    return [{**obj, "kind": kind} for kind, cache in caches for obj in list(cache.resources.values())]
+    return counted_once([{**obj, "kind": kind} for kind, cache in caches for obj in list(cache.resources.values())])

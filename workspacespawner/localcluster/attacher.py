@@ -19,6 +19,12 @@ attacher allowed: two Pods on one node share an RWO volume here as they do
 on Kubernetes, and an invariant that wants one consumer per disk must see
 that.
 
+A VMI and its own virt-launcher Pod are one consumer (:func:`consumer_of`):
+on a real cluster the Pod is what mounts the VMI's claims, here the
+virt-handler attaches them for the VMI (the node agent runs nothing for the
+Pod); either way one claim has one user, never a Multi-Attach error between
+a VM and itself.
+
 Shapes: a claim is ``(namespace, name)``; a consumer is a :class:`Consumer`
 ``(kind, namespace, name, uid, node)``.
 """
@@ -40,6 +46,25 @@ class Consumer:
     name: str
     uid: str
     node: str
+
+
+#: KubeVirt's label (and its value) on a virt-launcher Pod.
+_LAUNCHER = ("kubevirt.io", "virt-launcher")
+
+
+def consumer_of(kind: str, obj: dict, node: str) -> Consumer:
+    """The consumer a Pod or VMI (``kind``: ``"Pod"`` or ``"VirtualMachineInstance"``) on ``node`` attaches claims as.
+
+    A virt-launcher Pod (label ``kubevirt.io=virt-launcher``, a VMI as its
+    controlling owner) attaches as that VMI: same kind, name and uid.
+    """
+    meta = obj["metadata"]
+    if kind == "Pod" and (meta.get("labels") or {}).get(_LAUNCHER[0]) == _LAUNCHER[1]:
+        owner = next((ref for ref in meta.get("ownerReferences") or []
+                      if ref.get("kind") == "VirtualMachineInstance" and ref.get("controller")), None)
+        if owner is not None:
+            return Consumer("VirtualMachineInstance", meta["namespace"], owner["name"], owner["uid"], node)
+    return Consumer(kind, meta["namespace"], meta["name"], meta["uid"], node)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,9 @@ the plugin words it::
 Usage is counted from the stored claims at each admission (the real
 plugin reads ``status.used``, which its controller keeps equal to that);
 ``status`` of the ResourceQuota is not maintained here. Other resources of
-a quota (cpu, pods, ...) are not enforced.
+a quota (cpu, pods, ...) are not enforced. On a real cluster those count
+Pods, never VMIs: a VM counts through its virt-launcher Pod, which carries
+the VMI's requests and GPUs (:mod:`.controllers.launcher`), once.
 """
 
 from __future__ import annotations

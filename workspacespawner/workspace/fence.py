@@ -47,7 +47,7 @@ from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE, VMI
 from workspacespawner.k8s.kubevirt import stop_vm
-from workspacespawner.k8s.objects import holders, node_of, pointer, terminating
+from workspacespawner.k8s.objects import counted_once, holders, node_of, pointer, terminating
 from workspacespawner.k8s.owned import TRANSIENT_STATUSES
 from workspacespawner.workspace import lifecycle
 from workspacespawner.workspace.lifecycle import SYSTEM, Phase, Status, WorkspaceRef
@@ -57,7 +57,7 @@ log = logging.getLogger("workspacespawner")
 #: kubespawner's annotation with the exact user name, on what a spawner made (our VM template carries it too).
 KUBESPAWNER_USER = names.USER_ANNOTATIONS[0]
 #: KubeVirt's label on a virt-launcher Pod naming its VMI's uid.
-CREATED_BY_LABEL = "kubevirt.io/created-by"
+CREATED_BY_LABEL = names.CREATED_BY_LABEL
 
 Progress = Callable[[str], None]
 
@@ -83,9 +83,10 @@ def node_unreachable(obj: dict, user_name: str) -> WorkspaceError:
 
 
 async def _user_compute(kube, namespace: str, user_name: str) -> list[dict]:
+    """``user_name``'s Pods and VMIs by owner labels; a VMI's virt-launcher Pod (which carries them too) counts as its VMI."""
     selector = names.owner_selector(user_name)
     found = await kube.list(POD, namespace, labels=selector) + await kube.list(VMI, namespace, labels=selector)
-    return [o for o in found if names.labelled_for(o["metadata"], user_name)]
+    return counted_once([o for o in found if names.labelled_for(o["metadata"], user_name)])
 
 
 async def _wait_gone(kube, obj: dict, wait: float, interval: float, progress: Progress) -> bool:

@@ -7,7 +7,9 @@ not cordoned (``spec.unschedulable``), as kube-scheduler's filters count
 it. The GPUs held on it are those of the Pods (``spec.nodeName``; the
 larger of each container's ``limits`` and ``requests``) and VMIs
 (``status.nodeName``; one per ``devices.gpus`` entry and per
-``devices.hostDevices`` entry under ``nvidia.com/``) that have not finished.
+``devices.hostDevices`` entry under ``nvidia.com/``) that have not finished;
+a VMI's virt-launcher Pod, which holds the same GPUs, is not counted again
+(:func:`~workspacespawner.k8s.objects.counted_once`).
 
 :class:`GPUCapacity` reads the Pods and VMIs from the hub's shared watch
 caches and the Nodes with one LIST at most every ``node_ttl`` seconds for
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from workspacespawner.config.profiles import GPU_PRODUCT_LABEL, GPU_RESOURCE
 from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.k8s.kinds import VMI
-from workspacespawner.k8s.objects import FINISHED_PHASES, node_of, ready_condition
+from workspacespawner.k8s.objects import FINISHED_PHASES, counted_once, node_of, ready_condition
 
 log = logging.getLogger("workspacespawner")
 
@@ -86,7 +88,10 @@ def gpus_held(obj: dict) -> int:
 
 
 def gpu_pools(nodes: list[dict], compute: list[dict]) -> dict[str, GPUPool]:
-    """``{product: GPUPool}`` of the usable GPU nodes in ``nodes``, with what ``compute`` (Pods and VMIs) holds there."""
+    """``{product: GPUPool}`` of the usable GPU nodes in ``nodes``, with what ``compute`` (Pods and VMIs) holds there.
+
+    A virt-launcher Pod and its VMI hold their GPUs once (:func:`~workspacespawner.k8s.objects.counted_once`).
+    """
     allocatable: dict[str, tuple[str, int]] = {}
     for node in nodes:
         meta = node.get("metadata") or {}
@@ -94,7 +99,7 @@ def gpu_pools(nodes: list[dict], compute: list[dict]) -> dict[str, GPUPool]:
         if gpus > 0 and node_usable(node):
             allocatable[meta.get("name", "")] = ((meta.get("labels") or {}).get(GPU_PRODUCT_LABEL, ""), gpus)
     held = dict.fromkeys(allocatable, 0)
-    for obj in compute:
+    for obj in counted_once(compute):
         node = node_of(obj)
         if node in held:
             held[node] += gpus_held(obj)

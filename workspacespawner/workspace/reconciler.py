@@ -44,7 +44,6 @@ from workspacespawner.core.tasks import PeriodicPass
 from workspacespawner.k8s.kinds import POD, VMI
 from workspacespawner.k8s.kubevirt import stop_vm
 from workspacespawner.k8s.objects import terminating
-from workspacespawner.workspace.fence import CREATED_BY_LABEL
 
 log = logging.getLogger("workspacespawner")
 
@@ -76,7 +75,7 @@ def classify(objects: Iterable[dict], believed_running: Callable[[str, str], boo
     for obj in objects:
         meta = obj.get("metadata") or {}
         owner = names.server_of(meta)
-        if owner is None or CREATED_BY_LABEL in (meta.get("labels") or {}):
+        if owner is None or names.CREATED_BY_LABEL in (meta.get("labels") or {}):
             continue  # not a server's, or a VMI's virt-launcher Pod (its VMI stands for it)
         belief = believed_running(*owner)
         if belief is False:

@@ -18,7 +18,7 @@ import re
 import shutil
 from pathlib import Path
 
-from ..attacher import Consumer, MultiAttachError
+from ..attacher import MultiAttachError, consumer_of
 from ..conditions import set_condition
 from ..errors import ApiError
 from ..store import rfc3339
@@ -294,7 +294,7 @@ class PodRuntime(Workload):
                     "FailedMount",
                     f"PVC {self.namespace}/{claim} was not created for pod {self.namespace}/{self.name} (pod is not owner)",
                 )
-        consumer = Consumer("Pod", self.namespace, self.name, self.uid, self.node)
+        consumer = consumer_of("Pod", self.obj, self.node)
         try:
             path = attach_claim(self.agent.cluster, self.namespace, claim, consumer, self.client)
         except MultiAttachError as e:

@@ -1,27 +1,51 @@
 """The virt-launcher Pod of a VirtualMachineInstance, as KubeVirt's virt-controller makes it.
 
 On a real cluster every running VMI has a Pod, ``virt-launcher-<vmi>-<suffix>``,
-which runs the guest's QEMU and holds the VMI's resources (its GPUs too):
-node agents such as NVIDIA's dcgm-exporter name that Pod, never the VMI. It
-carries KubeVirt's labels ``kubevirt.io=virt-launcher``,
-``kubevirt.io/created-by=<VMI uid>`` and ``vm.kubevirt.io/name=<VMI name>``,
-and the VMI is its controlling owner; that label is how a reader joins the
-Pod to its VMI (never the name).
+which runs the guest's QEMU and holds the VMI's resources: node agents such
+as NVIDIA's dcgm-exporter name that Pod, never the VMI. KubeVirt renders it
+(``pkg/virt-controller/services/template.go``, ``renderLaunchManifest``;
+read there, not copied) with:
+
+* labels: every label of the VMI as it was before placement (so of the VirtualMachine's
+  ``spec.template.metadata.labels``; that is how a Service selecting
+  ``kubevirt.io/domain: <vm>`` reaches the guest), then KubeVirt's own
+  ``kubevirt.io=virt-launcher``, ``kubevirt.io/created-by=<VMI uid>`` and
+  ``vm.kubevirt.io/name=<VMI name>`` (``podLabels``);
+* annotations: the VMI's, except ``kubectl.kubernetes.io/*`` and
+  ``kubevirt.io/{storage,latest}-observed-api-version``, plus
+  ``kubevirt.io/domain=<VMI name>`` and
+  ``kubectl.kubernetes.io/default-container=compute``;
+* the VMI as its controlling owner;
+* volumes: each ``persistentVolumeClaim`` and ``dataVolume`` volume of the
+  VMI as a ``persistentVolumeClaim`` volume of the same name, a DataVolume
+  as the claim of its own name (``PVCNameFromVirtVolume``), mounted in the
+  ``compute`` container under ``/var/run/kubevirt-private/vmi-disks/<name>``;
+* the ``compute`` container's resources: the VMI's requests (else one core
+  per vCPU and the guest memory), its limits, and one of each
+  ``devices.gpus``/``devices.hostDevices`` entry's ``deviceName`` as a limit
+  (and request) of that extended resource (``WithGPUs``/``WithHostDevices``).
+
+So a reader selecting Pods by our labels (kubespawner's reflector selects
+``component=singleuser-server``) finds the VMI's launcher Pod too, holding
+the same GPUs and claims: the product counts it once
+(``workspacespawner.k8s.objects.counted_once``).
 
 Here the VMI's guest is run by the node agent's guest runtime, so the Pod is
 a stand-in: :class:`~.virt.VirtController` creates it once the VMI is placed
-(bound to the VMI's node, with the VMI's requests as its compute container's
-requests), mirrors the VMI's phase into its status, and deletes it when the
-VMI finishes or goes. The scheduler does not count it (the VMI is counted
-instead), the node agent runs nothing for it (it only confirms its
-deletion). Unlike KubeVirt it does not copy the VMI's own labels: the
-product's caches select Pods by the labels of its templates, and a copy
-would show the same workspace twice to the hub's readers.
+(``spec.nodeName`` set, so no scheduler places it, neither ours nor the real
+kube-scheduler), mirrors the VMI's phase into its status, and deletes it
+when the VMI finishes or goes. The local cluster keeps one count of it and
+its VMI: the scheduler counts the VMI, not the Pod; the node agent runs
+nothing for it (it only confirms its deletion), so only the VMI attaches the
+claims, and the attacher would take the Pod for its VMI anyway
+(:func:`~..attacher.consumer_of`). Left out: KubeVirt's resource overheads,
+container disks, hotplug, sidecars, cloud-init and Secret volumes, probes.
 """
 
 from __future__ import annotations
 
 import hashlib
+from decimal import Decimal
 
 from .refs import owner_reference
 
@@ -29,6 +53,14 @@ LAUNCHER_LABEL = "kubevirt.io"
 LAUNCHER_VALUE = "virt-launcher"
 CREATED_BY_LABEL = "kubevirt.io/created-by"
 VM_NAME_LABEL = "vm.kubevirt.io/name"
+#: The label the scheduler puts on a placed VMI (after KubeVirt rendered its Pod: not copied).
+NODE_NAME_LABEL = "kubevirt.io/nodeName"
+DOMAIN_ANNOTATION = "kubevirt.io/domain"
+DEFAULT_CONTAINER_ANNOTATION = "kubectl.kubernetes.io/default-container"
+#: Where KubeVirt mounts a filesystem-mode claim in the compute container: ``<this>/<volume name>``.
+DISKS_DIR = "/var/run/kubevirt-private/vmi-disks"
+#: Annotations of a VMI that KubeVirt does not copy onto its launcher Pod (prefixes).
+_NOT_COPIED = ("kubectl.kubernetes.io", "kubevirt.io/storage-observed-api-version", "kubevirt.io/latest-observed-api-version")
 
 
 def is_launcher(pod: dict) -> bool:
@@ -45,16 +77,62 @@ def launcher_name(vmi: dict) -> str:
     return f"virt-launcher-{vmi['metadata']['name'][:40]}-{suffix}"
 
 
-def make_launcher_pod(vmi: dict, node: str, requests: dict[str, str]) -> dict:
-    """The virt-launcher Pod of ``vmi``, bound to ``node``; ``requests``: ``{resource: quantity}`` of its compute container."""
+def claim_volumes(vmi: dict) -> list[dict]:
+    """The launcher Pod's volumes for the VMI's claims: ``[{"name", "persistentVolumeClaim": {"claimName"}}]``, in the VMI's order.
+
+    A ``dataVolume`` volume becomes the claim of the DataVolume's name;
+    volumes of other sources (cloud-init, container disks, ...) are left out.
+    """
+    found = []
+    for volume in (vmi.get("spec") or {}).get("volumes") or []:
+        claim = (volume.get("persistentVolumeClaim") or {}).get("claimName") or (volume.get("dataVolume") or {}).get("name")
+        if claim:
+            found.append({"name": volume["name"], "persistentVolumeClaim": {"claimName": claim}})
+    return found
+
+
+def _quantity(amount: Decimal) -> str:
+    """A Decimal amount as a quantity string, without an exponent (``2``, ``0.5``, ``1073741824``)."""
+    text = f"{amount:f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def compute_resources(vmi: dict, requests: dict[str, Decimal]) -> dict:
+    """The ``compute`` container's ``{"requests", "limits"}`` from ``requests`` (what the VMI asks of its node).
+
+    ``requests``: ``{resource: amount}`` as the scheduler reckons a VMI
+    (``pods`` is dropped: no container asks for it). Extended resources
+    (names with a ``/``, the GPUs) are limits too, as Kubernetes wants
+    them; CPU and memory limits are the VMI's ``resources.limits``.
+    """
+    asked = {name: amount for name, amount in requests.items() if name != "pods"}
+    own_limits = ((((vmi.get("spec") or {}).get("domain") or {}).get("resources") or {}).get("limits")) or {}
+    limits = {name: str(value) for name, value in own_limits.items() if name in ("cpu", "memory")}
+    limits.update({name: _quantity(amount) for name, amount in asked.items() if "/" in name})
+    return {"requests": {name: _quantity(amount) for name, amount in asked.items()}, "limits": limits}
+
+
+def make_launcher_pod(vmi: dict, node: str, requests: dict[str, Decimal]) -> dict:
+    """The virt-launcher Pod of ``vmi``, bound to ``node`` (see the module docstring).
+
+    ``requests``: ``{resource: amount}`` the VMI asks of its node
+    (:func:`~.scheduler.vmi_requests`).
+    """
     meta = vmi["metadata"]
+    # KubeVirt renders the Pod before the VMI is placed, so never with the VMI's later kubevirt.io/nodeName label.
+    labels = {key: value for key, value in (meta.get("labels") or {}).items() if key != NODE_NAME_LABEL}
+    labels.update({LAUNCHER_LABEL: LAUNCHER_VALUE, CREATED_BY_LABEL: meta["uid"], VM_NAME_LABEL: meta["name"]})
+    annotations = {key: value for key, value in (meta.get("annotations") or {}).items() if not key.startswith(_NOT_COPIED)}
+    annotations.update({DOMAIN_ANNOTATION: meta["name"], DEFAULT_CONTAINER_ANNOTATION: "compute"})
+    volumes = claim_volumes(vmi)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": launcher_name(vmi),
             "namespace": meta["namespace"],
-            "labels": {LAUNCHER_LABEL: LAUNCHER_VALUE, CREATED_BY_LABEL: meta["uid"], VM_NAME_LABEL: meta["name"]},
+            "labels": labels,
+            "annotations": annotations,
             "ownerReferences": [owner_reference(vmi)],
         },
         "spec": {
@@ -64,7 +142,9 @@ def make_launcher_pod(vmi: dict, node: str, requests: dict[str, str]) -> dict:
             "containers": [{
                 "name": "compute",
                 "image": "quay.io/kubevirt/virt-launcher",
-                "resources": {"requests": dict(requests), "limits": dict(requests)},
+                "resources": compute_resources(vmi, requests),
+                "volumeMounts": [{"name": v["name"], "mountPath": f"{DISKS_DIR}/{v['name']}"} for v in volumes],
             }],
+            "volumes": volumes,
         },
     }

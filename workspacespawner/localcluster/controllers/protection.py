@@ -11,7 +11,9 @@ This controller lets it go:
   ``persistentVolumeClaim`` volume (a finished Pod still counts, as on a real
   cluster, until it is deleted). A VirtualMachineInstance placed on a node
   counts the same way for each claim it names, directly or as a DataVolume
-  (whose claim has the DataVolume's name), since its virt-launcher Pod would.
+  (whose claim has the DataVolume's name), as its virt-launcher Pod does
+  (it mounts those claims; before it exists, and once it is gone while the
+  VMI still stops, the VMI covers for it).
 * A deleted PV loses its finalizer once it is no longer ``Bound``.
 * A PVC or PV that is not being deleted and lacks its finalizer (created
   before the admission plugin, or stripped by a client) gets it back.

@@ -38,9 +38,10 @@ the VMI standing for its virt-launcher Pod:
 * Deleting a VMI: the node agent stops the guest and removes the finalizer;
   for a VMI that never reached a node, or has already finished, this
   controller removes it.
-* A placed VMI gets its virt-launcher Pod (:mod:`.launcher`), bound to its
-  node and mirroring its phase; the Pod is deleted when the VMI finishes,
-  is being deleted or is gone.
+* A placed VMI gets its virt-launcher Pod (:mod:`.launcher`: the VMI's
+  labels and annotations, its claims as volumes, its resources and GPUs in
+  the compute container), bound to its node and mirroring its phase; the
+  Pod is deleted when the VMI finishes, is being deleted or is gone.
 """
 
 from __future__ import annotations
@@ -206,8 +207,7 @@ class VirtController(Controller):
                                                  preconditions={"uid": pod["metadata"]["uid"]})
                 return
             if not mine:
-                requests = {name: str(amount) for name, amount in vmi_requests(vmi).items()}
-                mine = [await self.client.create(pods, meta["namespace"], make_launcher_pod(vmi, status["nodeName"], requests))]
+                mine = [await self.client.create(pods, meta["namespace"], make_launcher_pod(vmi, status["nodeName"], vmi_requests(vmi)))]
             phase = "Running" if status.get("phase") == "Running" else "Pending"
             for pod in mine:
                 if (pod.get("status") or {}).get("phase") != phase and not pod["metadata"].get("deletionTimestamp"):
