@@ -57,6 +57,17 @@ def test_compute_is_found_by_labels_and_annotations_not_by_name():
     assert compute_of([mine, lookalike, foreign], "alice") == {"": mine}
 
 
+def test_a_vm_server_is_its_vmi_not_its_virt_launcher_pod():
+    """KubeVirt copies the VMI's labels and annotations onto its virt-launcher Pod: the server is still one VM."""
+    vmi = {"kind": "VirtualMachineInstance", "metadata": {**meta("alice", "vm-alice", **{
+        "hub.jupyter.org/username": "alice", "hub.jupyter.org/servername": "gpu"}), "uid": "vmi-uid-1"},
+        "spec": {"domain": {"devices": {}}}, "status": {"phase": "Running", "nodeName": "gpu-node-1"}}
+    launcher = pod("alice", "gpu", "virt-launcher-vm-alice-abcde", gpus=1)
+    launcher["metadata"]["labels"].update({names.VIRT_LAUNCHER_LABEL: names.VIRT_LAUNCHER, names.CREATED_BY_LABEL: "vmi-uid-1"})
+    assert compute_of([launcher, vmi], "alice") == {"gpu": vmi}
+    assert compute_of([vmi, launcher], "alice") == {"gpu": vmi}
+
+
 def test_a_running_gpu_server_shows_what_it_holds_and_its_card_hours():
     runs = [Run(gpus=2, started=NOW - timedelta(hours=3), stopped=NOW - timedelta(hours=1), user="alice", server_name="train"),
             Run(gpus=1, started=NOW - timedelta(hours=2), user="alice", server_name="train", state="open"),

@@ -31,9 +31,9 @@ from decimal import Decimal
 from workspacespawner.core.names import labelled_for, server_of
 from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.dashboard import cardhours
-from workspacespawner.dashboard.gpumetrics import CONTAINER, LAUNCHER_LABEL, LAUNCHER_VALUE, VM, GPUStat
+from workspacespawner.dashboard.gpumetrics import CONTAINER, VM, GPUStat
 from workspacespawner.k8s.kinds import VMI
-from workspacespawner.k8s.objects import FINISHED_PHASES, node_of, ready_condition
+from workspacespawner.k8s.objects import FINISHED_PHASES, counted_once, node_of, ready_condition
 from workspacespawner.workspace.gpus import gpus_held, node_gpus, node_usable
 
 GIB = Decimal(2**30)
@@ -133,11 +133,6 @@ def _quantity(value) -> Decimal:
         return Decimal(0)
 
 
-def is_launcher(pod: dict) -> bool:
-    """Whether a Pod is a KubeVirt virt-launcher Pod (label ``kubevirt.io=virt-launcher``): its VMI counts instead."""
-    return ((pod.get("metadata") or {}).get("labels") or {}).get(LAUNCHER_LABEL) == LAUNCHER_VALUE
-
-
 def requested(obj: dict) -> tuple[Decimal, Decimal]:
     """``(CPU cores, memory bytes)`` a Pod or VMI (``kind`` set) requests (requests, else limits; a VMI: its domain).
 
@@ -178,13 +173,11 @@ def node_views(nodes: list[dict], compute: list[dict], *, pool_label: str | None
     """One :class:`NodeView` per node, sorted by name.
 
     ``nodes``: Node dicts; ``compute``: Pods and VMIs (``kind`` set), as the
-    watch caches hold them (virt-launcher Pods are skipped, their VMIs
-    count); ``pool_label``: the node label naming a team pool, or None.
+    watch caches hold them (a virt-launcher Pod counts as its VMI:
+    :func:`~workspacespawner.k8s.objects.counted_once`); ``pool_label``: the node label naming a team pool, or None.
     """
     placed: dict[str, list[dict]] = defaultdict(list)
-    for obj in compute:
-        if obj.get("kind") != VMI.kind and is_launcher(obj):
-            continue
+    for obj in counted_once(compute):
         if (obj.get("status") or {}).get("phase") in FINISHED_PHASES or not node_of(obj):
             continue
         placed[node_of(obj)].append(obj)

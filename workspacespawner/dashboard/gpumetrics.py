@@ -33,8 +33,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from workspacespawner.core import names
 from workspacespawner.core.names import labelled_for, server_of
 from workspacespawner.dashboard.prometheus import PrometheusClient, Sample
+from workspacespawner.k8s.objects import is_virt_launcher
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"
@@ -43,10 +45,6 @@ POWER = "DCGM_FI_DEV_POWER_USAGE"
 GPU_METRICS = (UTIL, FB_USED, FB_FREE, POWER)
 VOLUME_USED = "kubelet_volume_stats_used_bytes"
 VOLUME_CAPACITY = "kubelet_volume_stats_capacity_bytes"
-
-LAUNCHER_LABEL = "kubevirt.io"
-LAUNCHER_VALUE = "virt-launcher"
-CREATED_BY_LABEL = "kubevirt.io/created-by"
 
 CONTAINER = "container"
 VM = "vm"
@@ -124,8 +122,8 @@ def holders(pods: list[dict], vmis: list[dict]) -> dict[tuple[str, str], Holder]
         labels = meta.get("labels") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
         node = (pod.get("spec") or {}).get("nodeName")
-        if labels.get(LAUNCHER_LABEL) == LAUNCHER_VALUE:
-            vmi = by_uid.get(labels.get(CREATED_BY_LABEL))
+        if is_virt_launcher(pod):
+            vmi = by_uid.get(labels.get(names.CREATED_BY_LABEL))
             if vmi is None or _meta(vmi).get("namespace") != key[0]:
                 continue
             owner = _owner(_meta(vmi))

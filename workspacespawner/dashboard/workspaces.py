@@ -22,7 +22,7 @@ from workspacespawner.core import names
 from workspacespawner.core.quantities import gib, parse_quantity
 from workspacespawner.homepage.model import RetainedDisk, retained_disks, server_phase
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VMI, VOLUME_SNAPSHOT
-from workspacespawner.k8s.objects import node_of, uses_claim
+from workspacespawner.k8s.objects import counted_once, node_of, uses_claim
 from workspacespawner.quota.policy import number, when
 from workspacespawner.quota.service import MonthBalance
 from workspacespawner.workspace.disks import phase_of, requested_bytes
@@ -96,11 +96,10 @@ def _meta(obj: dict) -> dict:
 
 def compute_of(objects: list[dict], user: str) -> dict[str, dict]:
     """``user``'s Pods and VirtualMachineInstances (``kind`` set) by server name, found by owner labels and the
-    user/server annotations; a finished or deleted one loses to a live one."""
+    user/server annotations; a finished or deleted one loses to a live one; a VMI's virt-launcher Pod (which carries
+    the VMI's labels and annotations) counts as its VMI (:func:`~workspacespawner.k8s.objects.counted_once`)."""
     found: dict[str, dict] = {}
-    for obj in objects:
-        if obj.get("kind") not in (POD.kind, VMI.kind):
-            continue
+    for obj in counted_once([o for o in objects if o.get("kind") in (POD.kind, VMI.kind)]):
         meta = _meta(obj)
         owner = names.server_of(meta)
         if owner is None or owner[0] != user or not names.labelled_for(meta, user):
