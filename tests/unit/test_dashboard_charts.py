@@ -148,3 +148,11 @@ def test_an_empty_month_draws_an_axis_and_no_bars():
     assert bars(root) == [] and root.get("aria-label") == "Nothing yet: 0 card-hours in all over 30 bars"
     shown = [t.text for t in root.iter(f"{SVG}text") if t.get("text-anchor") == "middle" and t.text.isdigit()]
     assert shown[:3] == ["1", "3", "5"]  # 30 days: every second day is labelled
+
+
+def test_ticks_of_a_small_axis_stay_distinct():
+    """A day with 36 seconds of one GPU (0.01 card-hours) tops the axis at 0.01: ticks 0, 0.005, 0.01 (not 0, 0.01, 0.01)."""
+    root = parse(charts.stacked_bars(["1", "2"], {"(default)": [0.0, 0.01]}, title="t"))
+    ticks = [t.text for t in root.iter(f"{SVG}text") if t.get("text-anchor") == "end"]
+    assert ticks[:3] == ["0", "0.005", "0.01"]
+    assert [charts.tick_label(v) for v in (0, 0.0075, 0.015, 0.25, 2.5, 500)] == ["0", "0.0075", "0.015", "0.25", "2.5", "500"]

@@ -84,6 +84,12 @@ def _open(width: int, height: int, title: str, description: str) -> list[str]:
     ]
 
 
+def tick_label(value: float) -> str:
+    """A value axis tick as people read it: ``number`` (two decimals at most) from 0.1 up, two significant digits
+    below (``0.0075``, ``0.015``), so the ticks of an axis topped by a few seconds' card-hours stay distinct."""
+    return number(value) if value == 0 or value >= 0.1 else f"{value:.2g}"
+
+
 def _axes(width: int, plot_bottom: float, plot_height: float, axis_max: float, unit: str) -> list[str]:
     """The value axis with ticks at 0, half and the top, and its unit."""
     parts = []
@@ -93,7 +99,7 @@ def _axes(width: int, plot_bottom: float, plot_height: float, axis_max: float, u
             f'<line x1="{_LEFT}" y1="{_n(y)}" x2="{width - _RIGHT}" y2="{_n(y)}" stroke="#ddd" stroke-width="1"/>'
         )
         parts.append(
-            f'<text x="{_LEFT - 4}" y="{_n(y + 4)}" text-anchor="end" {_FONT}>{_text(number(axis_max * fraction))}</text>'
+            f'<text x="{_LEFT - 4}" y="{_n(y + 4)}" text-anchor="end" {_FONT}>{_text(tick_label(axis_max * fraction))}</text>'
         )
     middle = plot_bottom - plot_height / 2
     parts.append(
