@@ -85,20 +85,28 @@ async def my_cardhours(handler: DashboardHandler, user: str, groups, now) -> dic
 
 def cardhours_charts(data: dict | None) -> dict[str, str]:
     """The SVG charts of :func:`my_cardhours`' JSON (pure): ``days`` (stacked bars per day of this month, per
-    server) and ``months`` (bars per month of the last six, per server); ``{}`` for None."""
+    server) and ``months`` (bars per month of the last six and this one so far, per server); ``{}`` for None."""
     if not data:
         return {}
 
     def labelled(series: dict) -> dict[str, list[float]]:
         return {cardhours.server_label(name): series["values"][name] for name in series["servers"]}
 
+    def with_this_month(months: dict, days: dict) -> dict[str, list[float]]:
+        def row(series: dict, name: str) -> list[float]:
+            return series["values"].get(name) or [0.0] * len(series["labels"])
+
+        servers = dict.fromkeys([*months["servers"], *days["servers"]])
+        return {cardhours.server_label(name): row(months, name) + [sum(row(days, name))] for name in servers}
+
     days, months = data["days"], data["months"]
     this_month = data["balance"]["period_start"][:7]
     return {
         "days": charts.stacked_bars(days["labels"], labelled(days), title=f"Card-hours per day, {this_month}",
                                     x_title="Day of the month", width=460),
-        "months": charts.grouped_bars(months["labels"], labelled(months), title="Card-hours per month, last six months",
-                                      x_title="Month", width=460),
+        "months": charts.grouped_bars(months["labels"] + [f"{this_month} so far"], with_this_month(months, days),
+                                      title="Card-hours per month: the last six and this one so far", x_title="Month",
+                                      width=460),
     }
 
 
