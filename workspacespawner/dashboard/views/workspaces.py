@@ -104,7 +104,7 @@ def cardhours_charts(data: dict | None) -> dict[str, str]:
     return {
         "days": charts.stacked_bars(days["labels"], labelled(days), title=f"Card-hours per day, {this_month}",
                                     x_title="Day of the month", width=460),
-        "months": charts.grouped_bars(months["labels"] + [f"{this_month} so far"], with_this_month(months, days),
+        "months": charts.grouped_bars(months["labels"] + [this_month], with_this_month(months, days),
                                       title="Card-hours per month: the last six and this one so far", x_title="Month",
                                       width=460),
     }
