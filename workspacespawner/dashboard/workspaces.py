@@ -20,6 +20,7 @@ from datetime import datetime
 from workspacespawner.config.profiles import GPU_PRODUCT_LABEL
 from workspacespawner.core import names
 from workspacespawner.core.quantities import gib, parse_quantity
+from workspacespawner.dashboard.cluster import requested
 from workspacespawner.homepage.model import RetainedDisk, retained_disks, server_phase
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VMI, VOLUME_SNAPSHOT
 from workspacespawner.k8s.objects import counted_once, node_of, uses_claim
@@ -94,6 +95,12 @@ def _meta(obj: dict) -> dict:
     return obj.get("metadata") or {}
 
 
+def _held_cpu_memory(obj: dict) -> tuple[float, int]:
+    """Cores and bytes a Pod or VMI asks for, counted as the Cluster view counts them (:func:`.cluster.requested`)."""
+    cpu, memory = requested(obj)
+    return float(cpu), int(memory)
+
+
 def compute_of(objects: list[dict], user: str) -> dict[str, dict]:
     """``user``'s Pods and VirtualMachineInstances (``kind`` set) by server name, found by owner labels and the
     user/server annotations; a finished or deleted one loses to a live one; a VMI's virt-launcher Pod (which carries
@@ -108,24 +115,6 @@ def compute_of(objects: list[dict], user: str) -> dict[str, dict]:
         if server not in found or (not meta.get("deletionTimestamp") and _meta(found[server]).get("deletionTimestamp")):
             found[server] = obj
     return found
-
-
-def _cpu_memory(obj: dict) -> tuple[float, int]:
-    """Cores and bytes a Pod (its containers' requests) or a VMI (its domain's requests) asks for."""
-    spec = obj.get("spec") or {}
-    if obj.get("kind") == VMI.kind:
-        domain = spec.get("domain") or {}
-        requests = (domain.get("resources") or {}).get("requests") or {}
-        cores = (domain.get("cpu") or {}).get("cores")
-        cpu = float(parse_quantity(requests["cpu"])) if "cpu" in requests else float(cores or 0)
-        memory = requests.get("memory") or (domain.get("memory") or {}).get("guest")
-        return cpu, int(parse_quantity(memory)) if memory else 0
-    cpu, memory = 0.0, 0
-    for container in spec.get("containers") or []:
-        requests = (container.get("resources") or {}).get("requests") or {}
-        cpu += float(parse_quantity(requests["cpu"])) if "cpu" in requests else 0.0
-        memory += int(parse_quantity(requests["memory"])) if "memory" in requests else 0
-    return cpu, memory
 
 
 def _running_since(obj: dict) -> str:
@@ -175,7 +164,7 @@ def workspace_rows(user: str, hub_user: dict, objects: list[dict], month: MonthB
         obj = compute.get(server)
         phase = server_phase(not model.get("stopped", False), bool(model.get("ready")), model.get("pending"))
         live = obj is not None and phase != str(Phase.STOPPED)
-        cpu, memory = _cpu_memory(obj) if live else (0.0, 0)
+        cpu, memory = _held_cpu_memory(obj) if live else (0.0, 0)
         node = (node_of(obj) or "") if live else ""
         gpus = gpus_held(obj) if live else 0
         labels = _meta(nodes.get(node) or {}).get("labels") or {}
