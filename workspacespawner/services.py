@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 
 from prometheus_client import Gauge
 
+from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.core.tasks import BackgroundTasks
 from workspacespawner.db.engine import DatabaseUnavailable
 from workspacespawner.k8s.cachedkube import CachedKube
@@ -48,6 +49,8 @@ class HubServices:
 
     def __init__(self, config=None, *, core_api=None, custom_api=None):
         self.quota = QuotaService(WorkspaceQuota(config=config) if config is not None else WorkspaceQuota())
+        #: The card-hour weights (``c.GPUEconomy``), read once for the process.
+        self.economy = GPUEconomy(config=config) if config is not None else GPUEconomy()
         self.audit = AuditLog(self.quota.ledger)
         self.kube = CachedKube(core_api, custom_api) if core_api is not None else None
         self.tasks = BackgroundTasks()
@@ -87,7 +90,7 @@ class HubServices:
             return None
         if self._gpus is None:
             kube = self.kube
-            self._gpus = GPUCapacity(lambda: kube.list(NODE, None), compute)
+            self._gpus = GPUCapacity(lambda: kube.list(NODE, None), compute, declared=self.economy.declared())
         return self._gpus
 
     def start_reconciler(self, objects: Callable[[], list | None], *, interval: float) -> ComputeReconciler | None:

@@ -41,6 +41,7 @@ from workspacespawner.backends.vm.backend import VMBackend, VMNaming
 from workspacespawner.backends.vm.manifests import singleuser_command
 from workspacespawner.backends.vm.traits import VMTraits
 from workspacespawner.config.check import check_spawner_config
+from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.config.workspace import IDE_ENV, KubeSpawnerGuards, WorkspaceTraits
 from workspacespawner.core import names
@@ -163,7 +164,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         self.home_pvc_name = state.get("home_pvc_name") or self.home_pvc_name
         if state.get("profile"):
             try:
-                self.profile = ResolvedProfile(**state["profile"])
+                self.profile = ResolvedProfile.from_state(state["profile"])
             except TypeError:
                 self.log.warning("Ignoring saved profile of %s in an unknown shape", self._log_name)
         self._vm.load_state(state)
@@ -322,7 +323,8 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         if not (isinstance(error, WorkspaceError) and error.reason == "unschedulable" and profile and profile.gpus):
             return error
         pools = await self._gpu_pools()
-        sentence = gpus.shortage(gpus.pool_for(pools, profile.gpu_product), profile.gpus) if pools is not None else None
+        pool = gpus.pool_for(pools, profile.gpu_product, profile.gpu_resource) if pools is not None else None
+        sentence = gpus.shortage(pool, profile.gpus) if pool is not None else None
         if sentence is None:
             return error
         self.log.info("%s: %s (the scheduler: %s)", self._log_name, sentence, error.detail)
@@ -526,3 +528,4 @@ def check_hub_config(config) -> None:
     """
     check_spawner_config(config, WorkspaceSpawner)
     check_storage_config(config)
+    GPUEconomy(config=config)

@@ -20,11 +20,11 @@ import copy
 import re
 import unicodedata
 
+from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.profiles import (
-    GPU_PRODUCT_LABEL,
-    GPU_RESOURCE,
     UNLISTED_MAX_CHARS,
     ResolvedProfile,
+    gpu_limit,
     profile_allowed,
     profiles_for_user,
     unlisted_rule,
@@ -32,6 +32,7 @@ from workspacespawner.config.profiles import (
     with_unlisted_defaults,
 )
 from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
 
 #: How kubespawner names the free-form value of option ``x`` in user_options: ``x--unlisted-choice``.
 UNLISTED_SUFFIX = "--unlisted-choice"
@@ -78,7 +79,7 @@ async def profile_list(spawner) -> list[dict]:
     profiles = spawner._sorted_dict_values(spawner.profile_list)
     if callable(profiles):
         profiles = await maybe_await(profiles(spawner))
-        validate_profile_list(profiles, spawner.trait_names())
+        validate_profile_list(profiles, spawner.trait_names(), GPUEconomy(config=spawner.config).declared())
     return with_unlisted_defaults(spawner._get_initialized_profile_list(profiles))
 
 
@@ -221,19 +222,31 @@ def reset_to_configured(spawner, profiles: list[dict], configured: dict) -> None
 
 
 def resolve_profile(spawner, profile: dict) -> ResolvedProfile:
-    """The frozen profile of this start, from the spawner's traits as the profile left them."""
-    gpus = int(str((spawner.extra_resource_limits or {}).get(GPU_RESOURCE, 0) or 0))
+    """The frozen profile of this start, from the spawner's traits as the profile left them.
+
+    Its GPUs are the one GPU resource of ``extra_resource_limits``; a VM's
+    are its ``vm_gpu_device_name`` devices. ``gpu_weight`` is what a unit
+    costs on the profile's GPU product, or the most it may cost when the
+    profile names none (:class:`~workspacespawner.config.gpueconomy.GPUEconomy`).
+    """
+    economy = GPUEconomy(config=spawner.config)
+    resource, gpus = gpu_limit(spawner.extra_resource_limits, economy.declared())
+    if gpus and spawner.workspace_kind == "vm":
+        resource = spawner.vm_gpu_device_name
+    product = (spawner.node_selector or {}).get(GPU_PRODUCT_LABEL)
     return ResolvedProfile(
         slug=profile.get("slug", ""),
         display_name=profile.get("display_name", ""),
         workspace_kind=spawner.workspace_kind,
         ide=spawner.ide,
         gpus=gpus,
-        gpu_product=(spawner.node_selector or {}).get(GPU_PRODUCT_LABEL),
+        gpu_product=product,
         cpu=spawner.cpu_limit,
         memory=str(spawner.mem_limit) if spawner.mem_limit else None,
         image=spawner.image,
         default_url=spawner.default_url or "",
+        gpu_resource=resource,
+        gpu_weight=economy.weight(resource, product) if product else economy.highest_weight(resource),
     )
 
 

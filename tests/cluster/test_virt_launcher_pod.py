@@ -95,7 +95,7 @@ async def test_a_gpu_vms_launcher_pod_is_kubevirts_and_the_vm_counts_once(tmp_pa
         assert [p["metadata"]["name"] for p in listed(cluster, PODS, names.owner_selector("bob"), "Pod")] == [launcher["metadata"]["name"]]
         compute = servers + listed(cluster, VMIS, f"component={names.SERVER_COMPONENT}", "VirtualMachineInstance")
         nodes, _ = cluster.store.list(cluster.store.kind(*NODES))
-        assert gpu_pools(nodes, compute)[A100].free == 7
+        assert gpu_pools(nodes, compute)[("nvidia.com/gpu", A100)].free == 7
         for disk in ("home-bob", "bob-gpu-root"):
             assert [o["metadata"]["name"] for o in holders(compute, disk)] == ["bob-gpu"]
             assert [(c.kind, c.name) for c in cluster.attacher.holders(("default", disk))] == [("VirtualMachineInstance", "bob-gpu")]

@@ -23,8 +23,9 @@ def pod(node_name: str | None, *, limits: int = 0, requests: int = 0, phase: str
     return {"kind": "Pod", "metadata": {"name": "p"}, "spec": spec, "status": {"phase": phase}}
 
 
-def vmi(node_name: str | None, gpus: int, host: tuple[str, ...] = (), phase: str = "Running") -> dict:
-    devices = {"gpus": [{"name": f"gpu{i}", "deviceName": "nvidia.com/GA100"} for i in range(gpus)],
+def vmi(node_name: str | None, gpus: int, host: tuple[str, ...] = (), phase: str = "Running",
+        device: str = "nvidia.com/gpu") -> dict:
+    devices = {"gpus": [{"name": f"gpu{i}", "deviceName": device} for i in range(gpus)],
                "hostDevices": [{"name": f"h{i}", "deviceName": d} for i, d in enumerate(host)]}
     status = {"phase": phase, **({"nodeName": node_name} if node_name else {})}
     return {"kind": "VirtualMachineInstance", "metadata": {"name": "v"}, "spec": {"domain": {"devices": devices}}, "status": status}
@@ -45,12 +46,45 @@ def test_pools_count_usable_nodes_by_type():
              node("cordoned", 8, cordoned=True), node("cpu-1", 0, None)]
     compute = [pod("gpu-1", limits=8), vmi("gpu-2", 1), pod("l4-1", limits=1), pod("down", limits=8), pod("cpu-1")]
     pools = gpu_pools(nodes, compute)
-    assert pools == {A100: GPUPool(A100, total=12, free=3, largest=8, largest_free=3),
-                     "NVIDIA-L4": GPUPool("NVIDIA-L4", total=2, free=1, largest=2, largest_free=1)}
+    assert pools == {("nvidia.com/gpu", A100): GPUPool(A100, total=12, free=3, largest=8, largest_free=3),
+                     ("nvidia.com/gpu", "NVIDIA-L4"): GPUPool("NVIDIA-L4", total=2, free=1, largest=2, largest_free=1)}
     assert pool_for(pools, None) == GPUPool("", 14, 4, 8, 3)  # a profile naming no type draws on every GPU node
     assert pool_for(pools, "NVIDIA-H100") == GPUPool("NVIDIA-H100", 0, 0)
     shrunk = gpu_pools([node("gpu-1", 2)], [pod("gpu-1", limits=4)])  # more held than allocatable: none free
-    assert shrunk[A100].free == 0
+    assert shrunk[("nvidia.com/gpu", A100)].free == 0
+
+
+def mig_node(name: str, slices: dict[str, int], product: str = A100) -> dict:
+    allocatable = {"cpu": "64", **{f"nvidia.com/mig-{size}": str(n) for size, n in slices.items()}}
+    return {"metadata": {"name": name, "labels": {"nvidia.com/gpu.product": product}}, "spec": {},
+            "status": {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def mig_pod(node_name: str, size: str, n: int = 1) -> dict:
+    limits = {f"nvidia.com/mig-{size}": str(n)}
+    return {"kind": "Pod", "metadata": {"name": "m"}, "status": {"phase": "Running"},
+            "spec": {"nodeName": node_name, "containers": [{"name": "notebook", "resources": {"limits": limits}}]}}
+
+
+def test_mig_slices_and_shares_are_pools_of_their_own_resource():
+    """A MIG node's slices (mixed strategy) are counted per slice size; a time-sliced node's replicas under their name."""
+    shared = node("t4-1", 0, "Tesla-T4-SHARED")
+    shared["status"]["allocatable"]["nvidia.com/gpu.shared"] = "16"
+    nodes = [mig_node("mig-1", {"1g.10gb": 7}), mig_node("mig-2", {"1g.10gb": 3, "3g.40gb": 1}), shared, node("gpu-1", 8)]
+    compute = [mig_pod("mig-1", "1g.10gb", 2), mig_pod("mig-2", "3g.40gb"), pod("gpu-1", limits=1),
+               {**mig_pod("t4-1", "1g.10gb"), "spec": {"nodeName": "t4-1", "containers": [
+                   {"name": "n", "resources": {"limits": {"nvidia.com/gpu.shared": "1"}}}]}},
+               vmi("gpu-1", 1, device="nvidia.com/gpu")]
+    pools = gpu_pools(nodes, compute)
+    one_g = pools[("nvidia.com/mig-1g.10gb", A100)]
+    assert (one_g.total, one_g.free, one_g.largest, one_g.largest_free) == (10, 8, 7, 5)
+    assert pools[("nvidia.com/mig-3g.40gb", A100)].free == 0
+    assert pools[("nvidia.com/gpu.shared", "Tesla-T4-SHARED")].free == 15
+    assert pools[("nvidia.com/gpu", A100)].free == 6  # a Pod and a VM each hold one whole GPU; the slices are apart
+    assert pool_for(pools, None, "nvidia.com/mig-1g.10gb").free == 8
+    assert shortage(pools[("nvidia.com/mig-3g.40gb", A100)], 1) == (
+        f"All 1 {A100} MIG slices 3g.40gb are in use right now; this profile needs 1 MIG slice 3g.40gb.")
+    assert gpus_held(mig_pod("mig-1", "1g.10gb", 2)) == 2
 
 
 def test_sentences_with_the_numbers():
@@ -95,6 +129,6 @@ def test_nodes_are_listed_at_most_once_per_ttl_and_a_refusal_gives_no_numbers():
 
     first, second, third, fourth, fifth, sixth, seventh = asyncio.run(run())
     assert calls == [0.0, 5.0, 10.0, 15.0]
-    assert [p[A100].free if p else None for p in (first, second, third, fourth, fifth, sixth, seventh)] == \
+    assert [p[("nvidia.com/gpu", A100)].free if p else None for p in (first, second, third, fourth, fifth, sixth, seventh)] == \
         [7, 7, 5, 5, None, None, 5]
     assert asyncio.run(GPUCapacity(list_nodes, lambda: None).pools()) is None  # caches still loading

@@ -57,7 +57,7 @@ def page(pools=None, spent=None, limits=None, disk=0) -> SpawnPage:
 
 
 def test_cards_read_the_profile_with_the_spawners_settings_where_it_sets_none():
-    cpu, one, code, vm = cards({A100: GPUPool(A100, 8, 5, 8, 5)})
+    cpu, one, code, vm = cards({("nvidia.com/gpu", A100): GPUPool(A100, 8, 5, 8, 5)})
     assert (cpu.ide, cpu.kind, cpu.cpu, cpu.memory, cpu.gpus, cpu.gpus_free) == ("jupyterlab", "container", 2.0, "4G", 0, None)
     assert (one.gpus, one.gpu_type, one.card_hours_per_hour, one.gpus_free, one.gpus_total) == (1, A100, 1.0, 5, 8)
     assert (code.ide, code.cpu, code.memory, code.group) == ("code-server", 1.0, "2G", "code-server · Container")
@@ -66,17 +66,17 @@ def test_cards_read_the_profile_with_the_spawners_settings_where_it_sets_none():
 
 
 def test_a_card_short_of_gpus_says_why_and_stays_selectable():
-    one = cards({A100: GPUPool(A100, 8, 0, 8, 0)})[1]
+    one = cards({("nvidia.com/gpu", A100): GPUPool(A100, 8, 0, 8, 0)})[1]
     assert one.blocked == f"All 8 {A100} GPUs are in use right now; this profile needs 1 GPU."
     assert one.selectable and one.gpus_free == 0
     assert cards(None)[1].gpus_free is None and cards(None)[1].blocked is None  # free GPUs unknown: nothing claimed
 
 
 def test_the_users_own_limits_block_a_card_before_the_click():
-    full = cards({A100: GPUPool(A100, 8, 8, 8, 8)}, usage(running=2), Limits(max_concurrent=2))
+    full = cards({("nvidia.com/gpu", A100): GPUPool(A100, 8, 8, 8, 8)}, usage(running=2), Limits(max_concurrent=2))
     assert all(not c.selectable for c in full)
     assert full[0].blocked == "You have 2 of your 2 workspaces running or starting; stop one to start another."
-    spent = cards({A100: GPUPool(A100, 8, 8, 8, 8)}, usage(card_hours=20), Limits(card_hours_per_month=20))
+    spent = cards({("nvidia.com/gpu", A100): GPUPool(A100, 8, 8, 8, 8)}, usage(card_hours=20), Limits(card_hours_per_month=20))
     assert spent[0].selectable and spent[0].blocked is None  # CPU profiles never need card-hours
     assert not spent[1].selectable
     assert spent[1].blocked == ("You have used all 20 card-hours of this month; "
@@ -94,7 +94,7 @@ def test_the_balance_has_used_left_reset_workspaces_and_disk():
 
 
 def test_the_live_data_is_the_pages_numbers_as_json():
-    shown = page({A100: GPUPool(A100, 8, 3, 8, 3)}, usage(2), Limits())
+    shown = page({("nvidia.com/gpu", A100): GPUPool(A100, 8, 3, 8, 3)}, usage(2), Limits())
     data = json.loads(json.dumps(page_data(shown.cards, shown.balance, NOW)))
     assert data["as_of"] == NOW.isoformat()
     assert data["cards"]["one"]["gpus_free"] == 3 and data["cards"]["one"]["group"] == "JupyterLab · Container"
@@ -103,7 +103,7 @@ def test_the_live_data_is_the_pages_numbers_as_json():
 
 
 def test_the_form_groups_cards_and_keeps_kubespawners_field_names():
-    form = render_form(page({A100: GPUPool(A100, 8, 3, 8, 3)}, usage(12.5), Limits(card_hours_per_month=50)),
+    form = render_form(page({("nvidia.com/gpu", A100): GPUPool(A100, 8, 3, 8, 3)}, usage(12.5), Limits(card_hours_per_month=50)),
                        live_url="/hub/spawn-page-data/ann/", user_options={})
     headings = re.findall(r'<h3 class="ws-group">(.*?)</h3>', form)
     assert headings == ["JupyterLab · Container", "code-server · Container", "JupyterLab · Virtual machine"]

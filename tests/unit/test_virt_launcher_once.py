@@ -80,8 +80,8 @@ def test_a_launcher_whose_vmi_is_gone_stands_for_itself():
 
 def test_a_vm_holding_one_of_eight_gpus_leaves_seven_free():
     pools = gpu_pools([node()], [vmi(), launcher()])
-    assert pools[A100].free == 7
-    assert pools[A100].largest_free == 7
+    assert pools[("nvidia.com/gpu", A100)].free == 7
+    assert pools[("nvidia.com/gpu", A100)].largest_free == 7
 
 
 def test_a_vms_disks_are_held_by_its_vmi_once():

@@ -13,6 +13,7 @@ from __future__ import annotations
 from traitlets import HasTraits, TraitError
 from traitlets.config import Config, Configurable
 
+from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.profiles import validate_profile_list
 
 #: The config sections a WorkspaceSpawner reads, later ones winning.
@@ -49,7 +50,7 @@ def check_spawner_config(config, spawner_class: type[HasTraits]) -> None:
             continue
         if name == "profile_list":
             try:
-                validate_profile_list(value, spawner_class.class_trait_names())
+                validate_profile_list(value, spawner_class.class_trait_names(), GPUEconomy(config=config).declared())
             except ValueError as e:
                 raise TraitError(str(e)) from None
             continue

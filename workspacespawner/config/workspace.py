@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from traitlets import Bool, Enum, Float, HasTraits, TraitError, Unicode, default, validate
 
+from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.profiles import IDES, WORKSPACE_KINDS, validate_profile_list
 
 #: Environment every workspace gets unless ``environment`` sets it: code-server behind jupyter-server-proxy on a
@@ -102,7 +103,7 @@ class KubeSpawnerGuards(HasTraits):
     @validate("profile_list")
     def _check_profile_list(self, proposal):
         try:
-            validate_profile_list(proposal.value, self.trait_names())
+            validate_profile_list(proposal.value, self.trait_names(), GPUEconomy(config=self.config).declared())
         except ValueError as e:
             raise TraitError(str(e)) from None
         return proposal.value

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
-from workspacespawner.config.profiles import GPU_PRODUCT_LABEL
 from workspacespawner.core import names
+from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
 from workspacespawner.core.quantities import gib, parse_quantity
 from workspacespawner.dashboard.cluster import requested
 from workspacespawner.homepage.model import RetainedDisk, retained_disks, server_phase

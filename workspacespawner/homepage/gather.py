@@ -27,7 +27,7 @@ def saved_profile(spawner) -> ResolvedProfile | None:
         return profile
     saved = (getattr(spawner, "state", None) or {}).get("profile")
     try:
-        return ResolvedProfile(**saved) if isinstance(saved, dict) else None
+        return ResolvedProfile.from_state(saved) if isinstance(saved, dict) else None
     except TypeError:
         return None
 

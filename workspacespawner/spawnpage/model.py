@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from workspacespawner.config.profiles import GPU_PRODUCT_LABEL, override_gpus
+from workspacespawner.config.profiles import override_gpus
+from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
 from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.quota.policy import Limits, Usage, number, when
 from workspacespawner.workspace.gpus import GPUPool, pool_for, shortage

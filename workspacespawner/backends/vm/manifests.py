@@ -37,8 +37,9 @@ from dataclasses import dataclass
 import yaml
 
 from workspacespawner.backends.vm.tiers import VMTiers, add_tiers_to_cloud_config, add_tiers_to_vm
-from workspacespawner.config.profiles import GPU_PRODUCT_LABEL, ResolvedProfile
+from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core import names
+from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
 
 #: The singleuser server's port in the guest (Service port ``jupyter``).
 JUPYTER_PORT = 8888
