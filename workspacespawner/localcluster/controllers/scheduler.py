@@ -1,10 +1,15 @@
 """Scheduler: kube-scheduler (default profile, filters only) plus the node lifecycle the cluster's nodes need.
 
 On start it registers the cluster's Nodes (``cluster.nodes``, or
-:data:`DEFAULT_NODES`): labels ``kubernetes.io/hostname`` and, on GPU nodes,
-the NVIDIA GPU feature discovery labels ``nvidia.com/gpu.product`` /
-``nvidia.com/gpu.count``; capacity and allocatable ``cpu``, ``memory``,
-``pods`` and (from the NVIDIA device plugin) ``nvidia.com/gpu``; condition
+:data:`DEFAULT_NODES`; :data:`ECONOMY_NODES` is a mixed set of GPU kinds):
+labels ``kubernetes.io/hostname`` and, on GPU nodes,
+the NVIDIA GPU feature discovery labels (``nvidia.com/gpu.product``,
+``nvidia.com/gpu.count``, time-slicing's ``nvidia.com/gpu.replicas``, the
+MIG mixed strategy's ``nvidia.com/mig-<profile>.*``: :mod:`.gpunodes`);
+capacity and allocatable ``cpu``, ``memory``, ``pods`` and what the NVIDIA
+device plugin advertises (``nvidia.com/gpu``, its time-sliced replicas,
+``nvidia.com/gpu.shared``, MIG slices ``nvidia.com/mig-1g.10gb``, ...,
+other device names of the node spec's ``gpu_resources``); condition
 ``Ready``; the ``taints`` a node spec lists. The default GPU node carries
 ``nvidia.com/gpu=present:NoSchedule``, as GPU operators and cloud GPU pools
 taint theirs, so only workloads asking for GPUs land there (the API server's
@@ -20,7 +25,8 @@ It binds Pending Pods (``schedulerName: default-scheduler``, no
 NodeUnschedulable, TaintToleration (NoSchedule/NoExecute), NodeAffinity
 (``nodeSelector`` and required ``nodeAffinity`` terms) and NodeResourcesFit
 (requests, falling back to limits, of every non-terminated Pod and VMI on the
-node; a VMI's virt-launcher Pod is counted as its VMI, once). Among fitting nodes the least allocated wins. A bound Pod gets
+node, every extended resource by its own name; a VMI's virt-launcher Pod is
+counted as its VMI, once). Among fitting nodes the least allocated wins. A bound Pod gets
 ``spec.nodeName`` (the ``binding`` subresource), ``PodScheduled=True`` and the
 Event ``Scheduled``; a Pod that fits nowhere gets ``PodScheduled=False``
 (``Unschedulable``) and a ``FailedScheduling`` Warning worded as
@@ -41,9 +47,12 @@ memory) and one device per entry of ``devices.gpus``/``devices.hostDevices``
 under its ``deviceName``, and tolerates, besides its ``spec.tolerations``,
 the NoSchedule taint of each extended resource it asks for (what
 ExtendedResourceToleration gives its virt-launcher Pod): a GPU VMI may use
-the GPU node, a CPU VMI may not. A GPU device name a node does not advertise
-(e.g. ``nvidia.com/GA102GL_A10``) counts against that node's generic
-``nvidia.com/gpu``, and so do such names in Pod requests and in tolerations.
+the GPU node, a CPU VMI may not. A GPU device name no node of the cluster
+advertises (e.g. ``nvidia.com/GA102GL_A10``) counts as the generic
+``nvidia.com/gpu``, and so do such names in Pod requests and in tolerations:
+so VM tests need no node per host device name. A name some node advertises
+(a MIG slice, ``nvidia.com/gpu.shared``, a device in a node's
+``gpu_resources``) fits only where it is advertised, as on a real cluster.
 
 Knobs: ``autoscaler_scale_up`` (bool): also report, as the cluster-autoscaler
 does, ``TriggeredScaleUp`` "pod triggered scale-up: [{<group> 0->1 (max:
@@ -65,6 +74,7 @@ from ..store import rfc3339
 from ..validation import parse_quantity
 from ..version import GIT_VERSION
 from .base import Controller
+from .gpunodes import gpu_fields
 from .launcher import is_launcher
 from .refs import NODES, PODS, PVCS, STORAGE_CLASSES, VMIS, get_or_none
 from .volumebinding import claims_problem, pod_claims, select_node
@@ -86,6 +96,22 @@ DEFAULT_NODES = [
 ]
 
 
+#: A mixed GPU economy for demos and tests: the default CPU node and 8 x A100 node, an older node with 2 x V100, an
+#: A100 node in MIG mode (mixed strategy: one card as 7 x 1g.10gb, one as 2 x 1g.10gb + 2g.20gb + 3g.40gb) and a
+#: T4 time-sliced into 4 replicas (``renameByDefault: false``). Whole-GPU nodes carry :data:`GPU_TAINT`; the MIG
+#: node none (a Pod tolerates, by ExtendedResourceToleration, only the slice names it asks for, so no single taint
+#: could keep CPU Pods off a node advertising several).
+ECONOMY_NODES = [
+    *DEFAULT_NODES,
+    {"name": "gpu-node-v100", "cpu": "16", "memory": "128Gi", "gpus": 2, "gpu_product": "Tesla-V100-SXM2-16GB",
+     "taints": [GPU_TAINT]},
+    {"name": "gpu-node-mig", "cpu": "32", "memory": "256Gi", "gpu_product": "NVIDIA-A100-SXM4-80GB",
+     "gpu_resources": {"nvidia.com/mig-1g.10gb": 9, "nvidia.com/mig-2g.20gb": 1, "nvidia.com/mig-3g.40gb": 1}, "mig_gpus": 2},
+    {"name": "gpu-node-t4", "cpu": "8", "memory": "64Gi", "gpus": 1, "gpu_product": "Tesla-T4", "gpu_replicas": 4,
+     "taints": [GPU_TAINT]},
+]
+
+
 def demo_nodes(cpu_nodes: int = 1) -> list[dict]:
     """:data:`DEFAULT_NODES` with ``cpu_nodes`` CPU nodes (``cpu-node-1`` … ``cpu-node-N``, each like the first).
 
@@ -104,16 +130,15 @@ _OPERATORS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": 
 
 
 def make_node(spec: dict, index: int, now: str) -> dict:
-    """A Node object (with status, conditions stamped ``now``) from ``{"name", "cpu", "memory", "gpus", "gpu_product", "labels", "taints"}``."""
+    """A Node object (with status, conditions stamped ``now``) from ``{"name", "cpu", "memory", "pods", "labels", "taints"}``
+    and the GPU keys of :mod:`.gpunodes` (``gpus``, ``gpu_product``, ``gpu_replicas``, ``gpu_shared_name``,
+    ``gpu_resources``, ``mig_gpus``). Raises ValueError for GPU keys that cannot be."""
     name = spec["name"]
-    gpus = int(spec.get("gpus") or 0)
     labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
     capacity = {"cpu": str(spec.get("cpu", "8")), "memory": str(spec.get("memory", "32Gi")), "pods": str(spec.get("pods", "110"))}
-    if gpus:
-        labels["nvidia.com/gpu.present"] = "true"
-        labels["nvidia.com/gpu.count"] = str(gpus)
-        labels["nvidia.com/gpu.product"] = spec.get("gpu_product", "NVIDIA-A100-SXM4-80GB")
-        capacity[GENERIC_GPU] = str(gpus)
+    gpu_labels, gpu_capacity = gpu_fields(spec)
+    labels.update(gpu_labels)
+    capacity.update(gpu_capacity)
     labels.update(spec.get("labels") or {})
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}, "spec": {}}
     if spec.get("taints"):
@@ -224,27 +249,40 @@ def vmi_tolerations(vmi: dict) -> list[dict]:
     return own + [{"key": name, "operator": "Exists", "effect": "NoSchedule"} for name in wanted]
 
 
-def _as_counted(name: str, allocatable: dict) -> str:
-    """A resource name as the node counts it: an nvidia.com/* device name it does not advertise is nvidia.com/gpu."""
-    return GENERIC_GPU if name not in allocatable and name.startswith("nvidia.com/") else name
+def advertised_resources(nodes: list[dict]) -> frozenset[str]:
+    """The resource names some Node of ``nodes`` advertises (a positive ``status.allocatable``)."""
+    return frozenset(name for node in nodes for name, amount in _resources((node.get("status") or {}).get("allocatable")).items()
+                     if amount > 0)
 
 
-def _on_node(requests: dict, allocatable: dict) -> dict:
-    """Requests as the node counts them: unknown nvidia.com/* device names become nvidia.com/gpu."""
+def _as_counted(name: str, advertised) -> str:
+    """A resource name as the cluster counts it: an nvidia.com/* device name no node advertises is nvidia.com/gpu.
+
+    So a VM asking for a host device by a name the local cluster has no node
+    for (``nvidia.com/GA102GL_A10``) still gets a GPU; a name some node
+    advertises (a MIG slice, ``nvidia.com/gpu.shared``, a declared device)
+    is only ever that resource, as on a real cluster.
+    """
+    return GENERIC_GPU if name not in advertised and name.startswith("nvidia.com/") else name
+
+
+def counted_requests(requests: dict, advertised) -> dict:
+    """``requests`` (``{resource: amount}``) as the cluster counts them (:func:`_as_counted`; ``advertised``: the names
+    :func:`advertised_resources` gives)."""
     out: dict[str, Decimal] = {}
     for name, amount in requests.items():
-        name = _as_counted(name, allocatable)
+        name = _as_counted(name, advertised)
         out[name] = out.get(name, Decimal(0)) + amount
     return out
 
 
-def _tolerations_on_node(tolerations: list, allocatable: dict) -> list[dict]:
-    """Tolerations as the node reads them: one keyed by a device name it counts as nvidia.com/gpu also tolerates nvidia.com/gpu."""
+def _tolerations_for(tolerations: list, advertised) -> list[dict]:
+    """Tolerations as the cluster reads them: one keyed by a device name it counts as nvidia.com/gpu also tolerates nvidia.com/gpu."""
     out = list(tolerations or [])
     for tol in tolerations or []:
         key = tol.get("key") or ""
-        if key and _as_counted(key, allocatable) != key:
-            out.append({**tol, "key": _as_counted(key, allocatable)})
+        if key and _as_counted(key, advertised) != key:
+            out.append({**tol, "key": _as_counted(key, advertised)})
     return out
 
 
@@ -287,23 +325,29 @@ def matches_node_affinity(spec: dict, node: dict) -> bool:
     return terms is None or any(_term_matches(t, node) for t in terms)
 
 
-def filter_node(spec: dict, requests: dict, node: dict, used: dict, tolerations: list | None = None) -> list[str]:
+def filter_node(spec: dict, requests: dict, node: dict, used: dict, tolerations: list | None = None,
+                advertised: frozenset[str] | None = None) -> list[str]:
     """Why ``node`` cannot take the workload (kube-scheduler's filter reasons); empty if it can.
 
     ``tolerations`` default to ``spec.tolerations`` (a Pod's); VMIs pass
-    :func:`vmi_tolerations`.
+    :func:`vmi_tolerations`. ``advertised``: the resource names of the
+    whole cluster (:func:`advertised_resources`; default: this node's), so
+    that a device name some other node advertises is never counted as
+    ``nvidia.com/gpu`` here. ``used``: the node's requests so far, as
+    :func:`counted_requests` counts them.
     """
     if (node.get("spec") or {}).get("unschedulable"):
         return ["node(s) were unschedulable"]
     allocatable = _resources((node.get("status") or {}).get("allocatable"))
-    tolerations = _tolerations_on_node(spec.get("tolerations") if tolerations is None else tolerations, allocatable)
+    advertised = frozenset(allocatable) if advertised is None else advertised
+    tolerations = _tolerations_for(spec.get("tolerations") if tolerations is None else tolerations, advertised)
     for taint in (node.get("spec") or {}).get("taints") or []:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(tolerations, taint):
             return [f"node(s) had untolerated taint {{{taint['key']}: {taint.get('value', '')}}}"]
     if not matches_node_affinity(spec, node):
         return ["node(s) didn't match Pod's node affinity/selector"]
     reasons = []
-    for name, amount in sorted(_on_node(requests, allocatable).items()):
+    for name, amount in sorted(counted_requests(requests, advertised).items()):
         if amount > 0 and used.get(name, Decimal(0)) + amount > allocatable.get(name, Decimal(0)):
             reasons.append("Too many pods" if name == "pods" else f"Insufficient {name}")
     return reasons
@@ -418,31 +462,31 @@ class Scheduler(Controller):
             ):
                 await self._schedule(PODS, copy.deepcopy(pod), retry=True)
 
-    def _usage(self) -> dict[str, dict]:
-        """Per node: the summed requests of the non-terminated Pods and VMIs placed there."""
-        nodes = {n["metadata"]["name"]: _resources(n.get("status", {}).get("allocatable")) for n in self.client.objects(self.client.kind(*NODES))}
-        usage: dict[str, dict] = {name: {} for name in nodes}
+    def _usage(self, advertised: frozenset[str]) -> dict[str, dict]:
+        """Per node: the summed requests of the non-terminated Pods and VMIs placed there (as :func:`counted_requests` counts)."""
+        usage: dict[str, dict] = {n["metadata"]["name"]: {} for n in self.client.objects(self.client.kind(*NODES))}
         for pod in self.client.objects(self.client.kind(*PODS)):
             node = (pod.get("spec") or {}).get("nodeName")
             if is_launcher(pod):  # its VMI is counted below
                 continue
             if node in usage and (pod.get("status") or {}).get("phase") not in TERMINATED:
-                usage[node] = _add(usage[node], _on_node(pod_requests(pod), nodes[node]))
+                usage[node] = _add(usage[node], counted_requests(pod_requests(pod), advertised))
         for vmi in self.client.objects(self.client.kind(*VMIS)):
             status = vmi.get("status") or {}
             if status.get("nodeName") in usage and status.get("phase") not in TERMINATED:
                 node = status["nodeName"]
-                usage[node] = _add(usage[node], _on_node(vmi_requests(vmi), nodes[node]))
+                usage[node] = _add(usage[node], counted_requests(vmi_requests(vmi), advertised))
         return usage
 
     async def _schedule(self, key, obj: dict, *, retry: bool) -> None:
         requests = pod_requests(obj) if key == PODS else vmi_requests(obj)
         spec = obj.get("spec") or {}
         tolerations = None if key == PODS else vmi_tolerations(obj)
-        usage = self._usage()
+        nodes = self.client.objects(self.client.kind(*NODES))
+        advertised = advertised_resources(nodes)
+        usage = self._usage(advertised)
         reasons: Counter = Counter()
         fits = []
-        nodes = self.client.objects(self.client.kind(*NODES))
         waiting_claims: list[dict] = []
         if key == PODS:
             problem, waiting_claims = claims_problem(self.client, obj)
@@ -450,7 +494,7 @@ class Scheduler(Controller):
                 await self._unschedulable(key, obj, f"0/{len(nodes)} nodes are available: {problem}.", retry)
                 return
         for node in nodes:
-            why = filter_node(spec, requests, node, usage[node["metadata"]["name"]], tolerations)
+            why = filter_node(spec, requests, node, usage[node["metadata"]["name"]], tolerations, advertised)
             reasons.update(why)
             if not why:
                 fits.append(node)
