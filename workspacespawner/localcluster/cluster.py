@@ -37,8 +37,9 @@ class LocalCluster:
     :data:`CONTROLLERS`); each stays reachable as ``cluster.controllers[name]``
     so tests can switch it off or slow it down; ``cluster.attacher`` (see
     :mod:`.attacher`) records which Pods and VMIs use each claim. ``nodes`` is a list of
-    ``{"name", "cpu", "memory", "gpus", "gpu_product", "taints"}`` dicts (see
-    :mod:`.controllers.scheduler`); None gives the default demo nodes (a
+    ``{"name", "cpu", "memory", "gpus", "gpu_product", "labels", "taints"}`` dicts, plus the GPU
+    kinds of :mod:`.controllers.gpunodes` (``gpu_replicas``, ``gpu_shared_name``, ``gpu_resources``,
+    ``mig_gpus``; see :mod:`.controllers.scheduler`, whose ``ECONOMY_NODES`` mixes them); None gives the default demo nodes (a
     CPU node and an 8-GPU node tainted ``nvidia.com/gpu=present:NoSchedule``).
     ``history`` is how many change events the store keeps for watch resume
     (older resourceVersions answer 410 Expired); ``bookmark_interval`` the

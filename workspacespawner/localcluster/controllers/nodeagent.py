@@ -169,7 +169,7 @@ class NodeAgent(Controller):
         the nodes' dcgm-exporter and kubelet volume metrics
         (:class:`~.gpumetrics.NodeMetrics`): ``await agent.metrics.serve()``
         gives their URL, ``agent.metrics.set_gpu(node, index, util=...)``
-        sets what a GPU reports.
+        sets what a GPU reports (``gpu_instance=`` a MIG slice of it).
 
     On the real control plane (``cluster.real_control_plane``) the agent also
     plays each kubelet's registration: it registers the cluster's Nodes

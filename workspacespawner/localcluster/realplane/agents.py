@@ -3,7 +3,8 @@
 :class:`PlaneAgents` runs, against a :class:`~.plane.RealControlPlane`, the
 parts a real cluster gets from elsewhere (see :data:`AGENTS`): the node
 agent (every node's kubelet and virt-handler: it registers the Nodes with
-cpu, memory and ``nvidia.com/gpu`` capacity, renews their Leases, runs Pods
+cpu, memory and GPU capacity (``nvidia.com/gpu``, MIG slices, time-sliced
+replicas: :mod:`..controllers.gpunodes`), renews their Leases, runs Pods
 as local processes and reports through ``pods/status``), the ceph-csi
 provisioner (``storage``), the snapshot controller, CDI, virt-controller,
 the VMI half of our scheduler (a VMI stands for its virt-launcher Pod
