@@ -14,25 +14,20 @@ import kubernetes
 import pytest
 
 from tests.support import planes
-from tests.support.hubharness import CONFIG_D, Hub
+from tests.support.hubharness import Hub, config_pieces
 from workspacespawner.core import names
 from workspacespawner.localcluster.controllers.scheduler import ECONOMY_NODES
 
-PROFILES = """
-c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
-    {
-        "display_name": "JupyterLab, a 3g.40gb MIG slice",
-        "slug": "mig-3g",
-        "kubespawner_override": {"workspace_kind": "container", "extra_resource_limits": {"nvidia.com/mig-3g.40gb": 1}},
-    },
-    {
-        "display_name": "JupyterLab, a shared T4",
-        "slug": "t4-shared",
-        "kubespawner_override": {"workspace_kind": "container", "extra_resource_limits": {"nvidia.com/gpu": 1},
-                                 "node_selector": {"nvidia.com/gpu.product": "Tesla-T4-SHARED"}},
-    },
-]
-"""
+
+def profile(slug: str, resource: str, product: str | None = None) -> dict:
+    """A container profile asking for one unit of ``resource`` (of ``product``, when named)."""
+    override = {"workspace_kind": "container", "extra_resource_limits": {resource: 1}}
+    if product:
+        override["node_selector"] = {"nvidia.com/gpu.product": product}
+    return {"display_name": f"JupyterLab, {slug}", "slug": slug, "kubespawner_override": override}
+
+
+PROFILES = [profile("mig-3g", "nvidia.com/mig-3g.40gb"), profile("t4-shared", "nvidia.com/gpu", "Tesla-T4-SHARED")]
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +39,9 @@ def cluster(control_plane, tmp_path_factory):
 @pytest.fixture(scope="module")
 def hub(cluster, tmp_path_factory):
     extra, start_timeout = planes.hub_settings(cluster)
-    config = "\n".join(f"load_subconfig({str(CONFIG_D / piece)!r})" for piece in ("10-workspace-spawner.py", "20-profiles.py"))
-    config += PROFILES + extra + f"\nload_subconfig({str(CONFIG_D / '90-check-config.py')!r})\n"
+    config = (config_pieces("10-workspace-spawner.py", "20-profiles.py")
+              + f"\nc.KubeSpawner.profile_list = c.KubeSpawner.profile_list + {PROFILES!r}\n"
+              + extra + "\n" + config_pieces("90-check-config.py") + "\n")
     hub = Hub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config, start_timeout=start_timeout).start()
     yield hub
     hub.stop()
