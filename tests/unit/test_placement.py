@@ -93,6 +93,8 @@ def test_a_gpu_workspace_spreads_away_from_its_owners_others():
             "topologyKey": "kubernetes.io/hostname"}}]}
     assert "affinity" not in apply({}, placement(user_name="ann", gpus=0))
     assert "affinity" not in apply({}, placement(user_name="ann", gpus=2, spread=False))
+    cheaper = placement(user_name="ann", gpus=1, prefer_cheaper=True, products_by_cost=[("Tesla-P4", 0.25)])
+    assert cheaper.preferred and not cheaper.anti_affinity  # the cheaper card comes first: no spread to fight it
 
 
 def test_the_spawn_pages_sentence():

@@ -62,6 +62,8 @@ class PlacementTraits(HasTraits):
         anti-affinity (weight 100, per ``kubernetes.io/hostname``) on its
         owner's label, so a second heavy workspace goes to another node when
         one can take it (and to the same node when none other can). False:
-        no such preference. CPU workspaces never get it.
+        no such preference. CPU workspaces never get it, nor do workspaces
+        that prefer cheaper GPUs (``prefer_cheaper_gpus``): the cheaper card
+        comes first.
         """,
     )

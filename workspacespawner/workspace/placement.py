@@ -16,7 +16,10 @@ Pod (or a VM's VirtualMachineInstance template) must carry:
 - ``spread_gpu_workspaces``: a GPU workspace prefers nodes without another
   workspace of its owner (preferred pod anti-affinity, weight 100, on the
   owner label :data:`~workspacespawner.core.names.OWNER_LABEL`, per
-  ``kubernetes.io/hostname``).
+  ``kubernetes.io/hostname``). Not for a workspace that prefers cheaper
+  GPUs: the two would fight (kube-scheduler weighs each scoring plugin's
+  normalised score alike, so a second workspace would go to a dearer card
+  to be apart), and the cheaper card is what its owner pays for.
 
 :func:`apply` merges a :class:`Placement` into a core/v1 ``PodSpec`` (or a
 kubevirt.io/v1 ``VirtualMachineInstanceSpec``, which has the same
@@ -116,7 +119,8 @@ def placement(*, user_name: str, gpus: int, pool: TeamPool | None = None, pools:
     pool of the site; ``product``: the ``nvidia.com/gpu.product`` the profile
     selects (None: any); ``products_by_cost``: the products priced for the
     profile's GPU resource, cheapest first; ``prefer_cheaper``/``spread``:
-    the profile's ``prefer_cheaper_gpus``/``spread_gpu_workspaces``.
+    the profile's ``prefer_cheaper_gpus``/``spread_gpu_workspaces`` (a
+    preference for cheaper GPUs, when it applies, replaces the spread).
     """
     selector, tolerations, required = {}, (), ()
     if pool is not None:
@@ -125,7 +129,7 @@ def placement(*, user_name: str, gpus: int, pool: TeamPool | None = None, pools:
     else:
         required = pool_exclusion(pools)
     preferred = tuple(cheaper_first(products_by_cost)) if gpus and prefer_cheaper and not product else ()
-    anti = (spread_term(user_name),) if gpus and spread else ()
+    anti = (spread_term(user_name),) if gpus and spread and not preferred else ()
     return Placement(selector, required, preferred, anti, tolerations)
 
 
