@@ -25,6 +25,7 @@ user or server moves its disks to ``Retained``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from functools import partial
 
@@ -40,9 +41,11 @@ from workspacespawner.backends.container.backend import ContainerBackend
 from workspacespawner.backends.vm.backend import VMBackend, VMNaming
 from workspacespawner.backends.vm.manifests import singleuser_command
 from workspacespawner.backends.vm.traits import VMTraits
-from workspacespawner.config.check import check_spawner_config
+from workspacespawner.config.check import check_spawner_config, merged_settings
 from workspacespawner.config.gpueconomy import GPUEconomy
+from workspacespawner.config.placement import PlacementTraits
 from workspacespawner.config.profiles import ResolvedProfile
+from workspacespawner.config.teampools import TeamGPUPools, check_profile_pools
 from workspacespawner.config.workspace import IDE_ENV, KubeSpawnerGuards, WorkspaceTraits
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
@@ -61,7 +64,7 @@ from workspacespawner.storage import home
 from workspacespawner.storage.prepare import PreparedTiers, prepare_tiers
 from workspacespawner.storage.settings import check_storage_config
 from workspacespawner.storage.traits import HomeTraits, StorageTraits
-from workspacespawner.workspace import attach, disks, gpus, lifecycle
+from workspacespawner.workspace import attach, disks, gpus, lifecycle, placement, poolholders
 from workspacespawner.workspace.lifecycle import Phase, Status
 from workspacespawner.workspace.tracker import LifecycleSettings, WorkspaceLifecycle
 from workspacespawner.workspace.traits import LifecycleTraits
@@ -73,7 +76,8 @@ STATE_VERSION = 1
 CHECK_MARGIN = 5
 
 
-class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTraits, StorageTraits, LifecycleTraits, VMTraits):
+class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTraits, StorageTraits, LifecycleTraits, VMTraits,
+                       PlacementTraits):
     """A KubeSpawner whose workspaces keep a persistent home volume and run a profile's IDE, as a Pod or a VM.
 
     Configure it as ``c.JupyterHub.spawner_class = "workspace"``; every
@@ -135,7 +139,8 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             self._expand_user_properties(self.vm_name_template), self.name or "",
         )
         return VMBackend(
-            naming=naming, settings_for=lambda tiers: self.vm_settings(self.profile, tiers),
+            naming=naming,
+            settings_for=lambda tiers: dataclasses.replace(self.vm_settings(self.profile, tiers), placement=self.workspace_placement()),
             root_disk_size=self.vm_root_disk_size, core_api=self.api, custom_api=shared_client("CustomObjectsApi"),
             start_timeout=max(self.start_timeout - 5, 1), fail_fast_unschedulable=self.fail_fast_unschedulable,
             tasks=self.services.tasks, unix_user=self.vm_unix_user,
@@ -285,17 +290,55 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         self._prepared = True
         self._refused_before_compute = False
 
-    async def _gpu_pools(self) -> dict[str, gpus.GPUPool] | None:
+    async def _gpu_pools(self, pool: str = "") -> dict[str, gpus.GPUPool] | None:
         """The GPUs free now by type (:class:`~.workspace.gpus.GPUCapacity`), or None when that cannot be known.
 
-        The namespace's Pod and VMI watches start here if no start has
-        started them yet (after a hub restart, the first page view), so a
-        running VM's GPUs are never missed.
+        ``pool``: a team pool's name: its nodes' GPUs only; ``""``: the GPUs
+        outside every team pool (what a profile of no pool may use). The
+        namespace's Pod and VMI watches start here if no start has started
+        them yet (after a hub restart, the first page view), so a running
+        VM's GPUs are never missed.
         """
         capacity = self.services.gpu_capacity(watches.compute_objects)
         if capacity is None or not await self._watch_workspaces():
             return None
-        return await capacity.pools()
+        pools = useroptions.team_pools(self)
+        if pool:
+            return await capacity.pools(pools[pool].holds) if pool in pools else None
+        return await capacity.pools(lambda node: not any(p.holds(node) for p in pools.values()))
+
+    async def pool_use(self, pool: str, resource: str) -> poolholders.PoolUse | None:
+        """Team pool ``pool`` now: its units of GPU ``resource`` free and who holds them
+        (:func:`~.workspace.poolholders.pool_use`, from the shared caches), or None when that cannot be known."""
+        capacity = self.services.gpu_capacity(watches.compute_objects)
+        found = useroptions.team_pools(self).get(pool)
+        if found is None or capacity is None or not await self._watch_workspaces():
+            return None
+        compute, nodes = capacity.compute(), await capacity.nodes()
+        if compute is None or nodes is None:
+            return None
+        return poolholders.pool_use(found, nodes, compute, resource, capacity.declared)
+
+    def workspace_placement(self) -> placement.Placement:
+        """Where this start's compute may and should run (:func:`~.workspace.placement.placement`), from the profile
+        applied now: its team pool, ``prefer_cheaper_gpus`` and ``spread_gpu_workspaces``.
+
+        Raises :class:`~.core.errors.WorkspaceError` (500) for a ``team_pool`` that is not a configured pool (a
+        callable profile_list the start-up check could not see).
+        """
+        pools = useroptions.team_pools(self)
+        if self.team_pool and self.team_pool not in pools:
+            raise WorkspaceError(f"The profile's team pool {self.team_pool!r} is not configured; please tell an "
+                                 "administrator (c.TeamGPUPools.pools).", reason="misconfigured", status_code=500)
+        profile = self.profile
+        gpu_count = profile.gpus if profile else 0
+        resource = profile.gpu_resource if profile else gpus.GPU_RESOURCE
+        return placement.placement(
+            user_name=self.user.name, gpus=gpu_count, pool=pools.get(self.team_pool), pools=pools.values(),
+            product=profile.gpu_product if profile else None,
+            products_by_cost=self.services.economy.products_by_cost(resource),
+            prefer_cheaper=self.prefer_cheaper_gpus, spread=self.spread_gpu_workspaces,
+        )
 
     async def _watch_workspaces(self) -> bool:
         """Start (or join) the namespace's shared Pod, VMI and PVC watches (and a VM start's VM and DataVolume
@@ -322,13 +365,15 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         profile = self.profile
         if not (isinstance(error, WorkspaceError) and error.reason == "unschedulable" and profile and profile.gpus):
             return error
-        pools = await self._gpu_pools()
+        pools = await self._gpu_pools(self.team_pool)
         pool = gpus.pool_for(pools, profile.gpu_product, profile.gpu_resource) if pools is not None else None
         sentence = gpus.shortage(pool, profile.gpus) if pool is not None else None
         if sentence is None:
             return error
         self.log.info("%s: %s (the scheduler: %s)", self._log_name, sentence, error.detail)
         advice = "Try a CPU profile or one with fewer GPUs, or try again later."
+        if self.team_pool and (use := await self.pool_use(self.team_pool, profile.gpu_resource)) is not None:
+            advice = f"{poolholders.describe(use)} Ask them, or try again later."
         return WorkspaceError(f"{sentence} {advice}", reason=error.reason, status_code=error.status_code,
                               log_message=error.detail)
 
@@ -473,12 +518,14 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         return self._tiers or PreparedTiers(self.storage_settings(), frozenset(useroptions.group_names(self)))
 
     async def get_pod_manifest(self):
-        """kubespawner's Pod, plus the home volume at ``home_mount_path`` (its working directory) and the tiers."""
+        """kubespawner's Pod, plus the home volume at ``home_mount_path`` (its working directory), the tiers, and where
+        it may and should run (:meth:`workspace_placement`)."""
         pod = await super().get_pod_manifest()
-        return self._container.add_workspace_volumes(
+        pod = self._container.add_workspace_volumes(
             pod, home_pvc=self.home_pvc_name, home_mount_path=self.home_mount_path, user_name=self.user.name,
             tiers_now=self._current_tiers(),
         )
+        return self._container.place(pod, self.workspace_placement())
 
     def _expand_env(self, env):
         """kubespawner's expansion of ``environment`` values, with literal braces allowed (a JSON value, ``${HOME}``)."""
@@ -529,3 +576,5 @@ def check_hub_config(config) -> None:
     check_spawner_config(config, WorkspaceSpawner)
     check_storage_config(config)
     GPUEconomy(config=config)
+    profiles = merged_settings(config).get("profile_list")
+    check_profile_pools(profiles, TeamGPUPools(config=config).all())

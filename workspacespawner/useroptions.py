@@ -31,6 +31,7 @@ from workspacespawner.config.profiles import (
     validate_profile_list,
     with_unlisted_defaults,
 )
+from workspacespawner.config.teampools import TeamGPUPools, TeamPool, check_profile_pools, pool_allows, pool_of_profile
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
 
@@ -56,6 +57,7 @@ ALWAYS_RESET = (
     "mem_guarantee",
     "image",
     "environment",
+    "team_pool",
 )
 
 
@@ -66,6 +68,19 @@ def group_names(spawner) -> set[str]:
 
 def is_admin(spawner) -> bool:
     return bool(getattr(spawner.user, "admin", False))
+
+
+def team_pools(spawner) -> dict[str, TeamPool]:
+    """The site's team GPU pools (``c.TeamGPUPools.pools`` of the spawner's config; none without a config), by name."""
+    config = getattr(spawner, "config", None)
+    return TeamGPUPools(config=config).all() if config is not None else {}
+
+
+def visible_profiles(spawner, profiles: list[dict]) -> list[dict]:
+    """The profiles of ``profiles`` the spawner's user may see and start: their groups' (``allowed_groups``) and their
+    team pools' (:func:`~workspacespawner.config.teampools.pool_allows`), in order; admins see every one."""
+    groups, admin, pools = group_names(spawner), is_admin(spawner), team_pools(spawner)
+    return [p for p in profiles_for_user(profiles, groups, admin) if pool_allows(p, pools, groups, admin)]
 
 
 async def maybe_await(value):
@@ -80,6 +95,7 @@ async def profile_list(spawner) -> list[dict]:
     if callable(profiles):
         profiles = await maybe_await(profiles(spawner))
         validate_profile_list(profiles, spawner.trait_names(), GPUEconomy(config=spawner.config).declared())
+        check_profile_pools(profiles, team_pools(spawner))
     return with_unlisted_defaults(spawner._get_initialized_profile_list(profiles))
 
 
@@ -90,7 +106,7 @@ def check_user_options(spawner, profiles: list[dict]) -> dict:
     groups, admin = group_names(spawner), is_admin(spawner)
     if slug is not None and not isinstance(slug, str):
         raise WorkspaceError("The profile must be given by its name.", reason="invalid-options")
-    visible = profiles_for_user(profiles, groups, admin)
+    visible = visible_profiles(spawner, profiles)
     if not slug:
         profile = next((p for p in visible if p.get("default")), visible[0] if visible else None)
         if profile is None:
@@ -104,6 +120,13 @@ def check_user_options(spawner, profiles: list[dict]) -> dict:
     if not profile_allowed(profile, groups, admin):
         raise WorkspaceError(
             f"You may not start the profile {profile.get('display_name', slug)!r}: it is limited to other groups.",
+            reason="forbidden",
+            status_code=403,
+        )
+    if not pool_allows(profile, team_pools(spawner), groups, admin):
+        raise WorkspaceError(
+            f"You may not start the profile {profile.get('display_name', slug)!r}: it runs in the team GPU pool "
+            f"{pool_of_profile(profile)!r}, which is for the members of other groups.",
             reason="forbidden",
             status_code=403,
         )

@@ -1,7 +1,7 @@
 """Collect what the spawn page shows for one user, from the hub's caches and one ledger read.
 
 - the profiles the user may start (:func:`workspacespawner.useroptions.profile_list`,
-  filtered by ``allowed_groups``);
+  filtered by ``allowed_groups`` and team pools);
 - their usage and limits (:meth:`QuotaService.balance`: one ledger read on
   the database thread; none when quotas are off);
 - their disks (PersistentVolumeClaims they own, from the hub's PVC watch
@@ -19,13 +19,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from workspacespawner import useroptions
-from workspacespawner.config.profiles import profiles_for_user
+from workspacespawner.config.teampools import pool_of_profile
 from workspacespawner.core import names
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.quota import policy
+from workspacespawner.spawnpage import placementnotes
 from workspacespawner.spawnpage.model import Balance, Card, balance, card, page_data
 from workspacespawner.workspace.disks import requested_bytes
 
@@ -56,14 +57,16 @@ async def disk_bytes(spawner) -> int:
 async def gather(spawner) -> SpawnPage:
     """The :class:`SpawnPage` of ``spawner``'s user now (profiles, GPUs free, usage, disks)."""
     groups = useroptions.group_names(spawner)
-    profiles = profiles_for_user(await useroptions.profile_list(spawner), groups, useroptions.is_admin(spawner))
+    profiles = useroptions.visible_profiles(spawner, await useroptions.profile_list(spawner))
     found, pools = await asyncio.gather(
         spawner.services.quota.balance(user=spawner.user.name, groups=groups), spawner._gpu_pools()
     )
     usage, limits = (found.usage, found.limits) if found is not None else (None, None)
     used_disk = await disk_bytes(spawner) if found is not None else 0
     defaults = {name: getattr(spawner, name) for name in CARD_DEFAULTS}
-    cards = [card(profile, defaults, pools, usage, limits) for profile in profiles]
+    team = await placementnotes.team_gpu_pools(spawner, profiles)
+    cards = [replace(card(profile, defaults, team.get(pool_of_profile(profile), pools), usage, limits),
+                     **await placementnotes.notes(spawner, profile)) for profile in profiles]
     return SpawnPage(profiles, cards, balance(usage, limits, used_disk))
 
 

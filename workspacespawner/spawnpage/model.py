@@ -101,7 +101,11 @@ class Card:
     ``blocked``: why it cannot start now, in a sentence (None: it can);
     ``selectable``: False only when the start is sure to be refused (the
     user's own limits); a card short of GPUs stays selectable, since the
-    cluster autoscaler may add a node.
+    cluster autoscaler may add a node. ``pool_note``: for a team pool's
+    profile, the pool's free GPUs and who holds them
+    (:func:`~workspacespawner.workspace.poolholders.describe`);
+    ``prefers_note``: which GPU types it tries first
+    (:func:`~workspacespawner.workspace.placement.prefers_sentence`); None: nothing to say.
     """
 
     slug: str
@@ -116,6 +120,8 @@ class Card:
     gpus_total: int | None = None
     blocked: str | None = None
     selectable: bool = True
+    pool_note: str | None = None
+    prefers_note: str | None = None
 
     @property
     def group(self) -> str:

@@ -225,11 +225,21 @@ class GPUCapacity:
         self._read_at = float("-inf")
         self._warned = False
 
-    async def pools(self) -> dict[tuple[str, str], GPUPool] | None:
-        """``{(resource, product): GPUPool}`` now, or None when it cannot be known (caches loading, Nodes not readable)."""
+    async def pools(self, where: Callable[[dict], bool] | None = None) -> dict[tuple[str, str], GPUPool] | None:
+        """``{(resource, product): GPUPool}`` now, or None when it cannot be known (caches loading, Nodes not readable).
+
+        ``where``: which Nodes count (``(Node dict) -> bool``; None: all), e.g. a team pool's nodes only.
+        """
         compute = self.compute()
         if compute is None:
             return None
+        nodes = await self.nodes()
+        if nodes is None:
+            return None
+        return gpu_pools([n for n in nodes if where is None or where(n)], compute, self.declared)
+
+    async def nodes(self) -> list[dict] | None:
+        """The shared Node list (one LIST at most every ``node_ttl`` seconds for the whole hub), None when unreadable."""
         if self.clock() - self._read_at >= self.node_ttl:
             self._read_at = self.clock()  # a failed LIST too waits out the TTL: never one call per page view
             try:
@@ -240,7 +250,7 @@ class GPUCapacity:
                     log.warning("Cannot read Nodes for the free-GPU counts (%s); the spawn form shows none",
                                 getattr(e, "status", None) or type(e).__name__)
                     self._warned = True
-        return None if self._nodes is None else gpu_pools(self._nodes, compute, self.declared)
+        return self._nodes
 
     async def product_of(self, node_name: str) -> str | None:
         """The ``nvidia.com/gpu.product`` label of Node ``node_name`` from the shared Node list (None: unknown or unreadable).

@@ -33,6 +33,7 @@ from workspacespawner.k8s.models import to_model
 from workspacespawner.k8s.owned import TRANSIENT_STATUSES
 from workspacespawner.storage import binding, home, tiers
 from workspacespawner.storage.prepare import PreparedTiers
+from workspacespawner.workspace import placement
 from workspacespawner.workspace.lifecycle import Observed, Status, WorkspaceRef
 
 #: The name kubespawner gives the server's container (the Pod's first).
@@ -244,6 +245,20 @@ class ContainerBackend(Backend):
             self._claims.set_result(claims)
         pod.metadata.labels = {**(pod.metadata.labels or {}), **names.owner_labels(user_name)}
         pod.metadata.annotations = {**(pod.metadata.annotations or {}), **names.owner_annotations(user_name)}
+        return pod
+
+    def place(self, pod, where: placement.Placement):
+        """kubespawner's ``V1Pod`` with ``where`` merged into its ``nodeSelector``, ``affinity`` and ``tolerations``
+        (:func:`~workspacespawner.workspace.placement.apply`; what the admin's ``node_affinity_*`` and ``tolerations``
+        settings put there stays)."""
+        sanitize = self.spawner.api.api_client.sanitize_for_serialization
+        spec = pod.spec
+        current = {"nodeSelector": spec.node_selector, "affinity": sanitize(spec.affinity) if spec.affinity else None,
+                   "tolerations": sanitize(spec.tolerations) if spec.tolerations else None}
+        placed = placement.apply({k: v for k, v in current.items() if v}, where)
+        spec.node_selector = placed.get("nodeSelector") or None
+        spec.affinity = to_model("V1Affinity", placed.get("affinity"))
+        spec.tolerations = to_model("list[V1Toleration]", placed.get("tolerations")) or None
         return pod
 
     def check_pod(self, pod: dict | None, *, fail_fast_unschedulable: bool, pod_events: list[dict]) -> None:

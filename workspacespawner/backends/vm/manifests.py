@@ -16,6 +16,7 @@ mirrored:
   ``spec.template`` (a ``VirtualMachineInstanceSpec``: ``domain.cpu``,
   ``domain.memory.guest``, ``domain.firmware.uuid``, ``domain.devices``
   disks/interfaces/gpus, ``networks``, ``volumes``, ``evictionStrategy``,
+  ``affinity``, ``tolerations``,
   ``terminationGracePeriodSeconds``, ``readinessProbe``, ``nodeSelector``).
 * core/v1 ``Service`` and ``Secret``.
 
@@ -40,6 +41,8 @@ from workspacespawner.backends.vm.tiers import VMTiers, add_tiers_to_cloud_confi
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core import names
 from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
+from workspacespawner.workspace.placement import Placement
+from workspacespawner.workspace.placement import apply as apply_placement
 
 #: The singleuser server's port in the guest (Service port ``jupyter``).
 JUPYTER_PORT = 8888
@@ -171,6 +174,11 @@ class VMSettings:
     through virtiofs (the container's files, the default) or as a second
     disk (an image of its own; see the ``vm_home_via`` trait). ``termination_grace_seconds``:
     how long a stop waits for the guest to shut down before it is killed.
+    ``placement``: the team pool, GPU preference and spread rules of the
+    VMI template (:mod:`workspacespawner.workspace.placement`; None: none).
+    KubeVirt copies the template's ``affinity`` and ``tolerations`` to the
+    virt-launcher Pod, and its labels (the owner label the spread rule
+    selects on) too.
     """
 
     golden_image: str
@@ -188,6 +196,7 @@ class VMSettings:
     home_via: str = "virtiofs"
     termination_grace_seconds: int = 180
     storage: VMTiers | None = None
+    placement: Placement | None = None
 
     @classmethod
     def for_profile(cls, profile: ResolvedProfile, *, golden_image: str, golden_image_namespace: str, **site) -> VMSettings:
@@ -343,6 +352,8 @@ def make_virtual_machine(*, ident: VMIdentity, settings: VMSettings, extra_label
         template_spec["evictionStrategy"] = "None"
     if settings.node_selector:
         template_spec["nodeSelector"] = dict(settings.node_selector)
+    if settings.placement is not None:
+        template_spec = apply_placement(template_spec, settings.placement)
     template_labels = {**dict(extra_labels or {}), **workspace_labels(ident), names.DOMAIN_LABEL: ident.vm}
     vm = {
         "apiVersion": "kubevirt.io/v1",
@@ -385,6 +396,8 @@ def make_vm_service(*, ident: VMIdentity) -> dict:
 #: Template fields we set only sometimes: present on the VM but absent from the profile means "changed".
 OPTIONAL_TEMPLATE_FIELDS = (
     ("nodeSelector",),
+    ("affinity",),
+    ("tolerations",),
     ("evictionStrategy",),
     ("domain", "devices", "gpus"),
     ("domain", "devices", "filesystems"),

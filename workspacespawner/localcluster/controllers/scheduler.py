@@ -73,6 +73,7 @@ from ..selectors import Requirement
 from ..store import rfc3339
 from ..validation import parse_quantity
 from ..version import GIT_VERSION
+from . import scoring
 from .base import Controller
 from .gpunodes import gpu_fields
 from .launcher import is_launcher
@@ -499,13 +500,29 @@ class Scheduler(Controller):
             if not why:
                 fits.append(node)
         if fits:
-            best = max(fits, key=lambda n: (self._free_share(n, usage), n["metadata"]["name"]))
+            prefers = self._preferences(spec, obj["metadata"].get("namespace", ""), nodes)
+            best = max(fits, key=lambda n: (prefers(n), self._free_share(n, usage), n["metadata"]["name"]))
             if waiting_claims:  # bound once its claims are (a claim's change retries it)
                 await select_node(self.client, waiting_claims, best["metadata"]["name"])
                 return
             await self._bind(key, obj, best["metadata"]["name"])
         else:
             await self._unschedulable(key, obj, unschedulable_message(len(nodes), reasons), retry)
+
+    def _preferences(self, spec: dict, namespace: str, nodes: list[dict]):
+        """``(node) -> score`` of ``spec``'s preferred affinities (:func:`.scoring.preference_score`), ranked first."""
+        affinity = spec.get("affinity") or {}
+        if not any((affinity.get(f) or {}).get(scoring.PREFERRED) for f in ("nodeAffinity", "podAffinity", "podAntiAffinity")):
+            return lambda node: 0
+        by_name = {n["metadata"]["name"]: n for n in nodes}
+        placed = [scoring.Placed(p["metadata"].get("namespace", ""), p["metadata"].get("labels") or {}, p["spec"]["nodeName"])
+                  for p in self.client.objects(self.client.kind(*PODS))
+                  if (p.get("spec") or {}).get("nodeName") and not is_launcher(p)
+                  and (p.get("status") or {}).get("phase") not in TERMINATED]
+        placed += [scoring.Placed(v["metadata"].get("namespace", ""), v["metadata"].get("labels") or {}, v["status"]["nodeName"])
+                   for v in self.client.objects(self.client.kind(*VMIS))
+                   if (v.get("status") or {}).get("nodeName") and v["status"].get("phase") not in TERMINATED]
+        return lambda node: scoring.preference_score(spec, namespace, node, by_name, placed, _term_matches)
 
     @staticmethod
     def _free_share(node: dict, usage: dict) -> Decimal:

@@ -1,0 +1,35 @@
+"""What a spawn-page card says of where its workspace runs: its team pool (free GPUs, who holds them) and its GPU preference.
+
+Read from the profile as a start would apply it (its ``kubespawner_override``,
+else the spawner's own settings) and from the hub's shared caches through the
+spawner (:meth:`~workspacespawner.spawner.WorkspaceSpawner.pool_use`): no API
+call per view.
+"""
+
+from __future__ import annotations
+
+from workspacespawner.config.profiles import gpu_limit
+from workspacespawner.config.teampools import pool_of_profile
+from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
+from workspacespawner.workspace import placement, poolholders
+
+
+async def team_gpu_pools(spawner, profiles: list[dict]) -> dict:
+    """``{pool name: {(resource, product): GPUPool} | None}``: the GPUs of each team pool ``profiles`` name, its nodes only."""
+    names = sorted({pool_of_profile(p) for p in profiles} - {""})
+    return {name: await spawner._gpu_pools(name) for name in names}
+
+
+async def notes(spawner, profile: dict) -> dict[str, str | None]:
+    """``{"pool_note": ..., "prefers_note": ...}`` of a profile_list entry's card (see :class:`~.model.Card`)."""
+    override = profile.get("kubespawner_override") or {}
+    resource, gpus = gpu_limit(override.get("extra_resource_limits"), spawner.services.economy.declared())
+    pool = pool_of_profile(profile)
+    use = await spawner.pool_use(pool, resource) if pool else None
+    prefer = override.get("prefer_cheaper_gpus", spawner.prefer_cheaper_gpus)
+    product = (override.get("node_selector") or {}).get(GPU_PRODUCT_LABEL)
+    products = [name for name, _ in spawner.services.economy.products_by_cost(resource)]
+    return {
+        "pool_note": poolholders.describe(use) if use is not None else None,
+        "prefers_note": placement.prefers_sentence(products) if gpus and prefer and not product else None,
+    }
