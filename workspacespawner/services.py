@@ -48,9 +48,10 @@ class HubServices:
     """
 
     def __init__(self, config=None, *, core_api=None, custom_api=None):
-        self.quota = QuotaService(WorkspaceQuota(config=config) if config is not None else WorkspaceQuota())
         #: The card-hour weights (``c.GPUEconomy``), read once for the process.
         self.economy = GPUEconomy(config=config) if config is not None else GPUEconomy()
+        self.quota = QuotaService(WorkspaceQuota(config=config) if config is not None else WorkspaceQuota(),
+                                  economy=self.economy)
         self.audit = AuditLog(self.quota.ledger)
         self.kube = CachedKube(core_api, custom_api) if core_api is not None else None
         self.tasks = BackgroundTasks()

@@ -53,6 +53,7 @@ from workspacespawner.core.milestones import Milestone
 from workspacespawner.hubcompat import as_spawn_failure, options_sent
 from workspacespawner.k8s import events, watches
 from workspacespawner.k8s.kinds import PVC
+from workspacespawner.k8s.objects import node_of
 from workspacespawner.k8s.owned import forbidden_error, outage_error
 from workspacespawner.quota.enforcer import alive_from_objects
 from workspacespawner.quota.request import reserve_start
@@ -411,6 +412,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
                 await self.run_pre_spawn_hook()
             self._prepared = False
             url = await self._start_workspace()
+            await self._price_on_node()
             if self.ide == "code-server":
                 await self._check_code_server(url, deadline=began + self.start_timeout - CHECK_MARGIN)
         except BaseException as e:
@@ -422,6 +424,29 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             self.services.quota.start_done(self.user.name, self.name or "")
         await self.lifecycle.running(self._ref())
         return url
+
+    async def _price_on_node(self) -> None:
+        """The compute is placed: price this start's run at its node's GPU type (:meth:`QuotaService.placed`).
+
+        The node is the Pod's ``spec.nodeName`` or the VMI's
+        ``status.nodeName`` as the shared watch caches hold them, its type the
+        ``nvidia.com/gpu.product`` label in the hub's shared Node list: no API
+        call of its own. A profile that names its product was priced when
+        reserved; a failure here leaves the provisional weight and never
+        fails the start.
+        """
+        profile = self.profile
+        if not (profile and profile.gpus) or profile.gpu_product or not self.services.quota.enabled:
+            return
+        server = self.name or ""
+        try:
+            mine = (obj for obj in watches.compute_objects() or () if names.server_of(obj.get("metadata") or {}) == (self.user.name, server))
+            node = next(filter(None, map(node_of, mine)), None)
+            capacity = self.services.gpu_capacity(watches.compute_objects)
+            if node is not None and capacity is not None:
+                await self.services.quota.placed(self.user.name, server, await capacity.product_of(node))
+        except Exception as e:  # the price stays provisional (the most it may cost); the start goes on
+            self.log.warning("Could not price the run of %s at its node's GPU type: %s", self._log_name, e)
 
     async def _start_workspace(self) -> str:
         """Fence, ensure the home volume and the tiers, then start the backend's compute; return the server URL."""

@@ -1,5 +1,12 @@
 """``workspacespawner usage``: card-hours used and left per user, and their running workspaces.
 
+``card_hours_used`` is weighted (each run's GPU units × the weight it was
+charged at × hours: :func:`~workspacespawner.quota.policy.card_hours`), what
+quotas count; ``gpu_hours`` is the raw unit-hours (GPU units × hours, of any
+resource) and ``gpu_hours_by_type`` splits them by GPU resource and product
+(``nvidia.com/gpu NVIDIA-A100-SXM4-80GB 3.5; nvidia.com/mig-1g.10gb NVIDIA-A100-SXM4-80GB 2``,
+``(unknown)`` for a run not placed on a labelled node).
+
 Reads the hub's own ``jupyterhub_config.py`` (``-f``), loaded the way
 JupyterHub loads it (traitlets' ``PyFileConfigLoader``, so
 ``load_subconfig`` works), for the ``c.WorkspaceQuota.*`` settings and the
@@ -34,7 +41,20 @@ COLUMNS = (
     "running",
     "running_gpus",
     "workspaces",
+    "gpu_hours",
+    "gpu_hours_by_type",
 )
+
+#: How :func:`gpu_hours_by_type` names a run whose GPU product is not known (its node had no product label).
+UNKNOWN_PRODUCT = "(unknown)"
+
+
+def gpu_hours_by_type(hours: dict[tuple[str, str], float]) -> str:
+    """Raw unit-hours by ``(resource, product)`` as one cell: ``nvidia.com/gpu Tesla-V100-SXM2-16GB 3.5; ...``
+    (sorted, two decimals at most; ``""`` when none)."""
+    return "; ".join(
+        f"{resource} {product or UNKNOWN_PRODUCT} {number(round(value, 2))}" for (resource, product), value in sorted(hours.items())
+    )
 
 
 def load_hub_config(path: str | None) -> Config:
@@ -126,13 +146,18 @@ def usage_rows(
 ) -> list[dict]:
     """One row per user (the columns of :data:`COLUMNS`), sorted by user name.
 
+    ``card_hours_*`` are weighted card-hours; ``gpu_hours`` raw unit-hours
+    and ``gpu_hours_by_type`` the same per GPU resource and product
+    (:func:`~workspacespawner.quota.policy.gpu_hours`).
+
     Everyone with use in ``period``, and the users named in ``include``
     (use or not: the dashboard's report lists disk owners and group members
     too); with ``group``, every member of it (use or not); with ``user``,
     that user alone. Running workspaces are listed for the month holding
     ``now`` only. One ledger read (blocking).
     """
-    usage = ledger.usage_all(period, now)
+    runs = ledger.runs_all(period)
+    usage = {name: policy.usage_from_runs(theirs, period, now) for name, theirs in runs.items()}
     names = set(usage) | set(include)
     if group is not None:
         names = {name for name, theirs in (groups or {}).items() if group in theirs}
@@ -146,6 +171,7 @@ def usage_rows(
         if not current:
             use = policy.Usage(use.card_hours, *period)  # running workspaces belong to this month only
         limit = settings.limits_for(name, theirs).card_hours_per_month
+        by_type = policy.gpu_hours(runs.get(name, ()), *period, now)
         workspaces = [
             f"{run.server_name or '(default)'}:{run.workspace_kind}:{run.gpus}gpu{'' if run.state == OPEN else ':' + run.state}"
             for run in use.active
@@ -160,6 +186,8 @@ def usage_rows(
                 "running": use.running,
                 "running_gpus": use.running_gpus,
                 "workspaces": " ".join(workspaces),
+                "gpu_hours": round(sum(by_type.values()), 2),
+                "gpu_hours_by_type": gpu_hours_by_type(by_type),
             }
         )
     return rows

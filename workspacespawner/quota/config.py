@@ -54,9 +54,12 @@ class WorkspaceQuota(Configurable):
         50.0,
         min=0,
         config=True,
-        help="""GPU time each user may use per calendar month, in card-hours (one GPU for one hour).
+        help="""GPU time each user may use per calendar month, in card-hours (one reference GPU for one hour).
 
-        A server with 2 GPUs running 90 minutes uses 3 card-hours. 0 allows no
+        A server with 2 GPUs running 90 minutes uses 3 card-hours at weight
+        1.0; each GPU unit is weighted by ``c.GPUEconomy.card_hour_weights``
+        for the GPU the server was placed on (2 V100s at 0.5 for 90 minutes:
+        1.5 card-hours; a ``1g.10gb`` MIG slice 1/7 unless set). 0 allows no
         GPU profile at all; CPU profiles never use card-hours.
         """,
     )

@@ -72,10 +72,11 @@ def verdict_message(verdict: Verdict, reset, stop_tz) -> str:
     )
     limit, used = number(verdict.limit), number(verdict.used)
     if verdict.action == "warn":
-        minutes = number(round(max(0.0, verdict.left) / verdict.running_gpus * 60))
+        minutes = number(round(max(0.0, verdict.left) / verdict.rate * 60))
+        units = f"{verdict.running_gpus} GPU{'' if verdict.running_gpus == 1 else 's'}"
         return (
             f"Your GPU time runs out soon: {number(verdict.left)} of your {limit} card-hours are left this month, "
-            f"about {minutes} minutes at your current use ({verdict.running_gpus} GPUs). "
+            f"about {minutes} minutes at your current use ({units}, {number(verdict.rate)} card-hours per hour). "
             f"Your GPU servers will be stopped at {stop_at}. Save your work."
         )
     if verdict.action == "grace":
@@ -172,9 +173,16 @@ class Enforcer(PeriodicPass):
         for count, (user, runs) in enumerate(runs_by_user.items(), 1):
             usage[user] = policy.usage_from_runs(runs, period, now)
             await _yield_every(count)
-        running_gpus = sum(run.gpus for use in usage.values() for run in use.active if run.state == OPEN)
+        running = [run for use in usage.values() for run in use.active if run.state == OPEN and run.gpus > 0]
+        units: dict[tuple[str, str], int] = {}
+        for run in running:
+            units[(run.gpu_resource, run.gpu_product)] = units.get((run.gpu_resource, run.gpu_product), 0) + run.gpus
         metrics.set_snapshot(
-            {user: use.card_hours for user, use in usage.items()}, running_gpus, settings.metrics_top_users
+            {user: use.card_hours for user, use in usage.items()},
+            sum(units.values()),
+            settings.metrics_top_users,
+            gpu_hours=policy.gpu_hours([run for runs in runs_by_user.values() for run in runs], *period, now),
+            running_units=units,
         )
         actions: list[tuple[str, str, str]] = []
         for user in ANNOUNCEMENTS.users() - set(usage):

@@ -49,6 +49,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.dialects import postgresql
 
+from workspacespawner.core.gpuresources import WHOLE_GPU
 from workspacespawner.db import migrate
 from workspacespawner.db.engine import DatabaseUnavailable, UTCDateTime, guarded, make_engine, write_transaction
 from workspacespawner.db.executor import DatabaseExecutor, process_executor
@@ -94,6 +95,9 @@ runs = sa.Table(
     sa.Column("state", sa.String(16), nullable=False),
     sa.Column("last_seen", UTCDateTime, nullable=True),
     sa.Column("stop_reason", sa.String(255), nullable=True),
+    sa.Column("gpu_resource", sa.String(253), nullable=False, server_default=WHOLE_GPU),
+    sa.Column("gpu_product", sa.String(255), nullable=False, server_default=""),
+    sa.Column("weight", sa.Float, nullable=False, server_default="1.0"),
 )
 
 quota_users = sa.Table(USERS_TABLE, metadata, sa.Column("user_name", sa.String(255), primary_key=True))
@@ -114,8 +118,11 @@ _RUN_COLUMNS = (
     "state",
     "last_seen",
     "stop_reason",
+    "gpu_resource",
+    "gpu_product",
+    "weight",
 )
-_IDENTITY = ("server_name", "profile", "workspace_kind", "gpus")
+_IDENTITY = ("server_name", "profile", "workspace_kind", "gpus", "gpu_resource", "gpu_product", "weight")
 
 
 def _run(row) -> Run:
@@ -143,7 +150,7 @@ _INSERT_RUN = runs.insert()
 
 
 def _identity(reservation: Reservation) -> dict:
-    """The columns that say whose workspace a run is, and what it runs."""
+    """The columns that say whose workspace a run is, what it runs and its provisional price."""
     return dict(user_name=reservation.user, **{name: getattr(reservation, name) for name in _IDENTITY})
 
 
@@ -388,6 +395,29 @@ class Ledger:
                 .values(state=OPEN, started=started_at, last_seen=started_at)
             )
             return reservation.id if done.rowcount else None
+
+    @_guarded
+    def price_run(self, run_id: int, product: str, weight: float) -> bool:
+        """The run was placed on a node of GPU type ``product``: charge it ``weight`` card-hours per unit-hour.
+
+        One UPDATE, only of a run that is still open and not priced yet
+        (its ``gpu_product`` empty: a profile that names its product was
+        priced when it was reserved), so a run's price is set once and
+        never changes afterwards (a hub restart, a later weight change: the
+        run keeps it). The weight applies to the run's whole time, from
+        ``started``. ``product``: the node's ``nvidia.com/gpu.product``
+        label; ``""`` for a node without it (the run stays unpriced and
+        keeps ``weight`` as given). Returns whether the run was priced.
+        """
+        if weight < 0:
+            raise ValueError(f"a weight is card-hours per unit-hour >= 0, not {weight!r}")
+        with self._write() as conn:
+            done = conn.execute(
+                runs.update()
+                .where(runs.c.id == run_id, runs.c.state == OPEN, runs.c.gpu_product == "")
+                .values(gpu_product=product or "", weight=float(weight))
+            )
+            return bool(done.rowcount)
 
     @_guarded
     def release(self, reservation: Reservation) -> None:

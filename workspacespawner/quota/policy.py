@@ -6,7 +6,10 @@ module calls it as ``policy.utcnow()`` (never ``from .policy import
 utcnow``), so a test moves time for all of them with
 ``monkeypatch.setattr(policy, "utcnow", lambda: moment)``.
 
-Units: card-hours (one GPU held for one hour), CPU cores, Kubernetes
+Units: card-hours (one unit of a GPU resource held for one hour, times
+the weight it was charged at: :mod:`workspacespawner.config.gpueconomy`),
+GPU units (``gpus``: whole GPUs, MIG slices, time-sliced replicas, VM
+devices, of one resource per run), CPU cores, Kubernetes
 quantities for memory and disk (``"50Gi"``), aware datetimes (naive ones are
 taken as UTC).
 """
@@ -18,6 +21,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from workspacespawner.core.gpuresources import DEVICE, MIG, WHOLE_GPU, GPUResource, parse_gpu_resource
 from workspacespawner.core.quantities import gib, parse_quantity
 
 #: The words a refusal's ``reason`` may be (metrics label values, log words).
@@ -45,11 +49,12 @@ def aware(moment: datetime) -> datetime:
 class Limits:
     """What one user may use.
 
-    ``card_hours_per_month``: GPU-hours per calendar month (0: no GPU
-    time). ``max_concurrent``: workspaces starting, running or stopping at
+    ``card_hours_per_month``: weighted card-hours per calendar month (0:
+    no GPU time). ``max_concurrent``: workspaces starting, running or stopping at
     once, default and named servers, containers and VMs alike.
     ``max_cpu`` (cores), ``max_memory`` (quantity), ``max_gpus``: the
-    largest single workspace (None: no limit). ``max_disk``: the user's
+    largest single workspace (None: no limit; ``max_gpus`` counts units of
+    any GPU resource: GPUs, MIG slices, replicas). ``max_disk``: the user's
     disks together, home plus VM root disks (quantity; None: no limit).
     """
 
@@ -166,6 +171,9 @@ class Run:
     ``started``: when it reached Running (for a reservation: when it was
     made). ``stopped``: None while open. ``last_seen``: the last time the
     cluster showed it alive. ``state``: ``reserved``, ``open`` or ``closed``.
+    ``gpus``: units of ``gpu_resource``; ``gpu_product``: the GPU type
+    (the node's ``nvidia.com/gpu.product``; ``""`` until known);
+    ``weight``: card-hours one unit costs per hour, fixed at placement.
     """
 
     gpus: int
@@ -179,45 +187,86 @@ class Run:
     id: int | None = None
     last_seen: datetime | None = None
     stop_reason: str | None = None
+    gpu_resource: str = WHOLE_GPU
+    gpu_product: str = ""
+    weight: float = 1.0
+
+    @property
+    def rate(self) -> float:
+        """Card-hours this run costs per hour while it holds its GPUs (``gpus`` × ``weight``; 0 for CPU)."""
+        return card_hour_rate(self.gpus, self.weight)
+
+
+def card_hour_rate(units: int, weight: float) -> float:
+    """Card-hours per hour of ``units`` GPU units at ``weight`` card-hours per unit-hour (0 for none)."""
+    return max(0, units) * weight
+
+
+def _held(run: Run, start: datetime, until: datetime, now: datetime) -> tuple[datetime, datetime] | None:
+    """The part of ``run`` inside ``[start, until)`` during which it held GPUs, up to ``now``; None if none."""
+    if run.gpus <= 0 or run.state == RESERVED:
+        return None
+    begin = max(run.started, start)
+    finish = min(run.stopped if run.stopped is not None else now, until)
+    return (begin, finish) if finish > begin else None
+
+
+def _utc(*moments: datetime) -> tuple[datetime, ...]:
+    return tuple(aware(moment).astimezone(UTC) for moment in moments)
 
 
 def card_hours(runs, start: datetime, end: datetime, now: datetime) -> float:
-    """Card-hours (GPUs × hours) the ``runs`` used inside ``[start, end)``, counted up to ``now``.
+    """Card-hours the ``runs`` used inside ``[start, end)``, counted up to ``now``: Σ units × weight × hours.
 
     Each run is clipped to the period: a run across midnight of the 1st
-    counts its part in each month. An open run (``stopped`` None) counts up
-    to ``now``. Reservations count nothing (they hold no GPU yet).
+    counts its part in each month, at the one weight it was charged at. An
+    open run (``stopped`` None) counts up to ``now``. Reservations count
+    nothing (they hold no GPU yet).
 
     The bounds are taken in UTC: two datetimes of one time zone subtract as
     wall-clock times, which would count a month with a daylight-saving
     change as 744 hours instead of 743 or 745.
     """
     total = 0.0
-    start, end, now = (aware(moment).astimezone(UTC) for moment in (start, end, now))
+    start, end, now = _utc(start, end, now)
     until = min(end, now)
     for run in runs:
-        if run.gpus <= 0 or run.state == RESERVED:
-            continue
-        begin = max(run.started, start)
-        finish = min(run.stopped if run.stopped is not None else now, until)
-        if finish > begin:
-            total += run.gpus * (finish - begin).total_seconds() / 3600
+        held = _held(run, start, until, now)
+        if held is not None:
+            total += run.rate * (held[1] - held[0]).total_seconds() / 3600
     return total
 
 
-def exhausted_at(runs, start: datetime, limit: float, now: datetime) -> datetime | None:
-    """When the ``runs`` used up ``limit`` card-hours counted from ``start``, or None if not by ``now``."""
-    steps: dict[datetime, int] = {}
+def gpu_hours(runs, start: datetime, end: datetime, now: datetime) -> dict[tuple[str, str], float]:
+    """Raw unit-hours (units × hours, unweighted) the ``runs`` held inside ``[start, end)`` up to ``now``, by
+    ``(gpu_resource, gpu_product)``; clipped as :func:`card_hours`. Only keys with time held are present."""
+    hours: dict[tuple[str, str], float] = {}
+    start, end, now = _utc(start, end, now)
+    until = min(end, now)
     for run in runs:
-        if run.gpus <= 0 or run.state == RESERVED:
-            continue
-        begin, finish = max(run.started, start), min(run.stopped if run.stopped is not None else now, now)
-        if finish > begin:
-            steps[begin] = steps.get(begin, 0) + run.gpus
-            steps[finish] = steps.get(finish, 0) - run.gpus
-    used, rate, previous = 0.0, 0, None
+        held = _held(run, start, until, now)
+        if held is not None:
+            key = (run.gpu_resource, run.gpu_product)
+            hours[key] = hours.get(key, 0.0) + run.gpus * (held[1] - held[0]).total_seconds() / 3600
+    return hours
+
+
+def exhausted_at(runs, start: datetime, limit: float, now: datetime) -> datetime | None:
+    """When the ``runs`` used up ``limit`` card-hours counted from ``start``, or None if not by ``now``.
+
+    Rates are weighted (card-hours per hour: units × weight), so a V100 at
+    0.5 runs out twice as late as an A100 at 1.0.
+    """
+    steps: dict[datetime, float] = {}
+    for run in runs:
+        held = _held(run, start, now, now)
+        if held is not None and run.rate > 0:
+            begin, finish = held
+            steps[begin] = steps.get(begin, 0.0) + run.rate
+            steps[finish] = steps.get(finish, 0.0) - run.rate
+    used, rate, previous = 0.0, 0.0, None
     for moment in sorted(steps):
-        if previous is not None and rate > 0:
+        if previous is not None and rate > 1e-12:
             hours = (moment - previous).total_seconds() / 3600
             if used + rate * hours >= limit:
                 return previous + timedelta(hours=max(0.0, limit - used) / rate)
@@ -242,7 +291,13 @@ class Usage:
 
     @property
     def running_gpus(self) -> int:
+        """GPU units (of any resource) of the workspaces reserved or running now."""
         return sum(run.gpus for run in self.active)
+
+    @property
+    def card_hour_rate(self) -> float:
+        """Card-hours per hour the workspaces reserved or running now cost together (Σ units × weight)."""
+        return sum(run.rate for run in self.active)
 
 
 def usage_from_runs(runs, period: tuple[datetime, datetime], now: datetime) -> Usage:
@@ -267,7 +322,10 @@ class Request:
     ``cpu`` in cores and ``memory`` a quantity (None: the profile sets no
     limit, which no instance limit can check). ``disk_new``: bytes of disk
     this start creates (a new home or root disk); ``disk_existing``: bytes
-    the user's disks already hold.
+    the user's disks already hold. ``gpus``: units of ``gpu_resource``;
+    ``gpu_product``: the GPU type the profile selects (``""``: any);
+    ``gpu_weight``: card-hours one unit costs per hour until the workspace
+    is placed (the product's weight, else the most the resource may cost).
     """
 
     gpus: int = 0
@@ -278,11 +336,18 @@ class Request:
     profile: str = ""
     disk_new: int = 0
     disk_existing: int = 0
+    gpu_resource: str = WHOLE_GPU
+    gpu_product: str = ""
+    gpu_weight: float = 1.0
 
 
 @dataclass(frozen=True)
 class Reservation:
-    """A place held for one start: a ledger row in state ``reserved`` (``id`` None when the ledger was down)."""
+    """A place held for one start: a ledger row in state ``reserved`` (``id`` None when the ledger was down).
+
+    ``gpu_resource``, ``gpu_product`` and ``weight`` as in :class:`Run`:
+    the provisional price, until :meth:`~workspacespawner.quota.ledger.Ledger.price_run`.
+    """
 
     id: int | None
     user: str
@@ -291,11 +356,15 @@ class Reservation:
     workspace_kind: str
     gpus: int
     reserved_at: datetime
+    gpu_resource: str = WHOLE_GPU
+    gpu_product: str = ""
+    weight: float = 1.0
 
     @classmethod
     def of(cls, user: str, request: Request, now: datetime, run_id: int | None = None) -> Reservation:
         """The reservation of ``request`` by ``user`` made at ``now`` (ledger row ``run_id``)."""
-        return cls(run_id, user, request.server_name, request.profile, request.workspace_kind, request.gpus, now)
+        return cls(run_id, user, request.server_name, request.profile, request.workspace_kind, request.gpus, now,
+                   request.gpu_resource, request.gpu_product, request.gpu_weight)
 
 
 @dataclass(frozen=True)
@@ -348,9 +417,27 @@ def _plural(count: float, word: str) -> str:
     return f"{number(count)} {word}{'' if count == 1 else 's'}"
 
 
+def gpu_units(count: int, resource: str, product: str = "") -> str:
+    """``count`` units of ``resource`` in words, with the GPU type when known: ``1 Tesla-V100-SXM2-16GB GPU``,
+    ``2 MIG slices 1g.10gb (NVIDIA-A100-SXM4-80GB)``, ``1 shared GPU``, ``1 × nvidia.com/GRID_T4-4Q``."""
+    known = parse_gpu_resource(resource) or GPUResource(resource, DEVICE)
+    words = known.describe(count)
+    if not product or known.kind == DEVICE:
+        return words
+    if known.kind == MIG:
+        return f"{words} ({product})"
+    head, _, rest = words.partition(" ")
+    return f"{head} {product} {rest}"
+
+
+def rate_words(count: int, resource: str, product: str, weight: float) -> str:
+    """What ``count`` units cost, in words: ``0.5 card-hours per hour (1 Tesla-V100-SXM2-16GB GPU at 0.5)``."""
+    return f"{_plural(card_hour_rate(count, weight), 'card-hour')} per hour ({gpu_units(count, resource, product)} at {number(weight)})"
+
+
 def _instance_refusal(request: Request, limits: Limits) -> Decision | None:
     checks = (
-        ("max_gpus", request.gpus, limits.max_gpus, "GPU"),
+        ("max_gpus", request.gpus, limits.max_gpus, "GPU unit" if request.gpu_resource != WHOLE_GPU else "GPU"),
         ("max_cpu", request.cpu, limits.max_cpu, "CPU core"),
     )
     for name, asked, most, word in checks:
@@ -408,8 +495,9 @@ def decide(request: Request, usage: Usage, limits: Limits, now: datetime, *, min
     A start is refused for card-hours only if it asks for GPUs: CPU-only
     profiles are never refused for card-hours. A GPU start needs enough
     card-hours left to run all the user's GPU workspaces, this one
-    included, for ``min_start_hours``: ``left >= (running GPUs + asked
-    GPUs) × min_start_hours``. With 0, any card-hours left will do. That
+    included, for ``min_start_hours`` at their weighted rates: ``left >=
+    (running rate + asked units × gpu_weight) × min_start_hours``, rates
+    in card-hours per hour. With 0, any card-hours left will do. That
     rule is what makes two racing starts unable to share the last
     card-hours: the first one's reservation counts in the second one's check.
     """
@@ -435,7 +523,7 @@ def decide(request: Request, usage: Usage, limits: Limits, now: datetime, *, min
         return ALLOWED
     limit = limits.card_hours_per_month
     left = max(0.0, limit - usage.card_hours)
-    needed = (usage.running_gpus + request.gpus) * min_start_hours
+    needed = (usage.card_hour_rate + card_hour_rate(request.gpus, request.gpu_weight)) * min_start_hours
     if (left >= needed) if needed > 0 else (left > 0):
         return ALLOWED
     minutes = number(min_start_hours * 60)
@@ -443,15 +531,15 @@ def decide(request: Request, usage: Usage, limits: Limits, now: datetime, *, min
         allowed=False,
         reason="card-hours",
         limit="card_hours_per_month",
-        asked=float(request.gpus),
+        asked=card_hour_rate(request.gpus, request.gpu_weight),
         used=usage.card_hours,
         left=left,
         allowed_max=limit,
         unit="card-hours",
         reset=usage.period_end,
         detail=(
-            f"Not enough GPU time left: this profile costs {_plural(request.gpus, 'card-hour')} per hour "
-            f"({_plural(request.gpus, 'GPU')})"
+            "Not enough GPU time left: this profile costs "
+            + rate_words(request.gpus, request.gpu_resource, request.gpu_product, request.gpu_weight)
             + (
                 f" and needs {number(needed)} card-hours left to start ({minutes} minutes of all your GPU workspaces, this one included)"
                 if needed > 0
@@ -484,7 +572,8 @@ class Verdict:
 
     ``action``: ``none``, ``warn`` (card-hours run out soon), ``grace``
     (run out, stop pending) or ``stop``. ``stop_at``: when GPU servers will
-    be (or were due to be) stopped.
+    be (or were due to be) stopped. ``running_gpus``: GPU units of the open
+    runs; ``rate``: the card-hours per hour they cost together.
     """
 
     action: str
@@ -493,6 +582,7 @@ class Verdict:
     left: float
     running_gpus: int
     stop_at: datetime | None = None
+    rate: float = 0.0
 
 
 def enforcement(
@@ -509,25 +599,27 @@ def enforcement(
 
     GPU servers are stopped once the overrun beyond ``limit`` has lasted
     ``grace_minutes`` *and* reached ``grace_card_hours``: the more generous
-    grace applies. A warning comes when, at the current rate, card-hours run
-    out within ``warn_minutes``.
+    grace applies. A warning comes when, at the current weighted rate
+    (card-hours per hour of the open runs), card-hours run out within
+    ``warn_minutes``. Open runs whose weight is 0 (free GPUs) never run out.
     """
     runs = list(runs)
     start, _end = period
     used = card_hours(runs, start, period[1], now)
     gpus = sum(r.gpus for r in runs if r.state == OPEN and r.gpus > 0)
+    rate = sum(r.rate for r in runs if r.state == OPEN and r.gpus > 0)
     left = limit - used
-    if gpus == 0:
-        return Verdict("none", used, limit, left, 0)
+    if gpus == 0 or rate <= 0:
+        return Verdict("none", used, limit, left, gpus, rate=rate)
     if left > 0:
-        out_at = now + timedelta(hours=left / gpus)
-        stop_at = max(out_at + timedelta(minutes=grace_minutes), out_at + timedelta(hours=grace_card_hours / gpus))
+        out_at = now + timedelta(hours=left / rate)
+        stop_at = max(out_at + timedelta(minutes=grace_minutes), out_at + timedelta(hours=grace_card_hours / rate))
         action = "warn" if (out_at - now) <= timedelta(minutes=warn_minutes) else "none"
-        return Verdict(action, used, limit, left, gpus, stop_at)
+        return Verdict(action, used, limit, left, gpus, stop_at, rate)
     out_at = exhausted_at(runs, start, limit, now) or now
     overrun = used - limit
     by_minutes = out_at + timedelta(minutes=grace_minutes)
-    by_hours = now + timedelta(hours=max(0.0, grace_card_hours - overrun) / gpus)
+    by_hours = now + timedelta(hours=max(0.0, grace_card_hours - overrun) / rate)
     stop_at = max(by_minutes, by_hours)
     action = "stop" if now >= by_minutes and overrun >= grace_card_hours else "grace"
-    return Verdict(action, used, limit, left, gpus, stop_at)
+    return Verdict(action, used, limit, left, gpus, stop_at, rate)

@@ -19,7 +19,8 @@ from workspacespawner.workspace.disks import requested_bytes
 async def quota_request(
     kube, *, namespace: str, user_name: str, profile: ResolvedProfile, server_name: str, home_pvc: str, home_size: str, backend
 ) -> Request:
-    """The :class:`~workspacespawner.quota.policy.Request` of a start (sizes in bytes).
+    """The :class:`~workspacespawner.quota.policy.Request` of a start (sizes in bytes; GPU resource, product and
+    provisional weight from the resolved profile).
 
     ``kube``: a :class:`~workspacespawner.k8s.api.Kube`; ``backend``: the
     start's backend, which says what disk its kind adds
@@ -41,6 +42,9 @@ async def quota_request(
         profile=profile.slug,
         disk_existing=sum(requested_bytes(c) for c in mine),
         disk_new=disk_new,
+        gpu_resource=profile.gpu_resource,
+        gpu_product=profile.gpu_product or "",
+        gpu_weight=profile.gpu_weight,
     )
 
 

@@ -10,6 +10,7 @@ A start's life, from the spawner:
 
 ``reserve``     before any Kubernetes object: check and reserve, or raise :class:`~.refusal.QuotaRefused`
 ``running``     right before compute (a Pod, a VM) is created: the reservation becomes an open run
+``placed``      the compute is on a node: the run is priced at that node's GPU type (once; see below)
 ``start_done``  the start ended (up or failed): the enforcer's reconciliation may close the run once compute is gone
 ``release``     the start failed before compute was asked for: drop the reservation (an open run stays)
 ``stopped``     the workspace's compute is observed gone: close its run
@@ -18,6 +19,13 @@ A run opens before compute can exist and is closed only once compute is
 observed gone (the spawner checks the shared watch caches first), so every
 second a GPU is held is inside an open run, also when kubespawner deletes
 and re-creates a Pod inside one start (its answer to 409 AlreadyExists).
+
+A run opens at its profile's provisional weight (the weight of the product
+it names, else the most its GPU resource may cost) and is priced once, when
+this hub sees it placed (:meth:`QuotaService.placed`): the weight of the
+node's GPU type under the hub's ``c.GPUEconomy.card_hour_weights``, for the
+run's whole time. A run this hub did not open (a hub restart re-adopting a
+running server) is never priced again.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.db.executor import DatabaseExecutor
 from workspacespawner.quota import metrics, policy
 from workspacespawner.quota.config import WorkspaceQuota
@@ -78,13 +87,18 @@ class QuotaService:
 
     ``ledger``: default, one on ``settings.database_url()``. ``executor``: the
     database thread for the ledger's calls (default: the ledger's own,
-    which is the process's unless it was given another).
+    which is the process's unless it was given another). ``economy``: the
+    card-hour weights runs are priced with at placement (default: none
+    set, every GPU 1.0 and a MIG slice its share).
     """
 
     def __init__(
-        self, settings: WorkspaceQuota, *, ledger: Ledger | None = None, executor: DatabaseExecutor | None = None
+        self, settings: WorkspaceQuota, *, ledger: Ledger | None = None, executor: DatabaseExecutor | None = None,
+        economy: GPUEconomy | None = None,
     ):
         self.settings = settings
+        #: The card-hour weights (``c.GPUEconomy``) a run is priced with when it is placed.
+        self.economy = economy if economy is not None else GPUEconomy()
         self.ledger = ledger or Ledger(settings.database_url(), timeout=settings.ledger_timeout)
         if executor is not None:
             self.ledger.executor = executor  # so the audit log on this ledger writes on it too
@@ -94,6 +108,8 @@ class QuotaService:
         self._workspaces: dict[tuple[str, str], TrackedWorkspace] = {}
         self._groups: dict[str, frozenset[str]] = {}
         self._starting: set[tuple[str, str]] = set()
+        #: Runs this hub opened that wait for their node's GPU type: ``{(user, server): (run id, GPU resource)}``.
+        self._unpriced: dict[tuple[str, str], tuple[int, str]] = {}
         self.enforcer: Enforcer | None = None
 
     @property
@@ -149,14 +165,47 @@ class QuotaService:
         """
         if reservation is None or not self.enabled:
             return None
-        self._starting.add((reservation.user, reservation.server_name))
+        key = (reservation.user, reservation.server_name or "")
+        self._starting.add(key)
+        self._unpriced.pop(key, None)
         try:
             watched = timedelta(seconds=2 * self.settings.enforce_interval)
-            return await self.call(self.ledger.open_run, reservation, policy.utcnow(), watched=watched)
+            run_id = await self.call(self.ledger.open_run, reservation, policy.utcnow(), watched=watched)
         except LedgerUnavailable as e:
             # The reservation row stays; the enforcer opens it once the ledger is back (close_orphans).
             log.error("Could not open the run of %s's server %r: %s", reservation.user, reservation.server_name, e)
             return None
+        if run_id is not None and reservation.gpus > 0 and not reservation.gpu_product:
+            self._unpriced[key] = (run_id, reservation.gpu_resource)
+        return run_id
+
+    async def placed(self, user: str, server_name: str, product: str | None) -> float | None:
+        """The server's compute is on a node of GPU type ``product`` (its ``nvidia.com/gpu.product`` label): price its
+        run there. Returns the weight charged (card-hours per unit-hour), or None when nothing was priced.
+
+        Only a run this hub opened (:meth:`running`) and has not priced yet,
+        whose profile named no product, is priced, once; ``product`` None
+        (the node or its label unknown) leaves the provisional weight, the
+        most the resource may cost. Ledger errors are logged, not raised
+        (the run keeps its provisional weight).
+        """
+        if not self.enabled or not product:
+            return None
+        entry = self._unpriced.pop((user, server_name or ""), None)
+        if entry is None:
+            return None
+        run_id, resource = entry
+        weight = self.economy.weight(resource, product)
+        try:
+            priced = await self.call(self.ledger.price_run, run_id, product, weight)
+        except LedgerUnavailable as e:
+            log.error("Could not price the run of %s's server %r on %s: %s", user, server_name, product, e)
+            return None
+        if not priced:
+            return None
+        log.info("%s's server %r placed on %s %s: %s card-hours per unit-hour", user, server_name or "(default)",
+                 resource, product, policy.number(weight))
+        return weight
 
     def start_done(self, user: str, server_name: str) -> None:
         """The start of ``(user, server_name)`` ended, up or failed: its run is reconciled with the cluster from now on."""
@@ -190,6 +239,7 @@ class QuotaService:
         """
         if not self.enabled:
             return
+        self._unpriced.pop((user, server_name or ""), None)
         try:
             await self.call(self.ledger.close_server, user, server_name, None if gone else policy.utcnow())
         except LedgerUnavailable as e:

@@ -8,7 +8,8 @@
   through :class:`~workspacespawner.k8s.cachedkube.CachedKube`: no API call
   while the watch runs);
 - the GPUs free now (:class:`~workspacespawner.workspace.gpus.GPUCapacity`:
-  the Pod and VMI watches, and one Node LIST per ``node_ttl`` for the whole hub).
+  the Pod and VMI watches, and one Node LIST per ``node_ttl`` for the whole hub);
+- the card-hour weights (the hub's ``c.GPUEconomy``, read once per process).
 
 :class:`PageCache` keeps each user's result for a few seconds, so the page's
 live refresh reads nothing at all on most requests.
@@ -31,7 +32,7 @@ from workspacespawner.spawnpage.model import Balance, Card, balance, card, page_
 from workspacespawner.workspace.disks import requested_bytes
 
 #: Spawner settings a profile's ``kubespawner_override`` may set, which a card shows when it does not.
-CARD_DEFAULTS = ("workspace_kind", "ide", "cpu_limit", "mem_limit")
+CARD_DEFAULTS = ("workspace_kind", "ide", "cpu_limit", "mem_limit", "vm_gpu_device_name")
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,8 @@ async def gather(spawner) -> SpawnPage:
     used_disk = await disk_bytes(spawner) if found is not None else 0
     defaults = {name: getattr(spawner, name) for name in CARD_DEFAULTS}
     team = await placementnotes.team_gpu_pools(spawner, profiles)
-    cards = [replace(card(profile, defaults, team.get(pool_of_profile(profile), pools), usage, limits),
+    economy = spawner.services.economy
+    cards = [replace(card(profile, defaults, team.get(pool_of_profile(profile), pools), usage, limits, economy),
                      **await placementnotes.notes(spawner, profile)) for profile in profiles]
     return SpawnPage(profiles, cards, balance(usage, limits, used_disk))
 

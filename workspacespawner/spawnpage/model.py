@@ -9,8 +9,13 @@ and the endpoint never disagree.
 A card's numbers come from the profile's ``kubespawner_override`` (as the
 start applies it), with the spawner's own settings where it sets nothing:
 ``workspace_kind``, ``ide``, ``cpu_limit`` (cores), ``mem_limit``,
-``extra_resource_limits["nvidia.com/gpu"]`` and the
-``nvidia.com/gpu.product`` node selector.
+``vm_gpu_device_name``, the GPU resource of ``extra_resource_limits``
+(``nvidia.com/gpu``, a MIG slice, a time-sliced share) and the
+``nvidia.com/gpu.product`` node selector. Its cost is in weighted
+card-hours per hour (``c.GPUEconomy.card_hour_weights``): one number when
+the profile names its GPU type or every type costs the same, else a range
+over the types of its resource the cluster has (the types the weights list
+when the cluster's are not known).
 """
 
 from __future__ import annotations
@@ -18,10 +23,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-from workspacespawner.config.profiles import override_gpus
-from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
+from workspacespawner.config.gpueconomy import GPUEconomy
+from workspacespawner.config.profiles import gpu_limit
+from workspacespawner.core.gpuresources import DEVICE, GPU_PRODUCT_LABEL, MIG, GPUResource, parse_gpu_resource
 from workspacespawner.core.quantities import parse_quantity
-from workspacespawner.quota.policy import Limits, Usage, number, when
+from workspacespawner.quota.policy import Limits, Usage, gpu_units, number, when
 from workspacespawner.workspace.gpus import GPUPool, pool_for, shortage
 
 #: Bytes in a GiB (disk sizes are shown in GiB).
@@ -37,7 +43,7 @@ class Balance:
     """The header of the spawn page: what the user has used and has left.
 
     ``card_hours_used``/``card_hours_limit``/``card_hours_left``: this
-    month's card-hours (GPU count × hours); ``resets``: when they reset, as
+    month's weighted card-hours (GPU units × weight × hours); ``resets``: when they reset, as
     ``2027-01-01 00:00 (Europe/Berlin)``; ``resets_at``: the same instant in
     ISO 8601. ``running``/``running_limit``: workspaces starting or running
     now and how many may at once. ``disk_used_gib``/``disk_limit_gib``: the
@@ -94,10 +100,16 @@ class Card:
     """One profile as the spawn page shows it.
 
     ``cpu``: cores (None: no limit set); ``memory``: as configured
-    (``"32G"``); ``gpus``: count; ``gpu_type``: the GPU product the profile
-    selects (``""``: any type); ``card_hours_per_hour``: what an hour of it
-    costs (its GPU count); ``gpus_free``/``gpus_total``: of its GPU type on
-    usable nodes now (None for CPU profiles, or when unknown);
+    (``"32G"``); ``gpus``: units of ``gpu_resource`` (``nvidia.com/gpu``, a
+    MIG slice, a time-sliced share, a VM device); ``gpu_type``: the GPU
+    product the profile selects (``""``: any type); ``gpu_kind``: the units
+    in words (``1 MIG slice 1g.10gb``, ``2 Tesla-V100-SXM2-16GB GPUs``);
+    ``card_hours_per_hour``: weighted card-hours an hour of it costs at
+    most on the GPU types it may get, ``card_hours_from``: at least (equal
+    unless it names no GPU type and types cost differently);
+    ``cost``: that in a sentence; ``gpus_free``/``gpus_total``: units of its
+    resource and type on usable nodes now, ``free_unit`` their name
+    (``MIG slices 1g.10gb``; None for CPU profiles, or when unknown);
     ``blocked``: why it cannot start now, in a sentence (None: it can);
     ``selectable``: False only when the start is sure to be refused (the
     user's own limits); a card short of GPUs stays selectable, since the
@@ -122,6 +134,11 @@ class Card:
     selectable: bool = True
     pool_note: str | None = None
     prefers_note: str | None = None
+    gpu_resource: str = "nvidia.com/gpu"
+    gpu_kind: str = ""
+    card_hours_from: float = 0.0
+    cost: str = "No GPU: costs no card-hours"
+    free_unit: str = "GPUs"
 
     @property
     def group(self) -> str:
@@ -132,18 +149,56 @@ class Card:
         return {**asdict(self), "group": self.group}
 
 
-def _profile_facts(profile: dict, defaults: dict) -> dict:
+def _profile_facts(profile: dict, defaults: dict, declared=()) -> dict:
     override = profile.get("kubespawner_override") or {}
     cpu = override.get("cpu_limit", defaults.get("cpu_limit"))
     memory = override.get("mem_limit", defaults.get("mem_limit"))
+    kind = override.get("workspace_kind", defaults.get("workspace_kind", "container"))
+    resource, gpus = gpu_limit(override.get("extra_resource_limits"), declared)
+    if gpus and kind == "vm":
+        resource = override.get("vm_gpu_device_name", defaults.get("vm_gpu_device_name")) or resource
     return {
-        "kind": override.get("workspace_kind", defaults.get("workspace_kind", "container")),
+        "kind": kind,
         "ide": override.get("ide", defaults.get("ide", "jupyterlab")),
         "cpu": float(cpu) if cpu else None,
         "memory": str(memory) if memory else None,
-        "gpus": override_gpus(override),
+        "gpus": gpus,
         "gpu_type": (override.get("node_selector") or {}).get(GPU_PRODUCT_LABEL) or "",
+        "gpu_resource": resource,
     }
+
+
+def weight_range(economy: GPUEconomy, resource: str, product: str,
+                 pools: dict[tuple[str, str], GPUPool] | None) -> tuple[float, float]:
+    """``(least, most)`` card-hours one unit of ``resource`` costs per hour on the GPU types a start may get.
+
+    ``product`` named: that type's weight, twice. Else the types of
+    ``resource`` the cluster has (``pools``, with units allocatable), and
+    when it has none or they are unknown, every type the weights list and
+    the price of the unlisted ones. A node without the product label
+    counts at :meth:`~workspacespawner.config.gpueconomy.GPUEconomy.highest_weight`,
+    the provisional price a run placed there keeps.
+    """
+    if product:
+        one = economy.weight(resource, product)
+        return one, one
+    present = sorted({p for (name, p), pool in (pools or {}).items() if name == resource and pool.total > 0})
+    if present:
+        prices = [economy.weight(resource, p) if p else economy.highest_weight(resource) for p in present]
+    else:
+        prices = [w for _p, w in economy.products_by_cost(resource)] + [economy.weight(resource, None)]
+    return min(prices), max(prices)
+
+
+def cost_sentence(gpus: int, least: float, most: float) -> str:
+    """The card's cost line: ``Costs 0.5 card-hours per hour``, or ``Costs from 0.25 to 1 card-hours per hour,
+    depending on the GPU it gets`` (per-unit weights ``least``/``most`` times ``gpus``)."""
+    if gpus <= 0:
+        return "No GPU: costs no card-hours"
+    low, high = gpus * least, gpus * most
+    if number(low) == number(high):
+        return f"Costs {number(high)} card-hour{'' if high == 1 else 's'} per hour"
+    return f"Costs from {number(low)} to {number(high)} card-hours per hour, depending on the GPU it gets"
 
 
 def _quota_block(gpus: int, usage: Usage | None, limits: Limits | None) -> str | None:
@@ -159,24 +214,41 @@ def _quota_block(gpus: int, usage: Usage | None, limits: Limits | None) -> str |
     return None
 
 
-def card(profile: dict, defaults: dict, pools: dict[str, GPUPool] | None, usage: Usage | None,
-         limits: Limits | None) -> Card:
+def free_unit(resource: str, product: str) -> str:
+    """What the card's free count counts: the GPU type (``NVIDIA-A100-SXM4-80GB``) for whole GPUs and shares of
+    one named type, else the units in words (``GPUs``, ``shared GPUs``, ``MIG slices 1g.10gb``, a VM device's name)."""
+    known = parse_gpu_resource(resource) or GPUResource(resource, DEVICE)
+    if known.kind == DEVICE:
+        return resource
+    if product and known.kind != MIG:
+        return product
+    return known.describe(2).split(" ", 1)[1]
+
+
+def card(profile: dict, defaults: dict, pools: dict[tuple[str, str], GPUPool] | None, usage: Usage | None,
+         limits: Limits | None, economy: GPUEconomy | None = None) -> Card:
     """The :class:`Card` of ``profile`` (a profile_list entry); ``defaults``: the spawner's settings a profile may override.
 
-    ``pools``: GPUs free now by product (None: unknown; the card then says
-    nothing of free GPUs). The user's own limits come first: a card they
-    refuse is not selectable.
+    ``pools``: GPUs free now by ``(resource, product)`` (None: unknown; the
+    card then says nothing of free GPUs). ``economy``: the card-hour
+    weights (default: none set). The user's own limits come first: a card
+    they refuse is not selectable.
     """
-    facts = _profile_facts(profile, defaults)
+    economy = economy if economy is not None else GPUEconomy()
+    facts = _profile_facts(profile, defaults, economy.declared())
+    gpus, resource, product = facts["gpus"], facts["gpu_resource"], facts["gpu_type"]
     free = total = None
-    blocked = _quota_block(facts["gpus"], usage, limits)
+    blocked = _quota_block(gpus, usage, limits)
     selectable = blocked is None
-    if facts["gpus"] and pools is not None:
-        pool = pool_for(pools, facts["gpu_type"] or None)
+    if gpus and pools is not None:
+        pool = pool_for(pools, product or None, resource)
         free, total = pool.free, pool.total
-        blocked = blocked or shortage(pool, facts["gpus"])
-    return Card(slug=profile.get("slug", ""), card_hours_per_hour=float(facts["gpus"]), gpus_free=free,
-                gpus_total=total, blocked=blocked, selectable=selectable, **facts)
+        blocked = blocked or shortage(pool, gpus)
+    least, most = weight_range(economy, resource, product, pools) if gpus else (0.0, 0.0)
+    return Card(slug=profile.get("slug", ""), card_hours_per_hour=gpus * most, gpus_free=free, gpus_total=total,
+                blocked=blocked, selectable=selectable, gpu_kind=gpu_units(gpus, resource, product) if gpus else "",
+                card_hours_from=gpus * least, cost=cost_sentence(gpus, least, most),
+                free_unit=free_unit(resource, product), **facts)
 
 
 def page_data(cards: list[Card], shown: Balance, now: datetime) -> dict:
