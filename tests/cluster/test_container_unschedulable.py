@@ -50,5 +50,7 @@ async def test_a_pod_no_node_can_take_is_unschedulable(tmp_path):
     async with LocalCluster(state_dir=tmp_path, controllers=("storage", "scheduler")) as cluster:
         create(cluster, PVCS, {"metadata": {"name": "home-bo"}, "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
         create(cluster, PODS, pod("jupyter-bo", "home-bo", gpus=16))
-        await wait_for(lambda: unschedulable(cluster, "jupyter-bo"))
+        # The claim's own "being provisioned" Unschedulable may come first (no verdict): wait for the scheduler's.
+        await wait_for(lambda: unschedulable(cluster, "jupyter-bo")
+                       and progress.unschedulable_reason(get(cluster, PODS, "jupyter-bo")) is not None)
         assert "Insufficient nvidia.com/gpu" in progress.unschedulable_reason(get(cluster, PODS, "jupyter-bo"))
