@@ -66,6 +66,7 @@ class HubServices:
         #: The idle-GPU settings (``c.GPUIdle``) and their pass, once started.
         self.idle_settings = GPUIdle(config=config) if config is not None else GPUIdle()
         self.idle: IdlePass | None = None
+        self._idle_refused = False
 
     def retry_later(self, key, attempt: Callable[[], Awaitable[bool]]) -> None:
         """Try ``attempt()`` again at each reconciler pass until it returns True (a deleted user's retention write).
@@ -122,13 +123,14 @@ class HubServices:
         ``GPUIdle.gpu_idle_timeout`` is 0 or no token is set (logged).
         """
         settings = self.idle_settings
-        if not settings.enabled:
+        if not settings.enabled or self._idle_refused:
             return None
         if self.idle is None:
             url = self.quota.settings.hub_api_url or hub_api_url
             token = self.quota.settings.hub_api_token
             if not (url and token):
                 log.warning("WorkspaceQuota.hub_api_token is not set: idle GPU servers are neither warned nor stopped")
+                self._idle_refused = True  # said once per process
                 return None
             prometheus = settings.prometheus()
             if not settings.stops():
