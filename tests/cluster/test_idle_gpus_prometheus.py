@@ -40,6 +40,14 @@ from workspacespawner.idle.settings import GPUIdle
 from workspacespawner.localcluster import LocalCluster
 
 
+def phase(store, plural: str, name: str, group: str = "") -> str | None:
+    """The phase of ``name`` in the store, None while it is not there."""
+    for obj in objects(store, plural, group):
+        if obj["metadata"]["name"] == name:
+            return (obj.get("status") or {}).get("phase")
+    return None
+
+
 def settings() -> GPUIdle:
     config = Config()
     config.GPUIdle.gpu_idle_timeout = 60
@@ -51,17 +59,12 @@ def settings() -> GPUIdle:
 async def test_idle_gpus_with_and_without_prometheus(tmp_path):
     async with LocalCluster(state_dir=tmp_path, controllers=CONTROLLERS) as cluster:
         store = cluster.store
-        for claim in ("home-ann", "root-bob"):
-            store.create(store.kind("", "v1", "persistentvolumeclaims"), NS, pvc(claim))
+        claims = store.kind("", "v1", "persistentvolumeclaims")
+        [store.create(claims, NS, pvc(name)) for name in ("home-ann", "root-bob")]
         store.create(store.kind("", "v1", "pods"), NS, gpu_pod())
         store.create(store.kind("kubevirt.io", "v1", "virtualmachineinstances"), NS, gpu_vmi())
-
-        def running(plural, name, group=""):
-            obj = next((o for o in objects(store, plural, group) if o["metadata"]["name"] == name), None)
-            return obj if obj and (obj.get("status") or {}).get("phase") == "Running" else None
-
-        await wait_for(lambda: running("pods", "jupyter-ann"), 30)
-        await wait_for(lambda: running("virtualmachineinstances", "bob-gpu", "kubevirt.io"), 30)
+        await wait_for(lambda: phase(store, "pods", "jupyter-ann") == "Running", 30)
+        await wait_for(lambda: phase(store, "virtualmachineinstances", "bob-gpu", "kubevirt.io") == "Running", 30)
         launcher = (await wait_for(lambda: launchers(store), 10))[0]
         metrics = cluster.controllers["nodeagent"].metrics
         url = await metrics.serve()
