@@ -22,13 +22,16 @@ c.WorkspaceQuota.contact = "the platform team (gpu-help@example.edu)"
 # c.WorkspaceQuota.ledger_url = "postgresql+psycopg://jupyterhub:...@db/jupyterhub"
 c.WorkspaceQuota.ledger_url = "sqlite:///workspacespawner-ledger.sqlite"
 
-# The enforcer stops servers through the hub's REST API as this service.
+# The enforcer and the idle-GPU pass (45-gpu-idle.py) stop servers through the
+# hub's REST API as this service; the idle-GPU pass also lists the active users
+# with their groups and servers' activity (one request a pass).
 # Set WORKSPACESPAWNER_QUOTA_TOKEN (z2jh: from a Kubernetes Secret) to keep one
 # token across restarts; otherwise a new one is made at every start.
 quota_token = os.environ.get("WORKSPACESPAWNER_QUOTA_TOKEN") or secrets.token_hex(32)
 c.JupyterHub.services.append({"name": "workspacespawner-quota", "api_token": quota_token})
 c.JupyterHub.load_roles.append(
-    {"name": "workspacespawner-quota", "scopes": ["delete:servers", "read:servers"], "services": ["workspacespawner-quota"]}
+    {"name": "workspacespawner-quota", "scopes": ["delete:servers", "read:servers", "list:users", "read:users:groups", "read:users:activity"],
+     "services": ["workspacespawner-quota"]}
 )
 c.WorkspaceQuota.hub_api_token = quota_token
 

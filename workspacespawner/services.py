@@ -23,11 +23,16 @@ from collections.abc import Awaitable, Callable
 from prometheus_client import Gauge
 
 from workspacespawner.config.gpueconomy import GPUEconomy
+from workspacespawner.core.prometheus import PrometheusClient
 from workspacespawner.core.tasks import BackgroundTasks
 from workspacespawner.db.engine import DatabaseUnavailable
+from workspacespawner.idle.activity import HubUsers
+from workspacespawner.idle.gpupass import IdlePass
+from workspacespawner.idle.settings import GPUIdle
 from workspacespawner.k8s.cachedkube import CachedKube
 from workspacespawner.k8s.kinds import NODE
 from workspacespawner.quota.config import WorkspaceQuota
+from workspacespawner.quota.hubapi import HubApiStopper
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.quota.service import QuotaService
 from workspacespawner.workspace.audit import AuditLog
@@ -59,6 +64,10 @@ class HubServices:
         self._retries: dict[object, Callable[[], Awaitable[bool]]] = {}
         self.reconciler: ComputeReconciler | None = None
         self._gpus: GPUCapacity | None = None
+        #: The idle-GPU settings (``c.GPUIdle``) and their pass, once started.
+        self.idle_settings = GPUIdle(config=config) if config is not None else GPUIdle()
+        self.idle: IdlePass | None = None
+        self._idle_refused = False
 
     def retry_later(self, key, attempt: Callable[[], Awaitable[bool]]) -> None:
         """Try ``attempt()`` again at each reconciler pass until it returns True (a deleted user's retention write).
@@ -104,11 +113,45 @@ class HubServices:
         self.reconciler.start()
         return self.reconciler
 
+    def start_idle_pass(self, objects: Callable[[], tuple[list, list] | None], *,
+                        hub_api_url: str | None = None) -> IdlePass | None:
+        """Start the process's idle-GPU pass once (:mod:`.idle.gpupass`; needs a running loop); later calls return it.
+
+        ``objects``: the watch caches' ``(pods, vmis)``
+        (:func:`~workspacespawner.k8s.watches.pods_and_vmis`). The hub's API is
+        reached as the quota enforcer reaches it (``WorkspaceQuota.hub_api_url``,
+        else ``hub_api_url``; ``WorkspaceQuota.hub_api_token``). None when
+        ``GPUIdle.gpu_idle_timeout`` is 0 or no token is set (logged).
+        """
+        settings = self.idle_settings
+        if not settings.enabled or self._idle_refused:
+            return None
+        if self.idle is None:
+            url = self.quota.settings.hub_api_url or hub_api_url
+            token = self.quota.settings.hub_api_token
+            if not (url and token):
+                log.warning("WorkspaceQuota.hub_api_token is not set: idle GPU servers are neither warned nor stopped")
+                self._idle_refused = True  # said once per process
+                return None
+            prometheus = settings.prometheus()
+            if not settings.stops():
+                log.warning("No Prometheus for GPUIdle (GPUIdle.prometheus_url): idle GPU servers are warned, not "
+                            "stopped (GPUIdle.stop_without_prometheus)")
+            self.idle = IdlePass(
+                settings, hub=HubUsers(url, token), objects=objects, stop=HubApiStopper(url, token),
+                prometheus=PrometheusClient(prometheus) if prometheus else None, quota=self.quota, audit=self.audit,
+                declared=self.economy.declared(),
+            )
+        self.idle.start()
+        return self.idle
+
     async def close(self) -> None:
-        """Stop the background tasks, the reconciler, the enforcer and the database connections."""
+        """Stop the background tasks, the reconciler, the idle-GPU pass, the enforcer and the database connections."""
         await self.tasks.close()
         if self.reconciler is not None:
             await self.reconciler.close()
+        if self.idle is not None:
+            await self.idle.close()
         await self.quota.close()
 
 

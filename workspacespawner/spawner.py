@@ -51,6 +51,7 @@ from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.core.milestones import Milestone
 from workspacespawner.hubcompat import as_spawn_failure, options_sent
+from workspacespawner.idle.settings import GPUIdle
 from workspacespawner.k8s import events, watches
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.k8s.objects import node_of
@@ -120,7 +121,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         self._start_hub_tasks()
 
     def _start_hub_tasks(self) -> None:
-        """Start the hub's compute reconciler and quota enforcer on the running loop (once per hub process).
+        """Start the hub's compute reconciler, quota enforcer and idle-GPU pass on the running loop (once per hub process).
 
         JupyterHub builds spawners on its loop, so they start with the first
         spawner (at hub start-up, with its running servers'), not only at
@@ -133,6 +134,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         self.services.start_reconciler(watches.compute_objects, interval=self.reconcile_interval)
         if self.hub is not None:
             self.services.quota.start_enforcer(hub_api_url=self.hub.api_url, alive=_alive_workspaces)
+            self.services.start_idle_pass(watches.pods_and_vmis, hub_api_url=self.hub.api_url)
 
     def _vm_backend(self) -> VMBackend:
         naming = VMNaming(
@@ -603,3 +605,4 @@ def check_hub_config(config) -> None:
     GPUEconomy(config=config)
     profiles = merged_settings(config).get("profile_list")
     check_profile_pools(profiles, TeamGPUPools(config=config).all())
+    GPUIdle(config=config)

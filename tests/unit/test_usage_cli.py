@@ -194,7 +194,8 @@ def test_the_sample_config_piece_loads_as_the_hub_loads_it(tmp_path, monkeypatch
     assert service["api_token"] == quota.hub_api_token and len(quota.hub_api_token) == 64
     assert role == {
         "name": "workspacespawner-quota",
-        "scopes": ["delete:servers", "read:servers"],
+        # the idle-GPU pass (45-gpu-idle.py) lists active users with their groups and activity with it too
+        "scopes": ["delete:servers", "read:servers", "list:users", "read:users:groups", "read:users:activity"],
         "services": ["workspacespawner-quota"],
     }
     assert callable(config.JupyterHub.template_vars["announcement_home"])

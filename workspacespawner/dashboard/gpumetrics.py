@@ -1,243 +1,32 @@
-"""GPU and disk metrics from Prometheus, joined to the workspaces that hold them.
+"""The dashboard's GPU and disk metrics: :mod:`workspacespawner.workspace.gpumetrics`, which the idle-GPU pass also uses.
 
-NVIDIA's dcgm-exporter reports each GPU with the ``pod`` and ``namespace``
-of the Pod the device is allocated to (see
-:mod:`workspacespawner.localcluster.controllers.gpumetrics` for the labels).
-The join goes by labels and uids only, never by a name pattern:
-
-- ``(namespace, pod)`` is one of our server Pods: its owner labels and
-  kubespawner's annotations (:func:`~workspacespawner.core.names.server_of`,
-  :func:`~workspacespawner.core.names.labelled_for`) give user and server,
-  kind ``container``;
-- or it is a virt-launcher Pod (label ``kubevirt.io=virt-launcher``): its
-  ``kubevirt.io/created-by`` label is the uid of its
-  VirtualMachineInstance, whose owner labels give user and server, kind
-  ``vm``;
-- anything else (a GPU free, or held by a Pod that is not a workspace) has
-  no owner.
-
-When Prometheus relabels the exporter's own ``pod``/``namespace`` to
-``exported_pod``/``exported_namespace`` (a scrape without ``honor_labels``),
-those are read instead. The node is the joined Pod's node, else the
-series' ``kubernetes_node`` or ``node`` label, else dcgm-exporter's
-``Hostname`` (which is the exporter Pod's host name unless it is set to
-the node's).
-
-:func:`join_gpus` and :func:`join_volumes` are pure (tested with dicts);
-:func:`read_gpu_metrics`, :func:`read_volume_usage` and
-:func:`read_gpu_utilisation` ask Prometheus (one query per metric).
+Kept so the dashboard's imports read as before; the join lives in the
+``workspace`` layer since the hub's idle-GPU pass joins the same series.
 """
 
-from __future__ import annotations
+from workspacespawner.workspace.gpumetrics import (
+    CONTAINER,
+    FB_FREE,
+    FB_USED,
+    GPU_METRICS,
+    POWER,
+    UTIL,
+    VM,
+    VOLUME_CAPACITY,
+    VOLUME_USED,
+    GPUStat,
+    Holder,
+    VolumeUsage,
+    holders,
+    join_gpus,
+    join_volumes,
+    read_gpu_metrics,
+    read_gpu_utilisation,
+    read_volume_usage,
+)
 
-import math
-from dataclasses import dataclass
-
-from workspacespawner.core import names
-from workspacespawner.core.names import labelled_for, server_of
-from workspacespawner.dashboard.prometheus import PrometheusClient, Sample
-from workspacespawner.k8s.objects import is_virt_launcher
-
-UTIL = "DCGM_FI_DEV_GPU_UTIL"
-FB_USED = "DCGM_FI_DEV_FB_USED"
-FB_FREE = "DCGM_FI_DEV_FB_FREE"
-POWER = "DCGM_FI_DEV_POWER_USAGE"
-GPU_METRICS = (UTIL, FB_USED, FB_FREE, POWER)
-VOLUME_USED = "kubelet_volume_stats_used_bytes"
-VOLUME_CAPACITY = "kubelet_volume_stats_capacity_bytes"
-
-CONTAINER = "container"
-VM = "vm"
-
-
-@dataclass(frozen=True)
-class Holder:
-    """Whose a Pod is: ``user``, ``server`` (``""``: the default server), ``kind`` (``container``/``vm``), its ``node``.
-
-    ``name``: the workspace's own object (the Pod, or the VMI of a
-    virt-launcher Pod) in ``namespace``.
-    """
-
-    user: str
-    server: str
-    kind: str
-    namespace: str
-    name: str
-    node: str | None = None
-
-
-@dataclass(frozen=True)
-class GPUStat:
-    """One GPU now: where (``node``, ``gpu`` device index, ``uuid``, ``model``) and what it reports.
-
-    ``util`` (%), ``fb_used_mib`` and ``fb_free_mib`` (MiB), ``power_watts``
-    (W): None when that metric is missing. ``holder``: the workspace holding
-    it, None when free or held by something that is not a workspace;
-    ``pod``/``namespace``: the Pod dcgm-exporter named (``""`` when none).
-    """
-
-    node: str
-    gpu: int
-    uuid: str
-    model: str
-    util: float | None
-    fb_used_mib: float | None
-    fb_free_mib: float | None
-    power_watts: float | None
-    pod: str
-    namespace: str
-    holder: Holder | None
-
-
-@dataclass(frozen=True)
-class VolumeUsage:
-    """A PersistentVolumeClaim's usage as its kubelet measures it: ``used_bytes``, ``capacity_bytes`` (None: not reported)."""
-
-    namespace: str
-    claim: str
-    used_bytes: float
-    capacity_bytes: float | None
-
-
-def _meta(obj: dict) -> dict:
-    return obj.get("metadata") or {}
-
-
-def _owner(meta: dict) -> tuple[str, str] | None:
-    """``(user, server)`` of our workspace object's metadata (owner labels agreeing with the annotations), else None."""
-    found = server_of(meta)
-    return found if found is not None and labelled_for(meta, found[0]) else None
-
-
-def holders(pods: list[dict], vmis: list[dict]) -> dict[tuple[str, str], Holder]:
-    """``{(namespace, Pod name): Holder}`` for our server Pods and the virt-launcher Pods of our VMIs.
-
-    ``pods``: Pod dicts (server Pods and virt-launcher Pods; others are
-    ignored); ``vmis``: VirtualMachineInstance dicts.
-    """
-    by_uid = {_meta(vmi).get("uid"): vmi for vmi in vmis if _meta(vmi).get("uid")}
-    found: dict[tuple[str, str], Holder] = {}
-    for pod in pods:
-        meta = _meta(pod)
-        labels = meta.get("labels") or {}
-        key = (meta.get("namespace", ""), meta.get("name", ""))
-        node = (pod.get("spec") or {}).get("nodeName")
-        if is_virt_launcher(pod):
-            vmi = by_uid.get(labels.get(names.CREATED_BY_LABEL))
-            if vmi is None or _meta(vmi).get("namespace") != key[0]:
-                continue
-            owner = _owner(_meta(vmi))
-            if owner is not None:
-                node = node or (vmi.get("status") or {}).get("nodeName")
-                found[key] = Holder(owner[0], owner[1], VM, key[0], _meta(vmi).get("name", ""), node)
-        else:
-            owner = _owner(meta)
-            if owner is not None:
-                found[key] = Holder(owner[0], owner[1], CONTAINER, key[0], key[1], node)
-    return found
-
-
-def _pod_of(labels: dict[str, str]) -> tuple[str, str]:
-    """``(namespace, pod)`` a series names, preferring the exporter's own labels when Prometheus renamed them."""
-    namespace = labels.get("exported_namespace") or labels.get("namespace") or ""
-    pod = labels.get("exported_pod") or labels.get("pod") or ""
-    return namespace, pod
-
-
-def _number(value: float | None) -> float | None:
-    return None if value is None or math.isnan(value) else value
-
-
-def join_gpus(samples: dict[str, list[Sample]], pods: list[dict], vmis: list[dict]) -> list[GPUStat]:
-    """One :class:`GPUStat` per GPU in ``samples`` (``{metric name: [Sample, ...]}`` of :data:`GPU_METRICS`).
-
-    GPUs are told apart by node and device index (``gpu`` label); the
-    result is sorted by node, then index. Series without a ``gpu`` label
-    are ignored. When one GPU has several series (a range function such as
-    ``avg_over_time`` also returns those of the GPU's past holders, each
-    Pod its own series), the one naming a workspace that holds it now wins,
-    then the one naming no Pod (the GPU is free), then the first.
-    """
-    owners = holders(pods, vmis)
-    rows: dict[tuple[str, int], dict] = {}
-
-    def rank(holder, pod: str) -> int:
-        return 2 if holder is not None else 1 if not pod else 0
-    for metric in GPU_METRICS:
-        for sample in samples.get(metric) or []:
-            labels = sample.labels
-            try:
-                index = int(labels.get("gpu", ""))
-            except ValueError:
-                continue
-            namespace, pod = _pod_of(labels)
-            holder = owners.get((namespace, pod)) if pod else None
-            node = (holder.node if holder is not None else None) or labels.get("kubernetes_node") or labels.get("node") \
-                or labels.get("Hostname") or ""
-            row = rows.get((node, index))
-            if row is not None and (row["pod"], row["namespace"]) != (pod, namespace):
-                if rank(holder, pod) <= rank(row["holder"], row["pod"]):
-                    continue  # another series of this GPU: a past holder's
-                row = None
-            if row is None:
-                row = rows[(node, index)] = {"uuid": labels.get("UUID", ""), "model": labels.get("modelName", ""),
-                                             "pod": pod, "namespace": namespace, "holder": holder}
-            row[metric] = _number(sample.value)
-    return [
-        GPUStat(node=node, gpu=index, uuid=row["uuid"], model=row["model"], util=row.get(UTIL),
-                fb_used_mib=row.get(FB_USED), fb_free_mib=row.get(FB_FREE), power_watts=row.get(POWER),
-                pod=row["pod"], namespace=row["namespace"], holder=row["holder"])
-        for (node, index), row in sorted(rows.items())
-    ]
-
-
-def join_volumes(used: list[Sample], capacity: list[Sample]) -> dict[tuple[str, str], VolumeUsage]:
-    """``{(namespace, claim): VolumeUsage}`` from the kubelets' volume stats (labels ``namespace``, ``persistentvolumeclaim``).
-
-    A claim reported by two kubelets (a move between nodes) keeps the larger reading.
-    """
-    def key(sample: Sample) -> tuple[str, str]:
-        labels = sample.labels
-        return (labels.get("exported_namespace") or labels.get("namespace") or "", labels.get("persistentvolumeclaim", ""))
-
-    sizes: dict[tuple[str, str], float] = {}
-    for sample in capacity:
-        if key(sample)[1] and _number(sample.value) is not None:
-            sizes[key(sample)] = max(sizes.get(key(sample), 0.0), sample.value)
-    found: dict[tuple[str, str], VolumeUsage] = {}
-    for sample in used:
-        where = key(sample)
-        if not where[1] or _number(sample.value) is None:
-            continue
-        before = found.get(where)
-        if before is None or sample.value > before.used_bytes:
-            found[where] = VolumeUsage(where[0], where[1], sample.value, sizes.get(where))
-    return found
-
-
-async def read_gpu_metrics(prometheus: PrometheusClient, pods: list[dict], vmis: list[dict]) -> list[GPUStat]:
-    """The GPUs now (four instant queries), joined to ``pods`` and ``vmis`` (the watch caches' dicts).
-
-    Raises :class:`~workspacespawner.dashboard.prometheus.PrometheusError`.
-    """
-    samples = {metric: await prometheus.query(metric) for metric in GPU_METRICS}
-    return join_gpus(samples, pods, vmis)
-
-
-async def read_volume_usage(prometheus: PrometheusClient) -> dict[tuple[str, str], VolumeUsage]:
-    """``{(namespace, claim): VolumeUsage}`` now (two instant queries). Raises PrometheusError."""
-    return join_volumes(await prometheus.query(VOLUME_USED), await prometheus.query(VOLUME_CAPACITY))
-
-
-async def read_gpu_utilisation(prometheus: PrometheusClient, pods: list[dict], vmis: list[dict], *,
-                               window_seconds: int) -> list[GPUStat]:
-    """Each GPU's mean utilisation (%) over the last ``window_seconds`` (``avg_over_time``), as :class:`GPUStat`s.
-
-    Only ``util`` is set (the other readings are None); joined like
-    :func:`read_gpu_metrics`. Raises PrometheusError, ValueError for a
-    window under one second.
-    """
-    if window_seconds < 1:
-        raise ValueError(f"window_seconds must be at least 1, not {window_seconds!r}")
-    averaged = await prometheus.query(f"avg_over_time({UTIL}[{int(window_seconds)}s])")
-    return join_gpus({UTIL: averaged}, pods, vmis)
+__all__ = [
+    "CONTAINER", "FB_FREE", "FB_USED", "GPU_METRICS", "POWER", "UTIL", "VM", "VOLUME_CAPACITY", "VOLUME_USED",
+    "GPUStat", "Holder", "VolumeUsage", "holders", "join_gpus", "join_volumes", "read_gpu_metrics",
+    "read_gpu_utilisation", "read_volume_usage",
+]

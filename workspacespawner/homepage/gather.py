@@ -15,7 +15,8 @@ from jupyterhub.spawner import Spawner
 from workspacespawner import useroptions
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core import names
-from workspacespawner.homepage.model import disk_line, home_data, quota_warning, retained_disks, server_row
+from workspacespawner.homepage.model import disk_line, home_data, idle_lines, quota_warning, retained_disks, server_row
+from workspacespawner.idle.notices import IDLE_NOTICES
 from workspacespawner.k8s.kinds import DATA_VOLUME, PVC
 from workspacespawner.quota.announce import ANNOUNCEMENTS
 
@@ -61,4 +62,6 @@ async def gather(user, spawner) -> dict:
     warning = quota_warning(month, ANNOUNCEMENTS.get(user.name))
     disks = await user_disks(spawner, user.name)
     limit = month.limits.max_disk if month is not None else None
-    return home_data(rows, warning, retained_disks(disks), disk_line(disks, limit))
+    data = home_data(rows, warning, retained_disks(disks), disk_line(disks, limit))
+    data["idle"] = idle_lines(IDLE_NOTICES.of(user.name))
+    return data

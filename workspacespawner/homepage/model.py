@@ -7,6 +7,7 @@
 - the quota warning that applies now: the enforcer's own message (its
   warning before it stops a server, :mod:`workspacespawner.quota.announce`),
   else a note when 10% or less of the month's card-hours are left;
+- the idle-GPU warnings of their servers (:mod:`workspacespawner.idle`): one line each;
 - the user's disks together, against their quota;
 - the user's Retained disks (a deleted named server's, or a deleted user's
   home) with the day the purge may delete them and how to get each back:
@@ -97,6 +98,12 @@ def quota_warning(month: MonthBalance | None, announced: str) -> str | None:
         return (f"You have {number(round(left, 2))} of your {number(limit)} card-hours left this month; "
                 f"they reset on {when(month.usage.period_end)}.")
     return None
+
+
+def idle_lines(notices: list[str]) -> list[str]:
+    """The home page's idle-GPU lines: each server's warning or stop message (:mod:`workspacespawner.idle.notices`),
+    blank ones dropped, each once."""
+    return list(dict.fromkeys(text for text in notices if text))
 
 
 def retained_disks(disks: list[dict]) -> list[RetainedDisk]:

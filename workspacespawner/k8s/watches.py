@@ -251,3 +251,19 @@ def compute_objects() -> list[dict] | None:
     if not caches or not all(r.first_load_future.done() and alive(r) for _kind, r in caches):
         return None
     return counted_once([{**obj, "kind": kind} for kind, cache in caches for obj in list(cache.resources.values())])
+
+
+def pods_and_vmis() -> tuple[list[dict], list[dict]] | None:
+    """Every Pod (virt-launcher Pods included) and VMI the watch caches hold, ``kind`` set: ``(pods, vmis)``; None
+    until each cache has loaded, or when one gave up.
+
+    Unlike :func:`compute_objects`, a VM's virt-launcher Pod is kept: a GPU's
+    metrics name the Pod the device is allocated to, which for a VM is its
+    virt-launcher Pod (:func:`~workspacespawner.workspace.gpumetrics.holders` joins it to the VMI).
+    """
+    pods = [r for (name, _ns), r in list(_reflectors.items()) if name == "pods"]
+    vmis = shared_reflectors(VirtualMachineInstanceReflector)
+    if not pods or not all(r.first_load_future.done() and alive(r) for r in pods + vmis):
+        return None
+    return ([{**obj, "kind": POD.kind} for r in pods for obj in list(r.resources.values())],
+            [{**obj, "kind": VMI.kind} for r in vmis for obj in list(r.resources.values())])
