@@ -1,6 +1,6 @@
 """Idle GPUs given back, through a real JupyterHub on the local cluster with WorkspaceSpawner. Covers: a
 JupyterLab GPU server nobody uses (its only activity, the hub's own, as old as its start) stopped by the hub's
-idle-GPU pass through the hub's REST API, its home PVC kept, an audit record (action ``stop``, reason ``idle
+idle-GPU pass through the hub's REST API, its home PVC kept with the reason on its ``Stopped`` phase, an audit record (action ``stop``, reason ``idle
 GPU``), the reason on its ledger run, and the line on the owner's home page; a GPU server of an exempt group
 left running through the same passes. Also: the chart's values give the same ``c.GPUIdle`` as
 ``jupyterhub_config.d/45-gpu-idle.py``, and the quota service's role has the scopes the pass needs.
@@ -18,7 +18,7 @@ from traitlets.config import Config
 
 from tests.support import planes
 from tests.support.chartvalues import our_values, z2jh_config
-from tests.support.hubharness import CONFIG_D, Hub, core_v1, login
+from tests.support.hubharness import CONFIG_D, Hub, home_phase, login
 from tests.support.paths import REPO
 from workspacespawner.idle.settings import GPUIdle
 from workspacespawner.quota.ledger import Ledger
@@ -85,9 +85,8 @@ def test_an_idle_gpu_server_is_stopped_with_its_disks_kept_and_the_reason_record
     finally:
         ledger.dispose()
     assert [(run.state, run.stop_reason) for run in runs] == [(CLOSED, "idle GPU")]
-    with core_v1(cluster) as core:
-        claims = core.list_persistent_volume_claim_for_all_namespaces().items
-    assert any(claim.metadata.name.startswith("home-ann") for claim in claims)
+    phase = home_phase(cluster, "ann")  # the disk kept, the reason with its phase
+    assert (phase["phase"], phase["reason"]) == ("Stopped", "idle-gpu") and "no activity" in phase["message"], phase
 
     page = login(hub, "ann").get(f"{hub.url}/hub/workspaces-data/ann", timeout=30).json()
     [line] = page["idle"]

@@ -25,7 +25,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.support import planes
-from tests.support.hubharness import CONFIG_D, Hub, core_and_custom, login
+from tests.support.hubharness import CONFIG_D, Hub, core_and_custom, home_phase, login
 from tests.support.paths import REPO
 from tests.support.pgserver import fresh_database
 from workspacespawner.quota.ledger import Ledger
@@ -184,7 +184,7 @@ def test_spawn_form_shows_cost_and_card_hours(hub):
     assert "Workspaces: 0 of 2 in use" in r.text
 
 
-def test_enforcer_stops_a_gpu_server_whose_card_hours_ran_out(hub, ledger):
+def test_enforcer_stops_a_gpu_server_whose_card_hours_ran_out(hub, ledger, cluster):
     # bob's own limit: 0.01 card-hours (36 seconds of one GPU), more than a start takes on a loaded CI machine
     # (a 7-second budget ran out during a 15-second start, and the start itself failed)
     hub.create_user("bob", groups=("research",))
@@ -196,5 +196,7 @@ def test_enforcer_stops_a_gpu_server_whose_card_hours_ran_out(hub, ledger):
     [run] = runs_of(ledger, "bob")
     assert run.state == CLOSED and run.gpus == 1
     assert run.stop_reason.startswith("card-hours: ") and run.stop_reason.endswith(" of 0.01 used")
+    phase = home_phase(cluster, "bob")
+    assert (phase["phase"], phase["reason"]) == ("Stopped", "card-hours") and "of 0.01 card-hours" in phase["message"]
     home = login(hub, "bob").get(f"{hub.url}/hub/home", timeout=30).text
     assert "card-hours of this month" in home and "CPU profiles remain available" in home

@@ -7,6 +7,7 @@ messages that reach the user, servers reached through the proxy.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import socket
@@ -190,6 +191,16 @@ def core_v1(cluster):
         yield kubernetes.client.CoreV1Api(client)
     finally:
         client.close()
+
+
+def home_phase(cluster, user: str) -> dict:
+    """The lifecycle record (phase, reason, message, ...) on ``user``'s home PersistentVolumeClaim in ``cluster``."""
+    from workspacespawner.core import names
+
+    with core_v1(cluster) as core:
+        claims = core.list_persistent_volume_claim_for_all_namespaces().items
+    [home] = [c for c in claims if names.owned_by({"labels": c.metadata.labels, "annotations": c.metadata.annotations}, user)]
+    return json.loads(home.metadata.annotations[names.LIFECYCLE_ANNOTATION])
 
 
 @contextlib.contextmanager

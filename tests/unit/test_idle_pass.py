@@ -212,7 +212,8 @@ async def test_an_idle_jupyterlab_server_is_warned_then_stopped_with_the_reason_
     assert await idle.tick() == [("ann", "", "warn")]
     assert idle.notices.of("ann") == [
         "Your workspace has used no GPU for 1 h; it will be stopped at 13:31 (UTC) (disks kept) unless you use it."]
-    assert prom.queries[-1] == "max_over_time(DCGM_FI_DEV_GPU_UTIL[3600s])"
+    assert prom.queries[-1] == ('max_over_time(DCGM_FI_DEV_GPU_UTIL[3600s]) or '
+                                '(max_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{GPU_I_ID!=""}[3600s]) * 100)')
     clock.now = T0 + 80 * MIN
     assert await idle.tick() == []  # warned once; the stop time has not come
     assert hub.stopped == []

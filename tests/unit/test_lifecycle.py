@@ -34,6 +34,7 @@ from workspacespawner.workspace.lifecycle import (
     derive_phase,
     move,
 )
+from workspacespawner.workspace.stopreasons import StopReasons
 
 P = Phase
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -292,3 +293,29 @@ async def test_a_move_writes_nothing_the_watch_cache_shows_recorded_or_absent():
     kube = FakeKube(cached={"home-ann": foreign, "ws-ann-root": None})
     await move(kube, REF, status(P.PROVISIONING_DISK), P.STOPPED, now=NOW)
     assert [name for _kind, name, _ops in kube.patches] == ["home-ann", "ws-ann"]  # not provably ours: the guarded write decides
+
+
+async def test_a_stop_the_hub_decided_keeps_its_reason_with_the_stopped_phase():
+    """The idle-GPU pass says why before it stops; the Stopped phase records it and the cluster's view keeps it."""
+    kube = FakeKube()
+    stopped = await move(kube, REF, status(P.STOPPED), P.STOPPED, reason="idle-gpu", message="Its GPU was idle.",
+                         observed=True, now=NOW)
+    assert (stopped.reason, stopped.message) == ("idle-gpu", "Its GPU was idle.")
+    [(_, _, operations)] = kube.patches[:1]
+    written = [json.loads(op["value"]) for op in operations if op.get("path", "").endswith("lifecycle")]
+    assert written and written[0]["reason"] == "idle-gpu"
+    assert derive_phase(Observed(home=pvc(), recorded=stopped), ContainerStatus()) is stopped
+    starting = await move(kube, REF, stopped, P.STARTING, now=NOW)  # the next start and stop leave it behind
+    assert (starting.reason, (await move(kube, REF, starting, P.STOPPING, now=NOW)).reason) == ("", "")
+
+
+def test_a_stop_reason_is_taken_once_and_only_while_fresh():
+    clock = [0.0]
+    reasons = StopReasons(ttl=600, clock=lambda: clock[0])
+    reasons.say("ann", "", "idle-gpu", "Its GPU was idle.")
+    assert reasons.take("ann", "gpu") is None  # another server of hers
+    assert reasons.take("ann", "").reason == "idle-gpu"
+    assert reasons.take("ann", "") is None  # taken: a later ordinary stop has no reason
+    reasons.say("bo", "", "idle-gpu", "Its GPU was idle.")
+    clock[0] = 601.0
+    assert reasons.take("bo", "") is None  # the stop never came within the TTL

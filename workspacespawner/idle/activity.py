@@ -47,7 +47,7 @@ from workspacespawner.core import names
 from workspacespawner.core.prometheus import PrometheusClient
 from workspacespawner.core.times import parse_time
 from workspacespawner.idle.decision import GPUServer
-from workspacespawner.workspace.gpumetrics import UTIL, join_gpus
+from workspacespawner.workspace.gpumetrics import UTIL, join_gpus, utilisation_over
 from workspacespawner.workspace.gpus import units_held
 
 #: Users asked for per page of the hub's user list.
@@ -179,11 +179,12 @@ def utilisation_by_server(samples, pods: list[dict], vmis: list[dict]) -> dict[t
 
 async def read_utilisation(prometheus: PrometheusClient, pods: list[dict], vmis: list[dict], *,
                            window_seconds: float) -> dict[tuple[str, str], float]:
-    """:func:`utilisation_by_server` of ``max_over_time(DCGM_FI_DEV_GPU_UTIL[window])``; one query.
+    """:func:`utilisation_by_server` of ``max_over_time(DCGM_FI_DEV_GPU_UTIL[window])`` (for a MIG slice, which has no
+    ``DCGM_FI_DEV_GPU_UTIL``, its ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` × 100: :func:`~workspacespawner.workspace.gpumetrics.utilisation_over`); one query.
 
     Raises :class:`~workspacespawner.core.prometheus.PrometheusError`.
     """
-    samples = await prometheus.query(f"max_over_time({UTIL}[{max(1, int(window_seconds))}s])")
+    samples = await prometheus.query(utilisation_over("max_over_time", max(1, int(window_seconds))))
     return utilisation_by_server(samples, pods, vmis)
 
 

@@ -32,6 +32,7 @@ from workspacespawner.core.prometheus import PrometheusClient, PrometheusError
 from workspacespawner.core.tasks import PeriodicPass
 from workspacespawner.idle.activity import HubView, gpu_servers, gpu_servers_held, read_utilisation
 from workspacespawner.idle.decision import (
+    PHASE_REASON,
     STOP,
     STOP_REASON,
     WARN,
@@ -45,6 +46,7 @@ from workspacespawner.idle.notices import IDLE_NOTICES, IdleNotices
 from workspacespawner.k8s.objects import counted_once
 from workspacespawner.quota import policy as quota_policy
 from workspacespawner.quota.hubapi import SpawnPending
+from workspacespawner.workspace.stopreasons import STOP_REASONS
 
 log = logging.getLogger("workspacespawner.idle")
 
@@ -209,6 +211,8 @@ class IdlePass(PeriodicPass):
             return False
         # the reason goes on the run first: the hub's stop closes the run, and a closed run's reason stays as it is
         await self._record_reason(server, now)
+        message = warning_message(verdict, now, tz)
+        STOP_REASONS.say(server.user, server.server, PHASE_REASON, message)  # the Stopped phase records it
         try:
             await self.stop(server.user, server.server)
         except SpawnPending as e:
@@ -220,7 +224,6 @@ class IdlePass(PeriodicPass):
             return False
         self._asked_stop[key] = now
         self._stopped.add(key)
-        message = warning_message(verdict, now, tz)
         self.notices.set(server.user, server.server, message)
         log.warning("Stopped %s's idle GPU server %r: %s", server.user, server.server, message)
         await self._audit(server, verdict, namespace, now)

@@ -39,6 +39,7 @@ from workspacespawner.quota.announce import ANNOUNCEMENTS
 from workspacespawner.quota.hubapi import SpawnPending
 from workspacespawner.quota.ledger import LedgerUnavailable
 from workspacespawner.quota.policy import OPEN, Verdict, number, when
+from workspacespawner.workspace.stopreasons import STOP_REASONS
 
 log = logging.getLogger("workspacespawner.quota")
 
@@ -243,6 +244,8 @@ class Enforcer(PeriodicPass):
                 "Cannot stop %s's server %r (%s): no hub API token configured", run.user, run.server_name, reason
             )
             return False
+        STOP_REASONS.say(run.user, run.server_name, "card-hours",  # the Stopped phase records it
+                         f"Stopped: its owner used {number(verdict.used)} of {number(verdict.limit)} card-hours of the month.")
         try:
             await self.stop(run.user, run.server_name)
         except SpawnPending as e:

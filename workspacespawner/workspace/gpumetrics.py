@@ -42,12 +42,25 @@ UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"
 FB_FREE = "DCGM_FI_DEV_FB_FREE"
 POWER = "DCGM_FI_DEV_POWER_USAGE"
+#: The ratio (0-1) of time a GPU's graphics engine is busy: the only utilisation DCGM reports for a MIG slice
+#: (``DCGM_FI_DEV_GPU_UTIL`` is not supported for MIG instances; their series carry ``GPU_I_ID``).
+ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+
 GPU_METRICS = (UTIL, FB_USED, FB_FREE, POWER)
 VOLUME_USED = "kubelet_volume_stats_used_bytes"
 VOLUME_CAPACITY = "kubelet_volume_stats_capacity_bytes"
 
 CONTAINER = "container"
 VM = "vm"
+
+
+def utilisation_over(function: str, window_seconds: int) -> str:
+    """PromQL for each GPU's utilisation in percent through ``function`` (``avg_over_time``, ``max_over_time``) over
+    ``window_seconds``: ``DCGM_FI_DEV_GPU_UTIL`` for whole cards, ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` × 100 for MIG
+    slices (``GPU_I_ID`` set), in one query."""
+    window = f"[{int(window_seconds)}s]"
+    return f'{function}({UTIL}{window}) or ({function}({ENGINE_ACTIVE}{{GPU_I_ID!=""}}{window}) * 100)'
+
 
 
 @dataclass(frozen=True)
@@ -73,7 +86,9 @@ class GPUStat:
     ``util`` (%), ``fb_used_mib`` and ``fb_free_mib`` (MiB), ``power_watts``
     (W): None when that metric is missing. ``holder``: the workspace holding
     it, None when free or held by something that is not a workspace;
-    ``pod``/``namespace``: the Pod dcgm-exporter named (``""`` when none).
+    ``pod``/``namespace``: the Pod dcgm-exporter named (``""`` when none);
+    ``instance``: a MIG slice's GPU instance id (``GPU_I_ID``; ``""`` for a
+    whole card), so the slices of one card are told apart.
     """
 
     node: str
@@ -87,6 +102,7 @@ class GPUStat:
     pod: str
     namespace: str
     holder: Holder | None
+    instance: str = ""
 
 
 @dataclass(frozen=True)
@@ -151,15 +167,15 @@ def _number(value: float | None) -> float | None:
 def join_gpus(samples: dict[str, list[Sample]], pods: list[dict], vmis: list[dict]) -> list[GPUStat]:
     """One :class:`GPUStat` per GPU in ``samples`` (``{metric name: [Sample, ...]}`` of :data:`GPU_METRICS`).
 
-    GPUs are told apart by node and device index (``gpu`` label); the
-    result is sorted by node, then index. Series without a ``gpu`` label
+    GPUs are told apart by node, device index (``gpu`` label) and MIG
+    instance (``GPU_I_ID``); the result is sorted by node, index, instance. Series without a ``gpu`` label
     are ignored. When one GPU has several series (a range function such as
     ``avg_over_time`` also returns those of the GPU's past holders, each
     Pod its own series), the one naming a workspace that holds it now wins,
     then the one naming no Pod (the GPU is free), then the first.
     """
     owners = holders(pods, vmis)
-    rows: dict[tuple[str, int], dict] = {}
+    rows: dict[tuple[str, int, str], dict] = {}
 
     def rank(holder, pod: str) -> int:
         return 2 if holder is not None else 1 if not pod else 0
@@ -174,20 +190,21 @@ def join_gpus(samples: dict[str, list[Sample]], pods: list[dict], vmis: list[dic
             holder = owners.get((namespace, pod)) if pod else None
             node = (holder.node if holder is not None else None) or labels.get("kubernetes_node") or labels.get("node") \
                 or labels.get("Hostname") or ""
-            row = rows.get((node, index))
+            key = (node, index, labels.get("GPU_I_ID", ""))
+            row = rows.get(key)
             if row is not None and (row["pod"], row["namespace"]) != (pod, namespace):
                 if rank(holder, pod) <= rank(row["holder"], row["pod"]):
                     continue  # another series of this GPU: a past holder's
                 row = None
             if row is None:
-                row = rows[(node, index)] = {"uuid": labels.get("UUID", ""), "model": labels.get("modelName", ""),
+                row = rows[key] = {"uuid": labels.get("UUID", ""), "model": labels.get("modelName", ""),
                                              "pod": pod, "namespace": namespace, "holder": holder}
             row[metric] = _number(sample.value)
     return [
         GPUStat(node=node, gpu=index, uuid=row["uuid"], model=row["model"], util=row.get(UTIL),
                 fb_used_mib=row.get(FB_USED), fb_free_mib=row.get(FB_FREE), power_watts=row.get(POWER),
-                pod=row["pod"], namespace=row["namespace"], holder=row["holder"])
-        for (node, index), row in sorted(rows.items())
+                pod=row["pod"], namespace=row["namespace"], holder=row["holder"], instance=instance)
+        for (node, index, instance), row in sorted(rows.items())
     ]
 
 
@@ -231,7 +248,8 @@ async def read_volume_usage(prometheus: PrometheusClient) -> dict[tuple[str, str
 
 async def read_gpu_utilisation(prometheus: PrometheusClient, pods: list[dict], vmis: list[dict], *,
                                window_seconds: int) -> list[GPUStat]:
-    """Each GPU's mean utilisation (%) over the last ``window_seconds`` (``avg_over_time``), as :class:`GPUStat`s.
+    """Each GPU's mean utilisation (%) over the last ``window_seconds`` (``avg_over_time``; a MIG slice's from its
+    engine activity, :func:`utilisation_over`), as :class:`GPUStat`s.
 
     Only ``util`` is set (the other readings are None); joined like
     :func:`read_gpu_metrics`. Raises PrometheusError, ValueError for a
@@ -239,5 +257,5 @@ async def read_gpu_utilisation(prometheus: PrometheusClient, pods: list[dict], v
     """
     if window_seconds < 1:
         raise ValueError(f"window_seconds must be at least 1, not {window_seconds!r}")
-    averaged = await prometheus.query(f"avg_over_time({UTIL}[{int(window_seconds)}s])")
+    averaged = await prometheus.query(utilisation_over("avg_over_time", window_seconds))
     return join_gpus({UTIL: averaged}, pods, vmis)

@@ -155,8 +155,9 @@ def audit_action(before: Phase, after: Phase) -> str | None:
 class Status:
     """A workspace's phase and what goes with it.
 
-    ``reason``: a fixed word, for ``Degraded`` only; ``message``: one
-    sentence for the user and the admin. ``since``: when the phase was
+    ``reason``: a fixed word, for ``Degraded`` (why) and ``Stopped`` (why
+    the hub stopped it, such as ``idle-gpu``; empty after an ordinary stop);
+    ``message``: one sentence for the user and the admin. ``since``: when the phase was
     entered. ``retain_until``: for ``Retained``, when the purge may delete
     the disks. ``server``: the JupyterHub server name that recorded it
     (``""`` for the default server).
@@ -210,6 +211,11 @@ class Status:
             return cls.from_state(json.loads(text))
         except ValueError:
             return None
+
+
+#: The phases that carry a reason word and message: ``Degraded`` always, ``Stopped`` when the hub stopped the workspace
+#: on its own (:mod:`.stopreasons`).
+REASONED_PHASES = (P.DEGRADED, P.STOPPED)
 
 
 def degraded(reason: str, message: str) -> Status:
@@ -309,7 +315,8 @@ async def move(
     :data:`TRANSITIONS` (raises :class:`IllegalTransition`) unless
     ``observed`` (the cluster already is in ``target``: :func:`reconcile`
     records what it found, and writes it even if ``current`` says the
-    same). ``Degraded`` needs a ``reason`` word; ``retain_until`` goes with
+    same). ``Degraded`` needs a ``reason`` word, ``Stopped`` may have one
+    (:data:`REASONED_PHASES`); ``retain_until`` goes with
     ``Retained``. Otherwise a move to the same status is a no-op (nothing
     written). Each persistent object of ``ref`` that exists
     and is ``ref.user_name``'s gets the phase label and the lifecycle
@@ -327,10 +334,11 @@ async def move(
     if target == P.DEGRADED and not reason:
         raise ValueError("a Degraded workspace needs a reason word")
     moment = now or utcnow()
+    keeps_reason = target in REASONED_PHASES
     new = Status(
         target,
-        reason if target == P.DEGRADED else "",
-        message if target == P.DEGRADED else "",
+        reason if keeps_reason else "",
+        message if keeps_reason else "",
         since=_whole_seconds(moment),
         retain_until=_whole_seconds(retain_until) if target == P.RETAINED else None,
         server=ref.server_name,
@@ -443,7 +451,13 @@ def _on_lost_node(o: Observed) -> Status | None:
 
 
 def _keep(recorded: Status, derived: Status) -> Status:
-    """``recorded`` when it already says ``derived`` (its ``since`` stays), else ``derived``."""
+    """``recorded`` when it already says ``derived`` (its ``since`` stays), else ``derived``.
+
+    A recorded ``Stopped`` with the reason the hub stopped it keeps that
+    reason: the cluster shows a stopped workspace, never why.
+    """
+    if derived.phase == P.STOPPED == recorded.phase and not derived.reason:
+        return recorded
     return recorded if derived.same(recorded) else derived
 
 

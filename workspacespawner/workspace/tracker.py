@@ -29,6 +29,7 @@ from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.workspace import attach, disks, fence, lifecycle, retention
 from workspacespawner.workspace.lifecycle import KindStatus, Phase, Status, WorkspaceRef
+from workspacespawner.workspace.stopreasons import STOP_REASONS
 
 log = logging.getLogger("workspacespawner")
 
@@ -214,11 +215,18 @@ class WorkspaceLifecycle:
             log.exception("Could not record the stop of %s", self.label)
 
     async def stopped(self, ref: WorkspaceRef) -> None:
-        """After any stop: what the cluster shows (``Stopped``, or ``Degraded`` on a lost node). Never raises."""
+        """After any stop: what the cluster shows (``Stopped``, or ``Degraded`` on a lost node). Never raises.
+
+        A stop the hub decided on its own records the reason its pass said
+        (:data:`~.stopreasons.STOP_REASONS`) with the ``Stopped`` phase.
+        """
         if self.starting:
             return
         try:
             await self.reconcile(ref)
+            said = STOP_REASONS.take(ref.user_name, ref.server_name)
+            if said is not None and self.phase == Phase.STOPPED:
+                await self._move(ref, Phase.STOPPED, reason=said.reason, message=said.message, observed=True)
         except Exception:
             log.exception("Could not record that %s stopped", self.label)
         try:
