@@ -152,6 +152,19 @@ def test_node_views_count_gpus_once_and_say_by_whom():
     assert (cpu.gpu_capacity, cpu.gpus_free, cpu.holdings, cpu.cpu_requested) == (0, 0, (), 1.0)
 
 
+def test_a_mig_node_counts_its_slices_and_says_which():
+    """A node in MIG mode advertises slices, not nvidia.com/gpu: the view counts the slices held and free by kind."""
+    mig = node("mig-1", gpus=0)
+    for part in ("capacity", "allocatable"):
+        mig["status"][part].update({"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "7", "nvidia.com/mig-3g.40gb": "1"})
+    slice_pod = pod("jupyter-cy", "cy", node="mig-1")
+    slice_pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/mig-1g.10gb"] = "1"
+    [view] = node_views([mig], [slice_pod])
+    assert (view.gpu_allocatable, view.gpus_held, view.gpus_free) == (8, 1, 7)
+    assert view.units == "7 × MIG 1g.10gb, 1 × MIG 3g.40gb"
+    assert node_views([node("gpu-1")], [])[0].units == ""  # whole GPUs only: the product says it all
+
+
 @pytest.mark.parametrize("state", [{"cordoned": True}, {"ready": False}])
 def test_a_cordoned_or_not_ready_node_has_no_free_gpus(state):
     (view,) = node_views([node("gpu-1", **state)], [pod("jupyter-ann", "ann", gpus=2)])

@@ -28,13 +28,14 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
 
+from workspacespawner.core.gpuresources import MIG, SHARED_GPU, WHOLE_GPU, parse_gpu_resource
 from workspacespawner.core.names import labelled_for, server_of
 from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.dashboard import cardhours
 from workspacespawner.dashboard.gpumetrics import CONTAINER, VM, GPUStat
 from workspacespawner.k8s.kinds import VMI
 from workspacespawner.k8s.objects import FINISHED_PHASES, counted_once, node_of, ready_condition
-from workspacespawner.workspace.gpus import gpus_held, node_gpus, node_usable
+from workspacespawner.workspace.gpus import gpus_held, node_gpu_units, node_usable
 
 GIB = Decimal(2**30)
 
@@ -59,7 +60,9 @@ class Holding:
 
 @dataclass(frozen=True)
 class NodeView:
-    """One node (see the module docstring). CPU in cores, memory in GiB, GPUs as counts."""
+    """One node (see the module docstring). CPU in cores, memory in GiB, GPUs as counts of units of every GPU
+    resource (a whole GPU, a MIG slice, a time-sliced replica; ``units``: ``"9 × MIG 1g.10gb, 1 × MIG 3g.40gb"``
+    when the node's units are not all whole GPUs, else ``""``)."""
 
     name: str
     pool: str | None
@@ -77,6 +80,21 @@ class NodeView:
     memory_requested_gib: float
     memory_allocatable_gib: float
     holdings: tuple[Holding, ...] = ()
+    units: str = ""
+
+
+def units_words(allocatable: dict[str, int]) -> str:
+    """``{resource: units}`` of a node in words when they are not all whole GPUs (``""`` then): MIG slices by
+    profile, time-sliced shares, VM devices by name; largest count first."""
+    if set(allocatable) <= {WHOLE_GPU}:
+        return ""
+    def word(resource: str) -> str:
+        known = parse_gpu_resource(resource)
+        if known is not None and known.kind == MIG:
+            return "MIG " + resource.removeprefix("nvidia.com/mig-")
+        return {WHOLE_GPU: "GPU", SHARED_GPU: "shared GPU"}.get(resource, resource)
+    ordered = sorted(allocatable.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{count} × {word(resource)}" for resource, count in ordered)
 
 
 @dataclass(frozen=True)
@@ -187,7 +205,8 @@ def node_views(nodes: list[dict], compute: list[dict], *, pool_label: str | None
         labels = meta.get("labels") or {}
         name = meta.get("name", "")
         allocatable = (node.get("status") or {}).get("allocatable") or {}
-        capacity, gpus = node_gpus(node, "capacity"), node_gpus(node)
+        units = node_gpu_units(node)
+        capacity, gpus = sum(node_gpu_units(node, "capacity").values()), sum(units.values())
         usable = node_usable(node)
         holdings = tuple(sorted((h for h in map(holding_of, placed.get(name, [])) if h.gpus > 0),
                                 key=lambda h: (h.user or "", h.server or "", h.name)))
@@ -211,6 +230,7 @@ def node_views(nodes: list[dict], compute: list[dict], *, pool_label: str | None
             memory_requested_gib=float(memory / GIB),
             memory_allocatable_gib=float(_quantity(allocatable.get("memory", 0)) / GIB),
             holdings=holdings,
+            units=units_words(units),
         ))
     return sorted(views, key=lambda v: v.name)
 

@@ -131,7 +131,7 @@ def cluster_data(viewer: Viewer, readings: ClusterReadings, *, prometheus_url: s
                  window_seconds: int) -> dict:
     """The Cluster view's data for ``viewer`` (pure): what the page draws and ``api/cluster`` answers.
 
-    ``{"nodes": [{name, pool, product, ready, schedulable, gpus: {capacity, allocatable, held, free, unhealthy,
+    ``{"nodes": [{name, pool, product, units, ready, schedulable, gpus: {capacity, allocatable, held, free, unhealthy,
     unusable}, cpu: {requested, allocatable} (cores), memory_gib: {...}, holdings: [holding_json], gpu_readings:
     [gpu_json] | None}], "pools": [{name, nodes, ...counts}], "totals": {...counts}, "top_users": [user_json],
     "idle": [{...holding_json, max_util, gpus_idle}] | None, "prometheus": {"url", "error"}, "ledger_error",
@@ -143,7 +143,7 @@ def cluster_data(viewer: Viewer, readings: ClusterReadings, *, prometheus_url: s
         readings_by_node.setdefault(stat.node, []).append(gpu_json(viewer, stat))
     nodes = []
     for view in readings.views:
-        node = {"name": view.name, "pool": view.pool, "product": view.product, "ready": view.ready,
+        node = {"name": view.name, "pool": view.pool, "product": view.product, "units": view.units, "ready": view.ready,
                 "schedulable": view.schedulable, **_counts(view),
                 "holdings": [holding_json(viewer, h) for h in view.holdings],
                 "gpu_readings": None if readings.gpus is None else readings_by_node.get(view.name, [])}
