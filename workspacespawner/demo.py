@@ -48,6 +48,7 @@ import errno
 import fcntl
 import logging
 import os
+import pprint
 import secrets
 import shutil
 import signal
@@ -64,6 +65,7 @@ from workspacespawner.demoprometheus import PrometheusServer, Target
 from workspacespawner.localcluster import LocalCluster
 from workspacespawner.localcluster.codeserver import INSTALL_HINT, code_server_bin
 from workspacespawner.localcluster.controllers.gpumetrics import GPUReading
+from workspacespawner.localcluster.controllers.scheduler import ECONOMY_NODES, GPU_TAINT
 from workspacespawner.localcluster.goldenimage import make_golden_image
 
 log = logging.getLogger("workspacespawner.demo")
@@ -77,7 +79,49 @@ GOLDEN_FILES = {
 }
 
 #: Config pieces the demo loads, in order (the school-OAuth piece is for real deployments).
-DEMO_PIECES = ("10-workspace-spawner.py", "20-profiles.py", "40-quota.py", "90-check-config.py")
+#: The node label and taint of the demo's research team pool (README "Team GPU pools").
+POOL_LABEL = "workspacespawner.io/team-pool"
+POOL_TAINT = {"key": POOL_LABEL, "value": "research", "effect": "NoSchedule"}
+
+#: The demo's cluster: :data:`~.localcluster.controllers.scheduler.ECONOMY_NODES` (a CPU node, 8 A100s, 2 V100s, an
+#: A100 split into MIG slices, a T4 time-sliced 4 ways) and an 8-A100 node the research group owns as a team pool.
+DEMO_NODES = [
+    *ECONOMY_NODES,
+    {"name": "gpu-node-research", "cpu": "32", "memory": "256Gi", "gpus": 8, "gpu_product": "NVIDIA-A100-SXM4-80GB",
+     "labels": {POOL_LABEL: "research"}, "taints": [GPU_TAINT, POOL_TAINT]},
+]
+
+
+def _gpu_profile(display_name: str, slug: str, description: str, **override) -> dict:
+    return {"display_name": display_name, "slug": slug, "description": description,
+            "kubespawner_override": {"workspace_kind": "container", "ide": "jupyterlab", "cpu_limit": 4,
+                                     "mem_limit": "16G", **override}}
+
+
+#: The profiles the demo adds to the sample list to show the GPU kinds its cluster has.
+DEMO_GPU_PROFILES = [
+    _gpu_profile("JupyterLab, 1 MIG slice (A100 1g.10gb)", "jupyterlab-mig",
+                 "A seventh of an A100: its own 10 GB and compute slice.",
+                 extra_resource_limits={"nvidia.com/mig-1g.10gb": 1}),
+    _gpu_profile("JupyterLab, 1 shared T4 (time-sliced)", "jupyterlab-t4-shared",
+                 "One of four time-sliced replicas of a T4: cheap, for small models and teaching.",
+                 extra_resource_limits={"nvidia.com/gpu": 1},
+                 node_selector={"nvidia.com/gpu.product": "Tesla-T4-SHARED"}),
+    _gpu_profile("JupyterLab, 1 GPU, the cheapest free", "jupyterlab-cheapest",
+                 "Takes the cheapest free GPU (a T4 share, then a V100, then an A100); charged for the one it gets.",
+                 extra_resource_limits={"nvidia.com/gpu": 1}, prefer_cheaper_gpus=True),
+    _gpu_profile("Research pool, 8 GPUs (A100)", "research-pool",
+                 "The research group's own 8-GPU node, shared among its members.",
+                 extra_resource_limits={"nvidia.com/gpu": 8}, cpu_limit=30, mem_limit="240G", team_pool="research"),
+]
+
+#: Config the demo adds before the start-up check: the research pool and :data:`DEMO_GPU_PROFILES`.
+DEMO_GPU_CONFIG = f"""# GPU kinds on the demo's cluster: MIG slices, a time-sliced T4, the cheapest free GPU, the research pool.
+c.TeamGPUPools.pools = {{"research": {{"groups": ["research"], "node_selector": {{{POOL_LABEL!r}: "research"}},
+                                     "taint": {POOL_TAINT!r}}}}}
+c.KubeSpawner.profile_list = [*c.KubeSpawner.profile_list, *{pprint.pformat(DEMO_GPU_PROFILES, width=110, sort_dicts=False)}]"""
+
+DEMO_PIECES = ("10-workspace-spawner.py", "20-profiles.py", "40-quota.py", "44-gpu-economy.py", "90-check-config.py")
 
 
 def config_dir() -> Path:
@@ -253,11 +297,14 @@ def demo_config(
     """
     if (prometheus_url is None) != (metrics_token is None):
         raise ValueError("demo_config needs both prometheus_url and metrics_token, or neither")
-    loads = "\n".join(f"load_subconfig({str(pieces_dir / piece)!r})" for piece in DEMO_PIECES)
+    *pieces, check = DEMO_PIECES
+    loads = "\n".join(f"load_subconfig({str(pieces_dir / piece)!r})" for piece in pieces)
     proxy = f"c.ConfigurableHTTPProxy.command = {proxy_command!r}\n" if proxy_command else ""
     metrics = metrics_config(prometheus_url, metrics_token) if prometheus_url and metrics_token else ""
     return f"""# Written by `workspacespawner demo`; edit jupyterhub_config.d/ instead.
 {loads}
+{DEMO_GPU_CONFIG}
+load_subconfig({str(pieces_dir / check)!r})
 
 c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = {port}
@@ -372,7 +419,7 @@ async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str, prometheus:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     code_server = use_code_server()
-    cluster = LocalCluster(state_dir / "cluster", port=0, persist=True)
+    cluster = LocalCluster(state_dir / "cluster", port=0, persist=True, nodes=DEMO_NODES)
     hub: asyncio.subprocess.Process | None = None
     metrics: PrometheusServer | None = None
     try:

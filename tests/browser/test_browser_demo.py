@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.hubharness import Hub
 from tests.support.paths import ARTIFACTS
-from workspacespawner.demo import GOLDEN_FILES, GOLDEN_IMAGE, config_dir, demo_config, npm_proxy
+from workspacespawner.demo import DEMO_NODES, GOLDEN_FILES, GOLDEN_IMAGE, config_dir, demo_config, npm_proxy
 from workspacespawner.localcluster import ClusterThread
 from workspacespawner.localcluster.goldenimage import make_golden_image
 from workspacespawner.localcluster.volumes import claim_path
@@ -40,7 +40,7 @@ def running_demo(tmp_path_factory, *, golden_image: bool = False, npm_proxy_in_f
     profiles. ``npm_proxy_in_front``: JupyterHub's reference proxy from npm,
     as the demo prefers (VS Code needs it), instead of the Python port.
     """
-    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
+    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"), nodes=DEMO_NODES)
     cluster = thread.start()
     try:
         if golden_image:

@@ -102,6 +102,31 @@ def test_the_spawn_page_shows_free_gpus_live_and_the_card_hours_left(demo_hub):
         browser.close()
 
 
+def test_the_gpu_kinds_of_the_demo_on_the_spawn_page(demo_hub):
+    """The demo's MIG slices, time-sliced T4, cheapest-free profile and research pool, as a member and a student see them."""
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    demo_hub.create_user("lead", groups=("research",))
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = log_in(browser, demo_hub.url, "lead")
+        mig = card(page, "jupyterlab-mig").inner_text()
+        assert "1 MIG slice 1g.10gb" in mig and "Costs 0.15 card-hours per hour" in mig, mig
+        assert "9 of 9" in mig and "free now" in mig, mig
+        shared = card(page, "jupyterlab-t4-shared").inner_text()
+        assert "4 of 4 Tesla-T4-SHARED free now" in shared and "Costs 0.25 card-hours per hour" in shared, shared
+        cheapest = card(page, "jupyterlab-cheapest").inner_text()
+        assert "from 0.25 to 1 card-hours per hour" in cheapest and "Prefers older GPUs" in cheapest, cheapest
+        pool = card(page, "research-pool").inner_text()
+        assert "Your team's pool 'research': 8 of 8 GPUs free" in pool, pool
+        assert f"8 of 8 {A100} free now" in card(page, "jupyterlab-1gpu").inner_text()  # the pool's node not counted
+        page.screenshot(path=str(ARTIFACTS / "spawn-page-gpu-kinds.png"), full_page=True)
+        student = log_in(browser, demo_hub.url, "student9")
+        assert card(student, "research-pool").count() == 0 and card(student, "jupyterlab-mig").count() == 1
+        browser.close()
+
+
 def test_card_hours_nearly_used_and_used_up(demo_hub):
     from playwright.sync_api import sync_playwright
 

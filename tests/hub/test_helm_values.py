@@ -40,6 +40,7 @@ from tests.support.chartvalues import (
     schema_errors,
     z2jh_config,
 )
+from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.core import names
 from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.spawner import WorkspaceSpawner, check_hub_config
@@ -227,6 +228,16 @@ def test_quota_equals_the_config_piece(monkeypatch):
         monkeypatch.setenv(name, value)
     quota = WorkspaceQuota(config=loaded)
     assert quota.hub_api_token == token
+
+
+def test_gpu_economy_equals_the_config_piece():
+    """The card-hour weights of jupyterhub_config.d/44-gpu-economy.py come from the values the chart's way."""
+    piece = CONFIG_D / "44-gpu-economy.py"
+    expected = Config()
+    exec(compile(piece.read_text(), piece.name, "exec"), {"c": expected})
+    loaded = z2jh_config(without_config_files(our_values()), secrets=SECRETS)
+    assert loaded.GPUEconomy.card_hour_weights == expected.GPUEconomy.card_hour_weights
+    assert GPUEconomy(config=loaded).weight("nvidia.com/gpu", "Tesla-V100-SXM2-16GB") == 0.5
 
 
 def test_chart_config_passes_start_up_check():
