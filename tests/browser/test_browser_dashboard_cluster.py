@@ -21,7 +21,7 @@ from tests.support.hubharness import core_and_custom, free_port
 from tests.support.paths import ARTIFACTS
 from tests.support.prometheus import Prometheus
 from workspacespawner.core import names
-from workspacespawner.demo import config_dir, demo_config
+from workspacespawner.demo import DEMO_NODES, config_dir, demo_config
 from workspacespawner.localcluster import ClusterThread
 
 pytestmark = [
@@ -38,7 +38,7 @@ def demo(tmp_path_factory):
         if os.environ.get("CI"):
             pytest.fail("prometheus is required in CI ($CI is set)", pytrace=False)
         pytest.skip("/usr/bin/prometheus is not installed (Debian package prometheus)")
-    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
+    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"), nodes=DEMO_NODES)
     cluster = thread.start()
     prometheus = None
     try:
@@ -119,6 +119,8 @@ def test_the_team_lead_and_the_admin_see_the_cluster_and_a_student_is_refused(de
         assert api.status == 200
         (node,) = [n for n in api.json()["nodes"] if n["name"] == GPU_NODE]
         assert admin_card.locator("[data-field=free]").inner_text() == str(node["gpus"]["free"])
+        mig = admin.locator("article.cluster-node[data-node='gpu-node-mig']").inner_text()
+        assert "9 × MIG 1g.10gb, 1 × MIG 2g.20gb, 1 × MIG 3g.40gb" in mig and "11 GPUs" in mig, mig  # units, by kind
         admin.screenshot(path=str(ARTIFACTS / "dashboard-cluster-admin.png"), full_page=True)
 
         assert student.goto(hub.service_url("cluster")).status == 403

@@ -26,6 +26,7 @@ from workspacespawner.dashboard.gpumetrics import FB_USED, POWER, UTIL, holders,
 from workspacespawner.dashboard.prometheus import PrometheusClient, Sample
 from workspacespawner.localcluster.controllers.gpumetrics import DeviceAssignments
 from workspacespawner.quota.policy import OPEN, Run, card_hours
+from workspacespawner.workspace.gpumetrics import ENGINE_ACTIVE
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 POOL = "example.org/pool"
@@ -117,6 +118,23 @@ def test_join_gpus_gives_readings_and_owners_per_gpu():
     assert (first.node, first.gpu, first.model, first.util, first.fb_used_mib, first.power_watts) == ("gpu-1", 0, "NVIDIA A100", 95, 30000, 250.5)
     assert first.holder.user == "ann" and first.fb_free_mib is None
     assert (second.gpu, second.holder, second.util, second.fb_used_mib, second.power_watts) == (1, None, 0, None, None)
+
+
+def test_join_gpus_tells_mig_slices_apart_and_reads_their_engine_activity():
+    """DCGM reports a MIG slice's utilisation only as DCGM_FI_PROF_GR_ENGINE_ACTIVE (0-1): two slices of one card,
+    two rows, each with its holder and its util in %; a whole card's engine activity never overrides its util."""
+    cy = pod("jupyter-cy", "cy")
+    dee = pod("jupyter-dee", "dee")
+    mig = {"GPU_I_PROFILE": "1g.10gb", "Hostname": "gpu-1", "namespace": "jhub"}
+    samples = {
+        UTIL: [series(UTIL, 1, 30)],
+        ENGINE_ACTIVE: [Sample({**mig, "gpu": "0", "GPU_I_ID": "7", "pod": "jupyter-cy"}, 0.6),
+                        Sample({**mig, "gpu": "0", "GPU_I_ID": "8", "pod": "jupyter-dee"}, 0.01),
+                        Sample({"gpu": "1", "Hostname": "gpu-1", "pod": ""}, 0.9)],
+    }
+    slice_cy, slice_dee, card = join_gpus(samples, [cy, dee], [])
+    assert (slice_cy.gpu, slice_cy.instance, slice_cy.mig_profile, slice_cy.holder.user) == (0, "7", "1g.10gb", "cy")
+    assert (round(slice_cy.util), slice_dee.holder.user, round(slice_dee.util), card.util) == (60, "dee", 1, 30)
 
 
 def test_join_gpus_reads_exported_labels_and_takes_the_node_from_the_pod():

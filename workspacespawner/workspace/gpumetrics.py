@@ -88,7 +88,10 @@ class GPUStat:
     it, None when free or held by something that is not a workspace;
     ``pod``/``namespace``: the Pod dcgm-exporter named (``""`` when none);
     ``instance``: a MIG slice's GPU instance id (``GPU_I_ID``; ``""`` for a
-    whole card), so the slices of one card are told apart.
+    whole card), so the slices of one card are told apart, and
+    ``mig_profile`` its profile (``GPU_I_PROFILE``, ``1g.10gb``). A MIG
+    slice's ``util`` is its ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` × 100 (DCGM
+    reports no ``DCGM_FI_DEV_GPU_UTIL`` for MIG instances).
     """
 
     node: str
@@ -103,6 +106,7 @@ class GPUStat:
     namespace: str
     holder: Holder | None
     instance: str = ""
+    mig_profile: str = ""
 
 
 @dataclass(frozen=True)
@@ -179,9 +183,11 @@ def join_gpus(samples: dict[str, list[Sample]], pods: list[dict], vmis: list[dic
 
     def rank(holder, pod: str) -> int:
         return 2 if holder is not None else 1 if not pod else 0
-    for metric in GPU_METRICS:
+    for metric in (*GPU_METRICS, ENGINE_ACTIVE):
         for sample in samples.get(metric) or []:
             labels = sample.labels
+            if metric == ENGINE_ACTIVE and not labels.get("GPU_I_ID"):
+                continue  # a whole card's: its DCGM_FI_DEV_GPU_UTIL says it
             try:
                 index = int(labels.get("gpu", ""))
             except ValueError:
@@ -198,12 +204,18 @@ def join_gpus(samples: dict[str, list[Sample]], pods: list[dict], vmis: list[dic
                 row = None
             if row is None:
                 row = rows[key] = {"uuid": labels.get("UUID", ""), "model": labels.get("modelName", ""),
+                                   "mig_profile": labels.get("GPU_I_PROFILE", ""),
                                              "pod": pod, "namespace": namespace, "holder": holder}
-            row[metric] = _number(sample.value)
+            if metric == ENGINE_ACTIVE:
+                value = _number(sample.value)
+                row.setdefault(UTIL, None if value is None else value * 100)
+            else:
+                row[metric] = _number(sample.value)
     return [
         GPUStat(node=node, gpu=index, uuid=row["uuid"], model=row["model"], util=row.get(UTIL),
                 fb_used_mib=row.get(FB_USED), fb_free_mib=row.get(FB_FREE), power_watts=row.get(POWER),
-                pod=row["pod"], namespace=row["namespace"], holder=row["holder"], instance=instance)
+                pod=row["pod"], namespace=row["namespace"], holder=row["holder"], instance=instance,
+                mig_profile=row["mig_profile"])
         for (node, index, instance), row in sorted(rows.items())
     ]
 
@@ -233,11 +245,12 @@ def join_volumes(used: list[Sample], capacity: list[Sample]) -> dict[tuple[str, 
 
 
 async def read_gpu_metrics(prometheus: PrometheusClient, pods: list[dict], vmis: list[dict]) -> list[GPUStat]:
-    """The GPUs now (four instant queries), joined to ``pods`` and ``vmis`` (the watch caches' dicts).
+    """The GPUs now (five instant queries: :data:`GPU_METRICS` and, for MIG slices, ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``),
+    joined to ``pods`` and ``vmis`` (the watch caches' dicts).
 
     Raises :class:`~workspacespawner.core.prometheus.PrometheusError`.
     """
-    samples = {metric: await prometheus.query(metric) for metric in GPU_METRICS}
+    samples = {metric: await prometheus.query(metric) for metric in (*GPU_METRICS, ENGINE_ACTIVE)}
     return join_gpus(samples, pods, vmis)
 
 

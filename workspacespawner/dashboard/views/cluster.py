@@ -99,8 +99,8 @@ def _counts(view: NodeView | PoolView) -> dict:
 
 
 def gpu_json(viewer: Viewer, stat: GPUStat) -> dict:
-    """One GPU's readings for ``viewer``: ``{node, gpu, model, util, fb_used_mib, fb_free_mib, power_watts,
-    holder}`` (% , MiB, W; None when not reported); ``holder``: ``{user, server, kind, hidden}`` or None (free)."""
+    """One GPU's readings for ``viewer``: ``{node, gpu, instance, mig_profile, model, util, fb_used_mib, fb_free_mib,
+    power_watts, holder}`` (``instance``/``mig_profile``: a MIG slice's, else ``""``) (% , MiB, W; None when not reported); ``holder``: ``{user, server, kind, hidden}`` or None (free)."""
     holder = None
     if stat.holder is not None:
         shown = _shown(viewer, stat.holder.user)
@@ -108,7 +108,8 @@ def gpu_json(viewer: Viewer, stat: GPUStat) -> dict:
                   "kind": stat.holder.kind, "hidden": not shown}
     elif stat.pod:
         holder = {"user": None, "server": None, "kind": "other", "hidden": True}
-    return {"node": stat.node, "gpu": stat.gpu, "model": stat.model, "util": stat.util, "fb_used_mib": stat.fb_used_mib,
+    return {"node": stat.node, "gpu": stat.gpu, "instance": stat.instance, "mig_profile": stat.mig_profile,
+            "model": stat.model, "util": stat.util, "fb_used_mib": stat.fb_used_mib,
             "fb_free_mib": stat.fb_free_mib, "power_watts": stat.power_watts, "holder": holder}
 
 
