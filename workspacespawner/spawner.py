@@ -293,8 +293,8 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         self._prepared = True
         self._refused_before_compute = False
 
-    async def _gpu_pools(self, pool: str = "") -> dict[str, gpus.GPUPool] | None:
-        """The GPUs free now by type (:class:`~.workspace.gpus.GPUCapacity`), or None when that cannot be known.
+    async def _gpu_pools(self, pool: str = "") -> dict[tuple[str, str], gpus.GPUPool] | None:
+        """The GPUs free now by resource and type (:class:`~.workspace.gpus.GPUCapacity`), or None when that cannot be known.
 
         ``pool``: a team pool's name: its nodes' GPUs only; ``""``: the GPUs
         outside every team pool (what a profile of no pool may use). The
