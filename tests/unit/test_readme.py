@@ -21,8 +21,13 @@ def test_readme_starts_with_demo_and_test_commands():
     assert "pytest" in commands[1]
 
 
-async def test_the_safe_name_example_is_what_the_spawner_names(kube_env):
-    """The README's ``<user>`` example: the name as JupyterHub stores it (normalized: lowercased), slugged by the spawner."""
+async def test_the_safe_name_example_is_what_the_spawner_names(kube_env, tmp_path, monkeypatch):
+    """The README's ``<user>`` example: the name as JupyterHub stores it (normalized: lowercased), slugged by the spawner.
+
+    Run from a scratch folder: the spawner's default quota ledger is a SQLite file next to the (absent) config file,
+    which the hub's start-up would make; it must not land in the checkout.
+    """
+    monkeypatch.chdir(tmp_path)
     import re
 
     from jupyterhub.auth import Authenticator
