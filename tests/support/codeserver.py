@@ -18,23 +18,43 @@ from workspacespawner.localcluster.codeserver import INSTALL_HINT, code_server_b
 WORKBENCH_MARKER = 'id="vscode-workbench-web-configuration"'
 
 
-def command_lines(api_token: str) -> list[list[str]]:
-    """The command lines of the code-server processes of the server whose ``JUPYTERHUB_API_TOKEN`` is ``api_token``.
-
-    Read from ``/proc`` on this host, where the local cluster's (either
-    plane's) node agent runs every Pod's processes.
-    """
-    found = []
+def _processes(api_token: str):
+    """``(/proc/<pid>, argv, environ)`` (argv and environ as lists of bytes) of every code-server process of the server
+    whose ``JUPYTERHUB_API_TOKEN`` is ``api_token``, read from ``/proc`` on this host, where the local cluster's
+    (either plane's) node agent runs every Pod's processes."""
     marker = f"JUPYTERHUB_API_TOKEN={api_token}".encode()
     for proc in Path("/proc").iterdir():
         try:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
-            if not any(b"code-server" in a for a in argv) or marker not in (proc / "environ").read_bytes().split(b"\0"):
+            if not any(b"code-server" in a for a in argv):
                 continue
+            environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:  # gone, or not ours to read
             continue
-        found.append([a.decode(errors="replace") for a in argv if a])
-    return found
+        if marker in environ:
+            yield proc, argv, environ
+
+
+def command_lines(api_token: str) -> list[list[str]]:
+    """The command lines of the code-server processes of the server whose ``JUPYTERHUB_API_TOKEN`` is ``api_token``."""
+    return [[a.decode(errors="replace") for a in argv if a] for _, argv, _ in _processes(api_token)]
+
+
+def heartbeat_file(api_token: str) -> Path | None:
+    """code-server's heartbeat file of the server whose ``JUPYTERHUB_API_TOKEN`` is ``api_token``, as this host reaches it.
+
+    The path code-server writes (``$XDG_DATA_HOME/code-server/heartbeat``,
+    :func:`workspacespawner.idle.serverext.heartbeat_path` of the process's
+    own environment) under ``/proc/<pid>/root``, so it is found in a node
+    agent's sandbox as well as on the host; None while no code-server of
+    that server runs.
+    """
+    from workspacespawner.idle.serverext import heartbeat_path
+
+    for proc, _, environ in _processes(api_token):  # its processes share one environment: the first will do
+        env = dict(e.decode(errors="replace").partition("=")[::2] for e in environ if b"=" in e)
+        return proc / "root" / heartbeat_path(env).relative_to("/")
+    return None
 
 
 def real_bin() -> Path:

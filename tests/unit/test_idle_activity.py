@@ -65,6 +65,14 @@ def test_heartbeat_path_follows_xdg_data_home_like_code_server():
         "/data/code-server/heartbeat")
 
 
+def test_the_heartbeat_is_read_at_least_as_often_as_singleuser_reports():
+    assert serverext.check_seconds({}) == serverext.CHECK_SECONDS == 30
+    assert serverext.check_seconds({"JUPYTERHUB_ACTIVITY_INTERVAL": "300"}) == 30  # jupyterhub-singleuser's default
+    assert serverext.check_seconds({"JUPYTERHUB_ACTIVITY_INTERVAL": "2"}) == 2
+    for bad in ("", "soon", "0", "-5", "nan"):
+        assert serverext.check_seconds({"JUPYTERHUB_ACTIVITY_INTERVAL": bad}) == 30, bad
+
+
 def test_the_heartbeats_time_goes_into_a_last_activity_setting_only_forward(tmp_path):
     beat = tmp_path / "heartbeat"
     settings: dict = {}

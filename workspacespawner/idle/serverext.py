@@ -5,7 +5,8 @@ code-server (4.x) touches ``$XDG_DATA_HOME/code-server/heartbeat``
 when it serves a request, at most once a minute, and every minute while
 any connection to it stays open (see :mod:`workspacespawner.idle.activity`
 for exactly when). Every :data:`CHECK_SECONDS` this extension reads the
-file's modification time into the server's
+file's modification time (or every ``$JUPYTERHUB_ACTIVITY_INTERVAL``
+seconds when that is shorter: :func:`check_seconds`) into the server's
 ``code_server_heartbeat_last_activity`` setting: jupyter-server's
 ``last_activity()`` counts every setting whose name ends in
 ``_last_activity``, and jupyterhub-singleuser reports that to the hub
@@ -17,7 +18,12 @@ tornado, which jupyter-server brings)::
 
     jupyter server extension enable workspacespawner.idle.serverext
 
-or ``c.ServerApp.jpserver_extensions = {"workspacespawner.idle.serverext": True}``.
+or ``c.ServerApp.jpserver_extensions = {"workspacespawner.idle.serverext": True}``,
+or from the hub without changing the image, by the server's command line
+(``c.KubeSpawner.args``, with ``c.KubeSpawner.cmd`` set as the chart's
+``singleuser.cmd`` sets it; helm-values/singleuser-image.md)::
+
+    c.KubeSpawner.args = ["--ServerApp.jpserver_extensions=workspacespawner.idle.serverext=True"]
 """
 
 from __future__ import annotations
@@ -31,6 +37,19 @@ CHECK_SECONDS = 30.0
 
 #: The jupyter-server setting the heartbeat goes into (its ``_last_activity`` suffix makes it count).
 SETTING = "code_server_heartbeat_last_activity"
+
+
+def check_seconds(environ=None) -> float:
+    """Seconds between two reads of the heartbeat: :data:`CHECK_SECONDS`, or jupyterhub-singleuser's activity
+    interval (``$JUPYTERHUB_ACTIVITY_INTERVAL``, seconds, its own setting for how often it reports) when that is
+    shorter, so a report is never more than one interval behind the file. A missing, unreadable or non-positive
+    interval leaves :data:`CHECK_SECONDS`."""
+    environ = os.environ if environ is None else environ
+    try:
+        interval = float(environ.get("JUPYTERHUB_ACTIVITY_INTERVAL", ""))
+    except ValueError:
+        return CHECK_SECONDS
+    return min(CHECK_SECONDS, interval) if interval > 0 else CHECK_SECONDS
 
 
 def heartbeat_path(environ=None) -> Path:
@@ -66,7 +85,7 @@ def _load_jupyter_server_extension(serverapp) -> None:
 
     path = heartbeat_path()
     settings = serverapp.web_app.settings
-    check = PeriodicCallback(lambda: record_heartbeat(settings, path), CHECK_SECONDS * 1000)
+    check = PeriodicCallback(lambda: record_heartbeat(settings, path), check_seconds() * 1000)
     check.start()
     settings["workspacespawner_heartbeat_check"] = check
     serverapp.log.info("Counting code-server's heartbeat (%s) as activity", path)
