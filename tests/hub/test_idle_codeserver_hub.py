@@ -24,7 +24,10 @@ The proxy's per-route activity is turned off for the hub
 (``last_activity_interval`` an hour), so the heartbeat is the only activity
 that reaches it while the tab is open: without the extension (or with its
 setting misnamed) ``last_activity`` never reaches the heartbeat's time.
-Embedded and real control planes (tests/support/planes.py).
+The embedded control plane only: the chain under test (code-server, the
+extension, jupyterhub-singleuser, the hub, the pass) does not go through the
+API server, and code-server's one-minute beat makes each run about two
+minutes (it passed on the real plane too when it was written).
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ from workspacespawner.core.times import parse_time
 from workspacespawner.idle import serverext
 from workspacespawner.idle.activity import HubUsers, gpu_servers, gpu_servers_held
 from workspacespawner.idle.decision import ACTIVE, WARN, Policy, decide
+
+pytestmark = pytest.mark.embedded_only("the heartbeat chain does not touch the API server; one run is two minutes")
 
 USER = "coder"
 PROFILE = "code-server-1gpu"

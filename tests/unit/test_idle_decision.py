@@ -138,5 +138,5 @@ def test_the_messages_name_the_server_the_idle_time_and_the_stop_time():
 
 
 def test_duration_reads_in_hours_and_minutes():
-    assert [duration(timedelta(minutes=m)) for m in (0, 40, 60, 65, 125.9)] == ["0 min", "40 min", "1 h", "1 h 5 min",
-                                                                                  "2 h 5 min"]
+    assert [duration(timedelta(minutes=m)) for m in (0, 0.5, 40, 60, 65, 125.9)] == ["0 s", "30 s", "40 min", "1 h",
+                                                                                       "1 h 5 min", "2 h 5 min"]

@@ -155,7 +155,9 @@ def decide(server: GPUServer, policy: Policy, now: datetime, warned_at: datetime
 
 
 def duration(span: timedelta) -> str:
-    """``1 h 5 min``, ``40 min``, ``2 h``: a span for people, to the minute (rounded down)."""
+    """``1 h 5 min``, ``40 min``, ``2 h``: a span for people, to the minute (rounded down); under a minute ``40 s``."""
+    if span.total_seconds() < 60:
+        return f"{max(0, int(span.total_seconds()))} s"
     minutes = int(span.total_seconds() // 60)
     hours, minutes = divmod(minutes, 60)
     if hours and minutes:
