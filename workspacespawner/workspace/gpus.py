@@ -255,14 +255,11 @@ class GPUCapacity:
     async def product_of(self, node_name: str) -> str | None:
         """The ``nvidia.com/gpu.product`` label of Node ``node_name`` from the shared Node list (None: unknown or unreadable).
 
-        What a run is charged for once its workspace is placed; a Node not
-        in a list younger than ``node_ttl`` is read again at most once per TTL.
+        What a run is charged for once its workspace is placed, read through :meth:`nodes` (one LIST at most
+        every ``node_ttl`` seconds for the whole hub).
         """
-        for attempt in range(2):
-            for node in self._nodes or []:
-                meta = node.get("metadata") or {}
-                if meta.get("name") == node_name:
-                    return (meta.get("labels") or {}).get(GPU_PRODUCT_LABEL)
-            if attempt == 0 and (self._nodes is None or self.clock() - self._read_at >= self.node_ttl):
-                await self.pools()
+        for node in await self.nodes() or []:
+            meta = node.get("metadata") or {}
+            if meta.get("name") == node_name:
+                return (meta.get("labels") or {}).get(GPU_PRODUCT_LABEL)
         return None
