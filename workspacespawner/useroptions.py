@@ -252,7 +252,7 @@ def resolve_profile(spawner, profile: dict) -> ResolvedProfile:
     costs on the profile's GPU product, or the most it may cost when the
     profile names none (:class:`~workspacespawner.config.gpueconomy.GPUEconomy`).
     """
-    economy = GPUEconomy(config=spawner.config)
+    economy = spawner.services.economy  # the hub's one GPUEconomy, read from the same config at start-up
     resource, gpus = gpu_limit(spawner.extra_resource_limits, economy.declared())
     if gpus and spawner.workspace_kind == "vm":
         resource = spawner.vm_gpu_device_name
