@@ -203,6 +203,8 @@ def test_root_datavolume():
             "annotations": {
                 "workspacespawner.io/owner-name": "Ann.O'Brien@school.example",
                 "cdi.kubevirt.io/allowClaimAdoption": "true",
+                "workspacespawner.io/root-slot": VM,
+                "workspacespawner.io/golden-image": "golden-images/ubuntu-2404-gpu",
             },
         },
         "spec": {

@@ -34,6 +34,7 @@ from workspacespawner.backends.vm.manifests import (
     make_root_datavolume,
     make_virtual_machine,
     make_vm_service,
+    root_disk_of,
     singleuser_command,
 )
 from workspacespawner.config.profiles import ResolvedProfile
@@ -145,7 +146,11 @@ def test_no_user_value_reaches_datavolume_annotations_but_the_owner_name():
     dv = make_root_datavolume(ident=ident_for(user), settings=SETTINGS)
     annotations = dict(dv["metadata"]["annotations"])
     assert annotations.pop(names.OWNER_ANNOTATION) == user
-    assert annotations == {"cdi.kubevirt.io/allowClaimAdoption": "true"}
+    assert annotations == {
+        "cdi.kubevirt.io/allowClaimAdoption": "true",
+        names.ROOT_SLOT_ANNOTATION: dv["metadata"]["name"].removesuffix("-root"),
+        names.GOLDEN_IMAGE_ANNOTATION: "golden-images/ubuntu-2404-gpu",
+    }
 
 
 def test_storage_class_none_leaves_the_default():
@@ -430,3 +435,11 @@ def test_vmi_template_names_user_and_server_for_reconciliation(user):
     vmi_like = {"metadata": vm["spec"]["template"]["metadata"]}
     assert alive_from_objects([vmi_like]) == {(user, "thesis")}
     assert VMIdentity.from_state({k: v for k, v in ident.to_state().items() if k != "server_name"}).server_name == ""
+
+
+def test_the_vm_names_its_root_disk():
+    ident = ident_for()
+    vm = make_virtual_machine(ident=ident, settings=SETTINGS)
+    assert root_disk_of(vm) == ident.root_disk
+    assert root_disk_of(None) is None
+    assert root_disk_of({"spec": {"template": {"spec": {"volumes": [{"name": "rootdisk", "persistentVolumeClaim": {}}]}}}}) is None

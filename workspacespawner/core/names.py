@@ -54,6 +54,18 @@ HOME_SLOT_ANNOTATION = f"{LABEL_PREFIX}/home-slot"
 RESTORED_FROM_ANNOTATION = f"{LABEL_PREFIX}/restored-from"
 #: On a VolumeSnapshot: the PVC it was taken of.
 SNAPSHOT_SOURCE_ANNOTATION = f"{LABEL_PREFIX}/source-pvc"
+#: On a root DataVolume: the VirtualMachine it is (or was) the root disk of, its *slot*. The VM's own
+#: ``rootdisk`` volume says which DataVolume is its root disk now; the slot finds a user's root disk
+#: before the VM exists (a pool disk claimed by a start the hub did not finish).
+ROOT_SLOT_ANNOTATION = f"{LABEL_PREFIX}/root-slot"
+#: On a root DataVolume (and a pool disk): the golden image it was cloned from, ``namespace/name`` of the
+#: CDI DataSource, as it was named then (a versioned name says which version, see ``config/goldenimages``).
+GOLDEN_IMAGE_ANNOTATION = f"{LABEL_PREFIX}/golden-image"
+#: :data:`DISK_LABEL` value of a pool disk: a root DataVolume cloned ahead of time, assigned to nobody yet.
+#: It carries no owner label, so no quota, retention or purge ever selects it.
+POOL_DISK = "pool"
+#: On a pool disk: which golden image it holds, :func:`golden_image_id` of ``namespace/name``.
+POOL_IMAGE_LABEL = f"{LABEL_PREFIX}/pool-image"
 
 
 def owner_id(user_name: str) -> str:
@@ -182,6 +194,11 @@ TEAM_ANNOTATION = f"{LABEL_PREFIX}/team-names"
 #: :data:`DISK_LABEL` values of the storage tiers: a team folder, and a pod's scratch volume claim.
 TEAM_DISK = "team"
 SCRATCH_DISK = "scratch"
+
+
+def golden_image_id(namespace: str, name: str) -> str:
+    """The :data:`POOL_IMAGE_LABEL` value of golden image ``namespace/name``: 40 hex digits of its sha256."""
+    return owner_id(f"{namespace}/{name}")
 
 
 def team_id(group_name: str) -> str:

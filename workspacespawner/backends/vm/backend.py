@@ -11,13 +11,14 @@ DataVolume, KubeVirt's ``start``/``stop`` subresources.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from workspacespawner.backends.base import Backend, StartContext
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings
+from workspacespawner.backends.vm.rootdisk import current_root_disk
 from workspacespawner.backends.vm.status import VMKindStatus
 from workspacespawner.backends.vm.tiers import VMTiers, vm_tiers
-from workspacespawner.backends.vm.workspace import VMWorkspace
+from workspacespawner.backends.vm.workspace import VMWorkspace, cached_vm_and_disks
 from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.core.tasks import BackgroundTasks
 from workspacespawner.workspace.lifecycle import Observed, Status, WorkspaceRef
@@ -72,9 +73,11 @@ class VMBackend(Backend):
         self._status = VMKindStatus()
 
     def _identity(self, home_pvc: str | None, fresh: bool) -> VMIdentity:
+        """The workspace's names; ``fresh``: from the current templates, its root disk as the watch caches show it
+        (:func:`.rootdisk.current_root_disk`: the VM's, else the one of its slot, else ``<vm>-root``)."""
         if fresh or self.ident is None:
             n = self.naming
-            self.ident = VMIdentity.for_workspace(
+            ident = VMIdentity.for_workspace(
                 namespace=n.namespace,
                 user_name=n.user_name,
                 kubespawner_username=n.kubespawner_username,
@@ -82,7 +85,14 @@ class VMBackend(Backend):
                 home_pvc=home_pvc or "",
                 server_name=n.server_name,
             )
+            vm, datavolumes = cached_vm_and_disks(ident)
+            self.ident = replace(ident, root_disk=current_root_disk(ident, vm, datavolumes))
         return self.ident
+
+    def use_root_disk(self, name: str) -> None:
+        """From now on the workspace's root disk is DataVolume ``name`` (a pool disk this start claimed)."""
+        if self.ident is not None:
+            self.ident = replace(self.ident, root_disk=name)
 
     def ref(self, *, home_pvc: str | None, fresh: bool = False) -> WorkspaceRef:
         ident = self._identity(home_pvc, fresh)

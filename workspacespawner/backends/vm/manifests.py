@@ -259,8 +259,10 @@ def make_root_datavolume(*, ident: VMIdentity, settings: VMSettings) -> dict:
 
     Labelled as a ``root`` disk of the owner (:func:`names.disk_labels`; CDI
     copies them to the PVC). Annotations: the owner's exact name under our
-    prefix, which CDI does not read, and the constants of
-    :data:`DATAVOLUME_ANNOTATIONS`; nothing a user chooses.
+    prefix, which CDI does not read, the VM it serves (its slot,
+    :data:`~.names.ROOT_SLOT_ANNOTATION`), the golden image it is cloned from
+    (:data:`~.names.GOLDEN_IMAGE_ANNOTATION`, ``namespace/name``) and the
+    constants of :data:`DATAVOLUME_ANNOTATIONS`; nothing a user chooses.
     """
     storage = {
         "accessModes": list(settings.access_modes),
@@ -271,6 +273,8 @@ def make_root_datavolume(*, ident: VMIdentity, settings: VMSettings) -> dict:
         storage["storageClassName"] = settings.storage_class
     meta = _meta(ident, ident.root_disk, names.disk_labels(ident.user_name, ident.kubespawner_username, names.ROOT_DISK))
     meta["annotations"].update(DATAVOLUME_ANNOTATIONS)
+    meta["annotations"][names.ROOT_SLOT_ANNOTATION] = ident.vm
+    meta["annotations"][names.GOLDEN_IMAGE_ANNOTATION] = f"{settings.golden_image_namespace}/{settings.golden_image}"
     return {
         "apiVersion": "cdi.kubevirt.io/v1beta1",
         "kind": "DataVolume",
@@ -284,6 +288,18 @@ def make_root_datavolume(*, ident: VMIdentity, settings: VMSettings) -> dict:
             "storage": storage,
         },
     }
+
+
+def root_disk_of(vm: dict | None) -> str | None:
+    """The name of the DataVolume a VirtualMachine boots from (its ``rootdisk`` volume's ``dataVolume.name``), or None.
+
+    The VM is the authority on which root disk a workspace has: a first
+    start may give it a pool disk, a rebuild a new clone, each under a name
+    of its own.
+    """
+    volumes = ((((vm or {}).get("spec") or {}).get("template") or {}).get("spec") or {}).get("volumes") or ()
+    found = next((v for v in volumes if v.get("name") == "rootdisk"), None)
+    return ((found or {}).get("dataVolume") or {}).get("name")
 
 
 def _disks_and_volumes(ident: VMIdentity, settings: VMSettings) -> tuple[list[dict], list[dict], list[dict]]:

@@ -105,6 +105,16 @@ def _api_failure(e: Exception, what: str) -> WorkspaceError:
     )
 
 
+def cached_vm_and_disks(ident: VMIdentity) -> tuple[dict | None, list[dict]]:
+    """``ident``'s VirtualMachine and the namespace's DataVolumes as the shared watch caches hold them now
+    (``(None, [])`` before those watches run: a start calls :meth:`VMWorkspace.watch` first)."""
+    namespace = ident.namespace
+    vms = [r for r in shared_reflectors(VirtualMachineReflector) if r.namespace == namespace]
+    dvs = [r for r in shared_reflectors(DataVolumeReflector) if r.namespace == namespace]
+    vm = vms[0].resources.get(f"{namespace}/{ident.vm}") if vms else None
+    return vm, list(dvs[0].resources.values()) if dvs else []
+
+
 # -- one workspace ------------------------------------------------------------------------------
 
 
