@@ -121,7 +121,8 @@ c.TeamGPUPools.pools = {{"research": {{"groups": ["research"], "node_selector": 
                                      "taint": {POOL_TAINT!r}}}}}
 c.KubeSpawner.profile_list = [*c.KubeSpawner.profile_list, *{pprint.pformat(DEMO_GPU_PROFILES, width=110, sort_dicts=False)}]"""
 
-DEMO_PIECES = ("10-workspace-spawner.py", "20-profiles.py", "40-quota.py", "44-gpu-economy.py", "90-check-config.py")
+DEMO_PIECES = ("10-workspace-spawner.py", "20-profiles.py", "40-quota.py", "44-gpu-economy.py", "46-vm-root-disk-pool.py",
+               "90-check-config.py")
 
 
 def config_dir() -> Path:

@@ -5,8 +5,8 @@ per user: the quota service (settings, ledger, enforcer), the audit log on
 the ledger's database, the Kubernetes facade over the hub's shared API
 clients, the set that keeps background tasks alive, the compute
 reconciler (:mod:`.workspace.reconciler`) with what it reads (whether each
-server of this hub is active), and the view of free GPUs
-(:mod:`.workspace.gpus`). The spawner gets
+server of this hub is active), the view of free GPUs
+(:mod:`.workspace.gpus`), and the root-disk pools (:mod:`.backends.vm.pool`). The spawner gets
 it with :func:`hub_services` on construction; services take explicit
 arguments (refs, statuses, frozen settings) and never read a spawner.
 
@@ -22,7 +22,9 @@ from collections.abc import Awaitable, Callable
 
 from prometheus_client import Gauge
 
+from workspacespawner.backends.vm.pool import RootDiskPoolKeeper
 from workspacespawner.config.gpueconomy import GPUEconomy
+from workspacespawner.config.rootdiskpool import PoolShape, RootDiskPool
 from workspacespawner.core.prometheus import PrometheusClient
 from workspacespawner.core.tasks import BackgroundTasks
 from workspacespawner.db.engine import DatabaseUnavailable
@@ -68,6 +70,9 @@ class HubServices:
         self.idle_settings = GPUIdle(config=config) if config is not None else GPUIdle()
         self.idle: IdlePass | None = None
         self._idle_refused = False
+        #: The root-disk pool settings (``c.RootDiskPool``) and one keeper per namespace, once started.
+        self.pool_settings = RootDiskPool(config=config) if config is not None else RootDiskPool()
+        self._pools: dict[str, RootDiskPoolKeeper] = {}
 
     def retry_later(self, key, attempt: Callable[[], Awaitable[bool]]) -> None:
         """Try ``attempt()`` again at each reconciler pass until it returns True (a deleted user's retention write).
@@ -145,9 +150,31 @@ class HubServices:
         self.idle.start()
         return self.idle
 
+    def start_root_disk_pool(self, namespace: str, defaults: PoolShape, *, watch=None) -> RootDiskPoolKeeper | None:
+        """Start keeping ``namespace``'s root-disk pools (``c.RootDiskPool``) once (needs a running loop); later calls
+        return the keeper. ``defaults``: the VM settings a pool entry leaves out; ``watch``: ``async ()`` starting the
+        namespace's DataVolume watch, which the keeper reads. None without pools or without the Kube facade."""
+        if self.kube is None or not self.pool_settings.ready_disks:
+            return None
+        keeper = self._pools.get(namespace)
+        if keeper is None:
+            keeper = self._pools[namespace] = RootDiskPoolKeeper(
+                self.kube, namespace, self.pool_settings.entries(defaults), audit=self.audit,
+                interval=self.pool_settings.refill_interval, watch=watch,
+            )
+        keeper.start()
+        return keeper
+
+    def root_disk_pool(self, namespace: str) -> RootDiskPoolKeeper | None:
+        """The keeper of ``namespace``'s root-disk pools, once :meth:`start_root_disk_pool` ran; else None."""
+        return self._pools.get(namespace)
+
     async def close(self) -> None:
-        """Stop the background tasks, the reconciler, the idle-GPU pass, the enforcer and the database connections."""
+        """Stop the background tasks, the reconciler, the idle-GPU pass, the root-disk pools, the enforcer and the
+        database connections."""
         await self.tasks.close()
+        for keeper in self._pools.values():
+            await keeper.close()
         if self.reconciler is not None:
             await self.reconciler.close()
         if self.idle is not None:

@@ -45,6 +45,7 @@ from workspacespawner.config.check import check_spawner_config, merged_settings
 from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.placement import PlacementTraits
 from workspacespawner.config.profiles import ResolvedProfile
+from workspacespawner.config.rootdiskpool import PoolShape, RootDiskPool
 from workspacespawner.config.teampools import TeamGPUPools, check_profile_pools
 from workspacespawner.config.workspace import IDE_ENV, KubeSpawnerGuards, WorkspaceTraits
 from workspacespawner.core import names
@@ -121,7 +122,8 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         self._start_hub_tasks()
 
     def _start_hub_tasks(self) -> None:
-        """Start the hub's compute reconciler, quota enforcer and idle-GPU pass on the running loop (once per hub process).
+        """Start the hub's compute reconciler, root-disk pools, quota enforcer and idle-GPU pass on the running loop
+        (once per hub process).
 
         JupyterHub builds spawners on its loop, so they start with the first
         spawner (at hub start-up, with its running servers'), not only at
@@ -132,6 +134,12 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         except RuntimeError:
             return
         self.services.start_reconciler(watches.compute_objects, interval=self.reconcile_interval)
+        self.services.start_root_disk_pool(
+            self.namespace,
+            PoolShape("", self.vm_golden_image_namespace, self.vm_root_disk_size, self.vm_storage_class, self.vm_volume_mode),
+            watch=lambda: watches.shared_reflector(watches.DataVolumeReflector, self.namespace,
+                                                   custom_api=shared_client("CustomObjectsApi")),
+        )
         if self.hub is not None:
             self.services.quota.start_enforcer(hub_api_url=self.hub.api_url, alive=_alive_workspaces)
             self.services.start_idle_pass(watches.pods_and_vmis, hub_api_url=self.hub.api_url)
@@ -147,6 +155,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             root_disk_size=self.vm_root_disk_size, core_api=self.api, custom_api=shared_client("CustomObjectsApi"),
             start_timeout=max(self.start_timeout - 5, 1), fail_fast_unschedulable=self.fail_fast_unschedulable,
             tasks=self.services.tasks, unix_user=self.vm_unix_user,
+            pool=lambda: self.services.root_disk_pool(self.namespace),
         )
 
     def _use_backend(self, kind: str) -> None:
@@ -606,3 +615,4 @@ def check_hub_config(config) -> None:
     profiles = merged_settings(config).get("profile_list")
     check_profile_pools(profiles, TeamGPUPools(config=config).all())
     GPUIdle(config=config)
+    RootDiskPool(config=config)

@@ -240,6 +240,15 @@ def test_gpu_economy_equals_the_config_piece():
     assert GPUEconomy(config=loaded).weight("nvidia.com/gpu", "Tesla-V100-SXM2-16GB") == 0.5
 
 
+def test_root_disk_pool_equals_the_config_piece():
+    """The pools of jupyterhub_config.d/46-vm-root-disk-pool.py come from the values the chart's way."""
+    piece = CONFIG_D / "46-vm-root-disk-pool.py"
+    expected = Config()
+    exec(compile(piece.read_text(), piece.name, "exec"), {"c": expected})
+    loaded = z2jh_config(without_config_files(our_values()), secrets=SECRETS)
+    assert loaded.RootDiskPool.ready_disks == expected.RootDiskPool.ready_disks == {"ubuntu-22.04-gpu": 1}
+
+
 def test_chart_config_passes_start_up_check():
     c = z2jh_config(without_config_files(our_values()), secrets=SECRETS)
     check_hub_config(c)

@@ -66,6 +66,9 @@ GOLDEN_IMAGE_ANNOTATION = f"{LABEL_PREFIX}/golden-image"
 POOL_DISK = "pool"
 #: On a pool disk: which golden image it holds, :func:`golden_image_id` of ``namespace/name``.
 POOL_IMAGE_LABEL = f"{LABEL_PREFIX}/pool-image"
+#: On a pool disk: JSON of the DataSource's ``spec.source`` when the disk was cloned (the PVC or VolumeSnapshot the
+#: golden image was then), so a DataSource pointed at a new source retires the disks cloned from the old one.
+GOLDEN_IMAGE_SOURCE_ANNOTATION = f"{LABEL_PREFIX}/golden-image-source"
 
 
 def owner_id(user_name: str) -> str:

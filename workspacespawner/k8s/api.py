@@ -119,15 +119,19 @@ class Kube:
                 raise NotOurs(f"{kind.kind} {namespace}/{name} is not {user_name!r}'s, or changed meanwhile") from e
             raise
 
-    async def delete(self, kind: Kind, namespace: str, name: str, *, uid: str | None = None, grace: int | None = None) -> bool:
+    async def delete(self, kind: Kind, namespace: str, name: str, *, uid: str | None = None, grace: int | None = None,
+                     resource_version: str | None = None) -> bool:
         """Delete the object (dependents in the background); False when it was already gone.
 
         ``uid``: delete only that object (``preconditions.uid``; 409 if it was
-        replaced). ``grace``: ``gracePeriodSeconds`` (0: at once, a force delete).
+        replaced); ``resource_version``: only as it was at that version
+        (``preconditions.resourceVersion``; 409 if it changed since).
+        ``grace``: ``gracePeriodSeconds`` (0: at once, a force delete).
         """
         body: dict = {"propagationPolicy": "Background"}
-        if uid:
-            body["preconditions"] = {"uid": uid}
+        preconditions = {key: value for key, value in (("uid", uid), ("resourceVersion", resource_version)) if value}
+        if preconditions:
+            body["preconditions"] = preconditions
         if grace is not None:
             body["gracePeriodSeconds"] = int(grace)
         try:

@@ -164,6 +164,7 @@ class CachedKube(Kube):
             self._written.pop((kind.kind, namespace, name), None)
         return self.remember(kind, namespace, found)
 
-    async def delete(self, kind: Kind, namespace: str, name: str, *, uid: str | None = None, grace: int | None = None) -> bool:
+    async def delete(self, kind: Kind, namespace: str, name: str, *, uid: str | None = None, grace: int | None = None,
+                     resource_version: str | None = None) -> bool:
         self._written.pop((kind.kind, namespace, name), None)
-        return await super().delete(kind, namespace, name, uid=uid, grace=grace)
+        return await super().delete(kind, namespace, name, uid=uid, grace=grace, resource_version=resource_version)

@@ -42,7 +42,9 @@ class VMBackend(Backend):
     ``CustomObjectsApi``; ``start_timeout`` in seconds; ``tasks``: where a
     stop that outlives a failed start is kept alive; ``root_disk_size``: a
     new root disk's size (a quantity, for the quota's disk check);
-    ``unix_user``: the guest user that runs the IDE.
+    ``unix_user``: the guest user that runs the IDE; ``pool``: ``()`` giving
+    the namespace's :class:`~.pool.RootDiskPoolKeeper` (or None), whose
+    ready disk a first start takes instead of cloning.
     """
 
     kind = "vm"
@@ -59,8 +61,11 @@ class VMBackend(Backend):
         fail_fast_unschedulable: bool,
         tasks: BackgroundTasks,
         unix_user: str = "jovyan",
+        pool=None,
     ):
         self.naming = naming
+        #: ``pool()``: the namespace's :class:`~.pool.RootDiskPoolKeeper`, or None (no pool)
+        self.pool = pool or (lambda: None)
         self.unix_user = unix_user
         self.settings_for = settings_for
         self.root_disk_size = root_disk_size
@@ -124,6 +129,8 @@ class VMBackend(Backend):
             start_timeout=self.start_timeout,
             fail_fast_unschedulable=self.fail_fast_unschedulable,
             tasks=self.tasks,
+            pool=self.pool() if settings is not None else None,
+            on_root_disk=self.use_root_disk,
         )
 
     async def fence(self) -> None:

@@ -254,6 +254,19 @@ def template_annotations(ident: VMIdentity) -> dict[str, str]:
     }
 
 
+def datavolume_storage(*, size: str, storage_class: str | None, volume_mode: str,
+                       access_modes: Sequence[str] = ("ReadWriteOnce",)) -> dict:
+    """A DataVolume's ``spec.storage``: ``size`` a quantity, ``storage_class`` None for the cluster default."""
+    storage = {
+        "accessModes": list(access_modes),
+        "volumeMode": volume_mode,
+        "resources": {"requests": {"storage": size}},
+    }
+    if storage_class is not None:
+        storage["storageClassName"] = storage_class
+    return storage
+
+
 def make_root_datavolume(*, ident: VMIdentity, settings: VMSettings) -> dict:
     """The root disk: a DataVolume cloning the golden-image DataSource into a PVC of its own name.
 
@@ -264,13 +277,8 @@ def make_root_datavolume(*, ident: VMIdentity, settings: VMSettings) -> dict:
     (:data:`~.names.GOLDEN_IMAGE_ANNOTATION`, ``namespace/name``) and the
     constants of :data:`DATAVOLUME_ANNOTATIONS`; nothing a user chooses.
     """
-    storage = {
-        "accessModes": list(settings.access_modes),
-        "volumeMode": settings.volume_mode,
-        "resources": {"requests": {"storage": settings.root_disk_size}},
-    }
-    if settings.storage_class is not None:
-        storage["storageClassName"] = settings.storage_class
+    storage = datavolume_storage(size=settings.root_disk_size, storage_class=settings.storage_class,
+                                 volume_mode=settings.volume_mode, access_modes=settings.access_modes)
     meta = _meta(ident, ident.root_disk, names.disk_labels(ident.user_name, ident.kubespawner_username, names.ROOT_DISK))
     meta["annotations"].update(DATAVOLUME_ANNOTATIONS)
     meta["annotations"][names.ROOT_SLOT_ANNOTATION] = ident.vm

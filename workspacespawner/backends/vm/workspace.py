@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 
@@ -142,8 +143,14 @@ class VMWorkspace:
         fail_fast_unschedulable: bool = True,
         interval: float = 0.2,
         tasks: BackgroundTasks | None = None,
+        pool=None,
+        on_root_disk=None,
     ):
         self.ident = ident
+        #: the namespace's :class:`~.pool.RootDiskPoolKeeper` (None: no pool); ``on_root_disk(name)`` is told the
+        #: name of a pool disk this start claimed, its root disk from then on
+        self.pool = pool
+        self.on_root_disk = on_root_disk
         self.tasks = tasks if tasks is not None else BackgroundTasks()
         self.settings = settings
         self.custom_api = custom_api
@@ -326,10 +333,20 @@ class VMWorkspace:
         if settings is None:
             raise ValueError("VMWorkspace.start needs the VM settings of the profile")
         vm, _vmi, dv = self.observe()
+        pooled = None
+        if vm is None and dv is None and self.pool is not None:  # a first start: a disk cloned ahead of time, if any
+            pooled = await self.pool.claim(ident, settings, recorded=recorded, annotations=new_disk_annotations or {})
+        if pooled is not None:
+            ident = self._use_root_disk(pooled["metadata"]["name"])
+            if claim_disks is not None:
+                await claim_disks()
         disk = lifecycle.made_in(vmmanifests.make_root_datavolume(ident=ident, settings=settings), recorded, new_disk_annotations)
-        created = await self._ensure_root_disk(disk, cached=(True, dv), claim_disks=claim_disks)
+        created = pooled is None and await self._ensure_root_disk(disk, cached=(True, dv), claim_disks=claim_disks)
         self._remake_disk = lambda: self._ensure_root_disk(disk, cached=UNKNOWN, claim_disks=claim_disks)
-        say(f"Creating your root disk from the system image {settings.golden_image}" if created else "Using your root disk")
+        if pooled is not None:
+            say(f"Using a root disk prepared from the system image {settings.golden_image}")
+        else:
+            say(f"Creating your root disk from the system image {settings.golden_image}" if created else "Using your root disk")
         vm_manifest = vmmanifests.make_virtual_machine(ident=ident, settings=settings, extra_labels=extra_labels)
         await ensure_vm(self.custom_api, vm_manifest, ident.user_name, cached=(True, vm),
                         created_as=lifecycle.made_in(copy.deepcopy(vm_manifest), recorded))
@@ -349,6 +366,13 @@ class VMWorkspace:
         if not cluster_ip or cluster_ip == "None":
             raise self._failure("service", f"The service {ident.service!r} of your virtual machine has no cluster IP.")
         self.url = f"http://{cluster_ip}:{vmmanifests.JUPYTER_PORT}"
+
+    def _use_root_disk(self, name: str) -> VMIdentity:
+        """From now on the root disk is DataVolume ``name``; the VM made next boots from it."""
+        self.ident = dataclasses.replace(self.ident, root_disk=name)
+        if self.on_root_disk is not None:
+            self.on_root_disk(name)
+        return self.ident
 
     async def _ensure_root_disk(self, manifest: dict, *, cached, claim_disks) -> bool:
         """:func:`.effects.ensure_root_disk`, a new disk claimed (``claim_disks``); True when it was made."""
