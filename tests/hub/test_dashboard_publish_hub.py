@@ -3,7 +3,7 @@
 Covers: through the dashboard's JSON API, a member of ``c.ImagePublish.teacher_groups`` publishes her own stopped VM
 workspace (a DataSource appears in the golden-image namespace, audited with her name) but not a student's (403); a
 student may not publish his own (403, nothing written, no audit record); a hub admin publishes the student's, and a
-second publish under a taken name is refused in words (409); the teacher's page offers the action.
+second publish under a taken name is refused in words (409).
 """
 
 from __future__ import annotations
