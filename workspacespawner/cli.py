@@ -5,6 +5,7 @@
 ``workspacespawner usage``         card-hours used and left per user, and running workspaces
 ``workspacespawner storage``       which users mount which team folders
 ``workspacespawner disk``          expand, snapshot, restore and list users' disks (audited)
+``workspacespawner image``         publish a stopped VM workspace's root disk as a golden image (audited)
 ``workspacespawner retention``     retained disks: list, purge past retain-until, reclaim for a user
 ``workspacespawner fence``         force-delete a user's Pods/VMIs on a node that is down (audited)
 ``workspacespawner audit``         the audit trail of disk operations
@@ -21,6 +22,7 @@ COMMANDS = {
     "usage": ("workspacespawner.quota.cli", "card-hours used and left per user, and running workspaces"),
     "storage": ("workspacespawner.admin.storage", "which users mount which team folders (--team T, -f jupyterhub_config.py)"),
     "disk": ("workspacespawner.admin.disk", "expand, snapshot, restore and list users' disks (audited)"),
+    "image": ("workspacespawner.admin.image", "publish a stopped VM workspace's root disk as a golden image (audited)"),
     "retention": ("workspacespawner.admin.retention", "retained disks: list, purge past retain-until, reclaim for a user"),
     "fence": ("workspacespawner.admin.fence", "force-delete a user's Pods/VMIs on a node that is down (audited)"),
     "orphans": ("workspacespawner.admin.orphans", "Pods/VMIs no server of the hub runs (orphans, ghosts); --remove removes them"),

@@ -43,6 +43,7 @@ from workspacespawner.backends.vm.manifests import singleuser_command
 from workspacespawner.backends.vm.traits import VMTraits
 from workspacespawner.config.check import check_spawner_config, merged_settings
 from workspacespawner.config.gpueconomy import GPUEconomy
+from workspacespawner.config.imagepublish import publish_settings
 from workspacespawner.config.placement import PlacementTraits
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.config.rootdiskpool import PoolShape, RootDiskPool
@@ -612,6 +613,7 @@ def check_hub_config(config) -> None:
     check_spawner_config(config, WorkspaceSpawner)
     check_storage_config(config)
     GPUEconomy(config=config)
+    publish_settings(config)
     profiles = merged_settings(config).get("profile_list")
     check_profile_pools(profiles, TeamGPUPools(config=config).all())
     GPUIdle(config=config)

@@ -1,4 +1,4 @@
-"""``workspacespawner audit``: the audit trail of disk operations (expand, snapshot, restore, retain, reclaim, purge, delete, fence).
+"""``workspacespawner audit``: the audit trail of disk operations (expand, snapshot, restore, retain, reclaim, purge, delete, fence, publish).
 
 Reads the ledger's database (``c.WorkspaceQuota.ledger_url`` of the hub's
 config)::

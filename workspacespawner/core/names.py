@@ -61,6 +61,14 @@ ROOT_SLOT_ANNOTATION = f"{LABEL_PREFIX}/root-slot"
 #: On a root DataVolume (and a pool disk): the golden image it was cloned from, ``namespace/name`` of the
 #: CDI DataSource, as it was named then (a versioned name says which version, see ``config/goldenimages``).
 GOLDEN_IMAGE_ANNOTATION = f"{LABEL_PREFIX}/golden-image"
+#: The namespace golden-image DataSources live in unless configured (``c.WorkspaceSpawner.vm_golden_image_namespace``).
+GOLDEN_IMAGE_NAMESPACE = "golden-images"
+#: On a golden image published from a workspace (its DataSource and the VolumeSnapshot or DataVolume behind it):
+#: where it came from, JSON ``{"by", "at", "user", "server", "namespace", "disk", "golden_image"}``.
+PUBLISHED_FROM_ANNOTATION = f"{LABEL_PREFIX}/published-from"
+#: :data:`DISK_LABEL` value of what a publish makes (the VolumeSnapshot or DataVolume behind a golden image). It
+#: carries no owner label, so no quota, retention or purge of the user it came from ever selects it.
+GOLDEN_IMAGE_DISK = "golden-image"
 #: :data:`DISK_LABEL` value of a pool disk: a root DataVolume cloned ahead of time, assigned to nobody yet.
 #: It carries no owner label, so no quota, retention or purge ever selects it.
 POOL_DISK = "pool"

@@ -5,6 +5,9 @@ Each action checks :meth:`~.access.Viewer.can_act` first (else
 audit record), then phase and quota, then acts through the hub's REST API
 (stop) or :class:`~workspacespawner.workspace.disks.DiskOps` (snapshot,
 expand, restore: audited there) or
+:class:`~workspacespawner.workspace.goldenpublish.GoldenPublisher` (publish a
+stopped VM workspace as a golden image: hub admins, and members of
+``c.ImagePublish.teacher_groups`` for their own, see :func:`may_publish`) or
 :func:`~workspacespawner.workspace.retention.give_back`, with the viewer's
 name as the audit actor. Refusals after the access check carry a sentence
 for the page.
@@ -24,6 +27,9 @@ from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, PVC
 from workspacespawner.workspace import retention
 from workspacespawner.workspace.disks import DiskOpError, disk_limit, is_home_disk
+
+#: How a publish refusal (:class:`DiskOpError` reason) answers: the HTTP code.
+PUBLISH_CODES = {"not-found": 404, "bad-name": 400}
 
 
 class ActionRefused(Exception):
@@ -134,3 +140,22 @@ async def give_back(ctx, viewer: Viewer, owner: str, disk: str) -> Done:
     except (ValueError, NotOurs) as e:
         raise ActionRefused(f"{disk} cannot be given back: {e}.", 409) from None
     return Done(f"{disk} is given back; the next purge may delete it.", disk)
+
+
+def may_publish(ctx, viewer: Viewer, owner: str) -> bool:
+    """Whether ``viewer`` may publish ``owner``'s workspaces as golden images: a hub admin anyone's, a member of
+    ``c.ImagePublish.teacher_groups`` their own (:meth:`~workspacespawner.config.imagepublish.ImagePublish.may_publish`)."""
+    return ctx.publish.may_publish(viewer=viewer.name, admin=viewer.admin, groups=viewer.groups, owner=owner)
+
+
+async def publish(ctx, viewer: Viewer, owner: str, server: str, name: str) -> Done:
+    """Publish ``owner``'s stopped VM workspace ``server`` (``""``: default) as golden image ``name`` (audited
+    ``publish``, the viewer the actor); 403 unless :func:`may_publish`, 409 while it runs or the name is taken."""
+    if not may_publish(ctx, viewer, owner):
+        raise ActionRefused(f"You may not publish {owner}'s workspaces as golden images.", 403)
+    try:
+        done = await ctx.publisher(viewer.name).publish(owner, server, name, now=ctx.now())
+    except DiskOpError as e:
+        raise ActionRefused(str(e), PUBLISH_CODES.get(e.reason, 409)) from None
+    return Done(f"Published {done.disk} as golden image {done.image} (by {done.mode} {done.source}); "
+                "new root disks can be cloned from it once it is Ready.", done.image)

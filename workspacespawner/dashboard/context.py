@@ -11,6 +11,8 @@ from datetime import datetime
 from traitlets.config import Config
 
 from workspacespawner.admin import common
+from workspacespawner.config.imagepublish import ImagePublish, golden_namespace, publish_settings
+from workspacespawner.core import names
 from workspacespawner.dashboard.hubapi import HubApi
 from workspacespawner.dashboard.traits import WorkspacesDashboard, dashboard_settings
 from workspacespawner.dashboard.watchcache import WatchCache
@@ -21,6 +23,7 @@ from workspacespawner.quota.ledger import Ledger, LedgerUnavailable
 from workspacespawner.quota.service import MonthBalance
 from workspacespawner.workspace.audit import AuditLog
 from workspacespawner.workspace.disks import DiskOps
+from workspacespawner.workspace.goldenpublish import GoldenPublisher
 from workspacespawner.workspace.traits import LifecycleTraits
 
 log = logging.getLogger("workspacespawner.dashboard")
@@ -36,7 +39,9 @@ class DashboardContext:
     workspaces'; ``ledger`` (None: quotas off) and ``audit`` share one
     database thread (:meth:`call`); ``caches``: the watch caches views
     read; ``kube``: writes (and reads an action needs, from the caches);
-    ``hub``: the hub's REST API; ``now``: the clock (aware UTC datetimes).
+    ``hub``: the hub's REST API; ``now``: the clock (aware UTC datetimes);
+    ``publish``: the hub's ``c.ImagePublish`` (who may publish golden images,
+    how) and ``golden_namespace`` where they go.
     """
 
     settings: WorkspacesDashboard
@@ -49,6 +54,8 @@ class DashboardContext:
     kube: object
     hub: HubApi
     now: Callable[[], datetime] = field(default=policy.utcnow)
+    publish: ImagePublish = field(default_factory=ImagePublish)
+    golden_namespace: str = names.GOLDEN_IMAGE_NAMESPACE
 
     async def call(self, fn, *args, **kwargs):
         """Run the blocking ``fn(*args, **kwargs)`` (a Ledger or AuditLog method) on the database thread."""
@@ -76,6 +83,11 @@ class DashboardContext:
         """Audited disk operations in the workspaces' namespace, by ``actor`` (the viewer's name)."""
         return DiskOps(self.kube, self.namespace, audit=self.audit, actor=actor, retention_days=self.lifecycle.retention_days)
 
+    def publisher(self, actor: str) -> GoldenPublisher:
+        """Audited golden-image publishing from the workspaces' namespace into :attr:`golden_namespace`, by ``actor``."""
+        return GoldenPublisher(self.kube, self.namespace, self.golden_namespace, audit=self.audit, actor=actor,
+                               mode=self.publish.mode, snapshot_class=self.publish.snapshot_class)
+
 
 @asynccontextmanager
 async def open_context(config: Config, *, kubeconfig: str | None = None, namespace: str | None = None,
@@ -87,6 +99,7 @@ async def open_context(config: Config, *, kubeconfig: str | None = None, namespa
     setting, the API's error when a first list fails.
     """
     settings = dashboard_settings(config)
+    publish = publish_settings(config)
     quota = common.quota_settings(config)
     lifecycle = common.lifecycle_settings(config)
     ns = common.namespace_of(config, namespace)
@@ -96,7 +109,8 @@ async def open_context(config: Config, *, kubeconfig: str | None = None, namespa
         kube = CachedKube(plain.core_api, plain.custom_api)
         caches = WatchCache(ns, plain.core_api, plain.custom_api)
         await caches.start()
-        ctx = DashboardContext(settings, quota, lifecycle, ns, ledger, audit, caches, kube, hub or HubApi())
+        ctx = DashboardContext(settings, quota, lifecycle, ns, ledger, audit, caches, kube, hub or HubApi(),
+                               publish=publish, golden_namespace=golden_namespace(config, publish))
         try:
             yield ctx
         finally:

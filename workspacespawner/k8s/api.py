@@ -14,7 +14,7 @@ still ours and that user's, atomically (a failed ``test`` answers 422; see
 :class:`NotOurs`).
 
 API followed: core/v1 PersistentVolumeClaims, Pods, Services, Secrets,
-Nodes; ``cdi.kubevirt.io/v1beta1`` DataVolumes; ``kubevirt.io/v1``
+Nodes; ``cdi.kubevirt.io/v1beta1`` DataVolumes and DataSources; ``kubevirt.io/v1``
 VirtualMachines and VirtualMachineInstances;
 ``snapshot.storage.k8s.io/v1`` VolumeSnapshots. Delete bodies are
 ``DeleteOptions`` (``gracePeriodSeconds``, ``preconditions.uid``,

@@ -51,7 +51,8 @@ PARKED = (str(Phase.RETAINED), str(Phase.DELETING_DISK))
 
 
 class DiskOpError(Exception):
-    """A disk operation refused or failed; ``reason``: ``not-found``, ``shrink``, ``over-quota``, ``in-use``, ``not-ready``, ``unsupported``, ``kubernetes-api``."""
+    """A disk operation refused or failed; ``reason``: ``not-found``, ``shrink``, ``over-quota``, ``in-use``, ``not-ready``,
+    ``unsupported``, ``kubernetes-api``; a publish (:mod:`.goldenpublish`) also ``bad-name``, ``name-taken``."""
 
     def __init__(self, message: str, *, reason: str):
         super().__init__(message)

@@ -41,6 +41,7 @@ from workspacespawner.backends.vm.tiers import VMTiers, add_tiers_to_cloud_confi
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core import names
 from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
+from workspacespawner.k8s.objects import root_disk_of  # noqa: F401  (the VM's root disk: read where the VM is made)
 from workspacespawner.workspace.placement import Placement
 from workspacespawner.workspace.placement import apply as apply_placement
 
@@ -296,18 +297,6 @@ def make_root_datavolume(*, ident: VMIdentity, settings: VMSettings) -> dict:
             "storage": storage,
         },
     }
-
-
-def root_disk_of(vm: dict | None) -> str | None:
-    """The name of the DataVolume a VirtualMachine boots from (its ``rootdisk`` volume's ``dataVolume.name``), or None.
-
-    The VM is the authority on which root disk a workspace has: a first
-    start may give it a pool disk, a rebuild a new clone, each under a name
-    of its own.
-    """
-    volumes = ((((vm or {}).get("spec") or {}).get("template") or {}).get("spec") or {}).get("volumes") or ()
-    found = next((v for v in volumes if v.get("name") == "rootdisk"), None)
-    return ((found or {}).get("dataVolume") or {}).get("name")
 
 
 def _disks_and_volumes(ident: VMIdentity, settings: VMSettings) -> tuple[list[dict], list[dict], list[dict]]:

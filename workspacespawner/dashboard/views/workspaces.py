@@ -3,7 +3,8 @@
 ``GET  <prefix>``                              the viewer's page (``?user=U``: U's, if the viewer may read them)
 ``GET  <prefix>api/workspaces[/<user>]``       the same as JSON (:func:`~..workspaces.my_workspaces`); 403 if not readable
 ``POST <prefix>api/workspaces/<user>/<action>`` stop (``server``), snapshot (``pvc``), expand (``pvc``, ``size``),
-                                               restore (``snapshot``), give-back (``disk``); 403 if not theirs
+                                               restore (``snapshot``), give-back (``disk``); 403 if not theirs;
+                                               publish (``server``, ``name``): admins, teachers their own
 
 A POST from the page's forms (``next`` given) comes back to the page with
 what happened, or why not, in a sentence; an API POST answers JSON
@@ -127,6 +128,7 @@ class WorkspacesPage(DashboardHandler):
             others = sorted(self.viewer.readable_users(names))
         self.render_page("workspaces.html", title="My workspaces" if user == self.viewer.name else f"{user}'s workspaces",
                          data=data, owner=user, can_act=self.viewer.can_act(user), others=others,
+                         can_publish=actions.may_publish(self.ctx, self.viewer, user),
                          cardhours_charts=cardhours_charts(data.get("cardhours")),
                          done=self.get_argument("done", ""), error=self.get_argument("error", ""))
 
@@ -148,6 +150,7 @@ ACTIONS = {
     "expand": (actions.expand, ("pvc", "size")),
     "restore": (actions.restore, ("snapshot",)),
     "give-back": (actions.give_back, ("disk",)),
+    "publish": (actions.publish, ("server", "name")),
 }
 
 

@@ -1,0 +1,78 @@
+"""A stopped VM workspace made directly on the local cluster with the VM backend's own builders (no hub, no start).
+
+For the tests of what admins do to a VM workspace at rest (publishing it as
+a golden image): the root DataVolume cloned from a small golden image, the
+Halted VirtualMachine naming it, and files written onto the root disk as a
+guest would have left them. Also: a new root disk cloned from a golden
+image, and the files on it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.lifecycleenv import NS, wait_async
+from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, make_root_datavolume, make_virtual_machine
+from workspacespawner.core import names
+from workspacespawner.k8s.kinds import DATA_VOLUME, VIRTUAL_MACHINE
+from workspacespawner.localcluster.goldenimage import make_golden_image
+from workspacespawner.localcluster.volumes import claim_path, disk_image_path
+
+GOLDEN_NS = names.GOLDEN_IMAGE_NAMESPACE
+BASE_IMAGE = "ubuntu"
+BASE_FILES = {"etc/os-release": "ID=ubuntu\n"}
+SETTINGS = VMSettings(golden_image=BASE_IMAGE, golden_image_namespace=GOLDEN_NS, root_disk_size="2Gi", cpu_cores=1,
+                      memory="1Gi", termination_grace_seconds=5)
+
+
+def base_image(thread) -> None:
+    """Seed the golden image the workspaces are cloned from, on the ClusterThread ``thread`` (quick clones)."""
+    thread.cluster.controllers["cdi"].clone_seconds = 0.2
+    thread.call(make_golden_image, GOLDEN_NS, BASE_IMAGE, BASE_FILES)
+
+
+def vm_identity(user: str, server: str = "") -> VMIdentity:
+    """The names of ``user``'s VM workspace of ``server`` (``ws-<user>[-<server>]``)."""
+    slug = names.dns_label(user)
+    return VMIdentity.for_workspace(namespace=NS, user_name=user, kubespawner_username=slug,
+                                    base_name=f"ws-{slug}{'-' + server if server else ''}", home_pvc=f"home-{slug}",
+                                    server_name=server)
+
+
+async def _succeeded(kube, namespace: str, name: str) -> None:
+    async def done():
+        dv = await kube.get(DATA_VOLUME, namespace, name)
+        return dv is not None and (dv.get("status") or {}).get("phase") == "Succeeded"
+
+    await wait_async(done, 60)
+
+
+async def make_stopped_vm(kube, cluster, user: str, server: str = "", files: dict[str, str] | None = None) -> VMIdentity:
+    """``user``'s stopped VM workspace of ``server``: root disk cloned (waited for), Halted VM, ``files`` written on the
+    root disk (paths inside the guest -> text). :func:`base_image` must have run."""
+    ident = vm_identity(user, server)
+    await kube.create(DATA_VOLUME, NS, make_root_datavolume(ident=ident, settings=SETTINGS))
+    await kube.create(VIRTUAL_MACHINE, NS, make_virtual_machine(ident=ident, settings=SETTINGS))
+    await _succeeded(kube, NS, ident.root_disk)
+    root = root_files(cluster, NS, ident.root_disk)
+    for path, text in (files or {}).items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    return ident
+
+
+def root_files(cluster, namespace: str, disk: str) -> Path:
+    """Where the files of root disk ``disk`` (a ``Block`` PVC) are on the local cluster."""
+    return disk_image_path(claim_path(cluster, namespace, disk), SETTINGS.volume_mode)
+
+
+async def clone_from(kube, cluster, image: str, name: str, *, image_namespace: str = GOLDEN_NS) -> Path:
+    """A new root DataVolume ``name`` cloned from golden image ``image_namespace/image`` (waited for); its files."""
+    await kube.create(DATA_VOLUME, NS, {
+        "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "metadata": {"name": name, "namespace": NS},
+        "spec": {"sourceRef": {"kind": "DataSource", "name": image, "namespace": image_namespace},
+                 "storage": {"accessModes": ["ReadWriteOnce"], "volumeMode": SETTINGS.volume_mode, "storageClassName": "ceph-rbd",
+                             "resources": {"requests": {"storage": SETTINGS.root_disk_size}}}},
+    })
+    await _succeeded(kube, NS, name)
+    return root_files(cluster, NS, name)
