@@ -34,6 +34,7 @@ from workspacespawner.k8s.api import Kube
 from workspacespawner.quota.cli import load_hub_config
 from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.workspace.audit import AuditLog
+from workspacespawner.workspace.rootdisk import GOLDEN_IMAGE_NAMESPACE
 from workspacespawner.workspace.traits import LifecycleTraits
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -62,6 +63,11 @@ def spawner_settings(config: Config) -> dict:
 def lifecycle_settings(config: Config) -> LifecycleTraits:
     """The lifecycle traits (``retention_days``, ``reclaim_policy``, ``disk_limit``, ...) as the hub's spawner sees them, checked."""
     return traits_from_config(LifecycleTraits, config)
+
+
+def golden_image_namespace(config: Config) -> str:
+    """Where the golden images (CDI DataSources) are: ``c.WorkspaceSpawner.vm_golden_image_namespace``, else the default."""
+    return spawner_settings(config).get("vm_golden_image_namespace") or GOLDEN_IMAGE_NAMESPACE
 
 
 def namespace_of(config: Config, override: str | None) -> str:

@@ -61,6 +61,8 @@ ROOT_SLOT_ANNOTATION = f"{LABEL_PREFIX}/root-slot"
 #: On a root DataVolume (and a pool disk): the golden image it was cloned from, ``namespace/name`` of the
 #: CDI DataSource, as it was named then (a versioned name says which version, see ``config/goldenimages``).
 GOLDEN_IMAGE_ANNOTATION = f"{LABEL_PREFIX}/golden-image"
+#: On a root DataVolume made by a rebuild: the root DataVolume it replaces (retained once the VM names the new one).
+REBUILT_FROM_ANNOTATION = f"{LABEL_PREFIX}/rebuilt-from"
 #: :data:`DISK_LABEL` value of a pool disk: a root DataVolume cloned ahead of time, assigned to nobody yet.
 #: It carries no owner label, so no quota, retention or purge ever selects it.
 POOL_DISK = "pool"

@@ -1,6 +1,6 @@
 """Audit records of disk operations, in the quota ledger's database.
 
-Every expand, snapshot, restore, retain, reclaim, purge, delete and fence
+Every expand, snapshot, restore, rebuild, retain, reclaim, purge, delete and fence
 leaves one row: ``time`` (aware UTC), ``actor`` (an admin's name, or
 ``system`` for the hub and the purge task), ``user``, ``server`` (the
 JupyterHub server name, ``""`` for the default one), ``namespace``,
@@ -39,7 +39,7 @@ from workspacespawner.db.migrations import AUDIT_TABLE
 from workspacespawner.workspace import lifecycle
 
 #: The actions an audit record may name.
-ACTIONS = ("create", "expand", "snapshot", "restore", "retain", "reclaim", "purge", "delete", "fence", "stop")
+ACTIONS = ("create", "expand", "snapshot", "restore", "rebuild", "retain", "reclaim", "purge", "delete", "fence", "stop")
 
 _metadata = sa.MetaData()
 

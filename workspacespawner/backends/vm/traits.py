@@ -14,6 +14,7 @@ from traitlets import Bool, Enum, HasTraits, Int, Unicode
 from workspacespawner.backends.vm.manifests import HOME_VIA, VMSettings
 from workspacespawner.backends.vm.tiers import VMTiers
 from workspacespawner.config.profiles import ResolvedProfile
+from workspacespawner.workspace.rootdisk import GOLDEN_IMAGE_NAMESPACE
 
 
 class VMTraits(HasTraits):
@@ -36,7 +37,7 @@ class VMTraits(HasTraits):
     )
 
     vm_golden_image_namespace = Unicode(
-        "golden-images",
+        GOLDEN_IMAGE_NAMESPACE,
         config=True,
         help="""Namespace of :attr:`vm_golden_image`; the hub needs CDI's clone permission there.""",
     )
