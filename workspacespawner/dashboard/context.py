@@ -21,6 +21,7 @@ from workspacespawner.quota.ledger import Ledger, LedgerUnavailable
 from workspacespawner.quota.service import MonthBalance
 from workspacespawner.workspace.audit import AuditLog
 from workspacespawner.workspace.disks import DiskOps
+from workspacespawner.workspace.rootdisk import GOLDEN_IMAGE_NAMESPACE
 from workspacespawner.workspace.traits import LifecycleTraits
 
 log = logging.getLogger("workspacespawner.dashboard")
@@ -36,7 +37,8 @@ class DashboardContext:
     workspaces'; ``ledger`` (None: quotas off) and ``audit`` share one
     database thread (:meth:`call`); ``caches``: the watch caches views
     read; ``kube``: writes (and reads an action needs, from the caches);
-    ``hub``: the hub's REST API; ``now``: the clock (aware UTC datetimes).
+    ``hub``: the hub's REST API; ``now``: the clock (aware UTC datetimes);
+    ``golden_image_namespace``: where the golden images (CDI DataSources) are.
     """
 
     settings: WorkspacesDashboard
@@ -49,6 +51,7 @@ class DashboardContext:
     kube: object
     hub: HubApi
     now: Callable[[], datetime] = field(default=policy.utcnow)
+    golden_image_namespace: str = GOLDEN_IMAGE_NAMESPACE
 
     async def call(self, fn, *args, **kwargs):
         """Run the blocking ``fn(*args, **kwargs)`` (a Ledger or AuditLog method) on the database thread."""
@@ -96,7 +99,8 @@ async def open_context(config: Config, *, kubeconfig: str | None = None, namespa
         kube = CachedKube(plain.core_api, plain.custom_api)
         caches = WatchCache(ns, plain.core_api, plain.custom_api)
         await caches.start()
-        ctx = DashboardContext(settings, quota, lifecycle, ns, ledger, audit, caches, kube, hub or HubApi())
+        ctx = DashboardContext(settings, quota, lifecycle, ns, ledger, audit, caches, kube, hub or HubApi(),
+                               golden_image_namespace=common.golden_image_namespace(config))
         try:
             yield ctx
         finally:
