@@ -4,7 +4,7 @@
 ``workspacespawner localcluster``  the local Kubernetes API server alone, for kubectl
 ``workspacespawner usage``         card-hours used and left per user, and running workspaces
 ``workspacespawner storage``       which users mount which team folders
-``workspacespawner disk``          expand, snapshot, restore and list users' disks (audited)
+``workspacespawner disk``          expand, snapshot, restore, rebuild and list users' disks (audited)
 ``workspacespawner image``         publish a stopped VM workspace's root disk as a golden image (audited)
 ``workspacespawner retention``     retained disks: list, purge past retain-until, reclaim for a user
 ``workspacespawner fence``         force-delete a user's Pods/VMIs on a node that is down (audited)
@@ -21,7 +21,7 @@ COMMANDS = {
     "localcluster": ("workspacespawner.localcluster.__main__", "run the local Kubernetes API server until Ctrl-C"),
     "usage": ("workspacespawner.quota.cli", "card-hours used and left per user, and running workspaces"),
     "storage": ("workspacespawner.admin.storage", "which users mount which team folders (--team T, -f jupyterhub_config.py)"),
-    "disk": ("workspacespawner.admin.disk", "expand, snapshot, restore and list users' disks (audited)"),
+    "disk": ("workspacespawner.admin.disk", "expand, snapshot, restore, rebuild and list users' disks (audited)"),
     "image": ("workspacespawner.admin.image", "publish a stopped VM workspace's root disk as a golden image (audited)"),
     "retention": ("workspacespawner.admin.retention", "retained disks: list, purge past retain-until, reclaim for a user"),
     "fence": ("workspacespawner.admin.fence", "force-delete a user's Pods/VMIs on a node that is down (audited)"),

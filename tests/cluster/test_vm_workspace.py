@@ -14,7 +14,8 @@ going to a path (and, for start/stop, with a body) that KubeVirt's and
 CDI's OpenAPI specs define; a guest's system changes (``/opt``,
 ``/usr/local``) kept on its root disk across a stop, a start and a restart
 of the cluster, invisible to the host and to another user's VM, gone with a
-rebuilt root disk.
+rebuilt root disk; after a rebuild (``workspace.rebuild``) the next start
+finds the new DataVolume through the VM and boots from it.
 
 The guest runs the real cloud-init user data; only its IDE command is a
 small test server from the golden image (the real one, jupyterhub-singleuser,
@@ -497,3 +498,37 @@ async def test_a_start_retried_while_the_vm_boots_is_progress(kube):
     url = await retry.start(env=hub_env("t-retry"), command=COMMAND)
     assert (await fetch(url))["token"] == "t-retry"
     assert await retry.stop() is True
+
+
+async def test_the_next_start_after_a_rebuild_boots_the_new_root_disk(kube):
+    """A rebuild (:mod:`workspacespawner.workspace.rebuild`) between two starts: the start finds the new disk through
+    the VM (as the backend does) and the guest boots from it; the old disk keeps its boots."""
+    from dataclasses import replace
+
+    from workspacespawner.backends.vm.rootdisk import current_root_disk
+    from workspacespawner.k8s.api import Kube
+    from workspacespawner.workspace.disks import DiskOps
+    from workspacespawner.workspace.rebuild import rebuild
+
+    thread, custom_api, core_api = kube
+    ws = workspace(kube)
+    url = await ws.start(env=hub_env("t1"), command=COMMAND)
+    assert (await fetch(url))["boots"] == 1
+    assert await ws.stop() is True
+    url = await ws.start(env=hub_env("t2"), command=COMMAND)
+    assert (await fetch(url))["boots"] == 2
+    assert await ws.stop() is True
+
+    done = await rebuild(DiskOps(Kube(core_api, custom_api), NS, retention_days=7), USER, golden_namespace=GOLDEN_NS)
+    assert (done.old, done.image) == (ws.ident.root_disk, f"{GOLDEN_NS}/ubuntu-2404")
+    vm = stored(kube, VMS, ws.ident.vm)
+    ident = replace(identity(), root_disk=current_root_disk(identity(), vm, [stored(kube, DATA_VOLUMES, done.old),
+                                                                            stored(kube, DATA_VOLUMES, done.new)]))
+    assert ident.root_disk == done.new
+    again = workspace(kube, ident=ident)
+    url = await again.start(env=hub_env("t3"), command=COMMAND)
+    assert (await fetch(url))["boots"] == 1  # a fresh disk: its first boot
+    assert stored(kube, VMIS, ident.vm)["spec"]["volumes"][0]["dataVolume"]["name"] == done.new
+    assert (claim_path(thread.cluster, NS, done.new) / "var/lib/testserver/boots").read_text() == "boot\n"
+    assert (claim_path(thread.cluster, NS, done.old) / "var/lib/testserver/boots").read_text() == "boot\nboot\n"
+    assert await again.stop() is True

@@ -6,7 +6,9 @@ bob's server as alice is 403 and changes nothing (bob's server still runs, no au
 give-back work and are audited with her name; expanding her home is refused over her disk quota and done within it
 (both audited); a team lead (a team group's role) reads her team's workspaces but not others' and acts on none of
 theirs; a cookie POST without the XSRF token is refused; the GPUs and card-hours the service shows equal the
-cluster's and the ledger's in the same test; restoring her snapshot while stopped keeps the old home Retained.
+cluster's and the ledger's in the same test; restoring her snapshot while stopped keeps the old home Retained;
+rebuilding the system disk of her stopped VM workspace is refused to bob (403, nothing made) and done for her (the VM
+names the new disk, the old one Retained, audited with her name).
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def control_plane():
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with planes.running("embedded", tmp_path_factory.mktemp("cluster")) as cluster:
+    with planes.running("embedded", tmp_path_factory.mktemp("cluster"), golden=True) as cluster:
         yield cluster
 
 
@@ -272,3 +274,50 @@ def test_restoring_her_snapshot_while_the_server_is_stopped_swaps_the_home(hub, 
         time.sleep(0.3)
     assert "home-alice" in retained  # the old home is kept, not deleted
     assert [rec.actor for rec in audit_records(ledger_url, user="alice", action="restore")][-1] == "alice"
+
+
+def test_rebuilding_the_system_disk_of_her_stopped_vm(hub, cluster, ledger_url):
+    from workspacespawner.backends.vm.manifests import (
+        VMIdentity,
+        VMSettings,
+        make_root_datavolume,
+        make_virtual_machine,
+    )
+    from workspacespawner.workspace.lifecycle import Phase, Status, made_in
+    from workspacespawner.workspace.rootdisk import root_disk_of
+
+    ident = VMIdentity.for_workspace(namespace="default", user_name="alice", kubespawner_username="alice",
+                                     base_name="ws-alice--desk", home_pvc="home-alice", server_name="desk")
+    settings = VMSettings(golden_image="ubuntu-22.04-gpu", golden_image_namespace="golden-images", root_disk_size="2Gi")
+    stopped = Status(Phase.STOPPED, server="desk")
+    dvs = ("cdi.kubevirt.io", "v1beta1", "default", "datavolumes")
+    with core_and_custom(cluster) as (_core, custom):
+        custom.create_namespaced_custom_object(*dvs, made_in(make_root_datavolume(ident=ident, settings=settings), stopped))
+        custom.create_namespaced_custom_object("kubevirt.io", "v1", "default", "virtualmachines",
+                                               made_in(make_virtual_machine(ident=ident, settings=settings), stopped))
+        deadline = time.monotonic() + 30
+        while (custom.get_namespaced_custom_object(*dvs, ident.root_disk).get("status") or {}).get("phase") != "Succeeded":
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+
+    bob = token_of(hub, "bob")
+    r = requests.post(hub.service_url("api/workspaces/alice/rebuild"), headers=bob, json={"server": "desk"}, timeout=30)
+    assert r.status_code == 403, r.text
+    assert audit_records(ledger_url, user="alice", action="rebuild") == []
+
+    alice = token_of(hub, "alice")
+    r = requests.post(hub.service_url("api/workspaces/alice/rebuild"), headers=alice, json={"server": "desk", "image": "nope"},
+                      timeout=60)
+    assert r.status_code == 404 and "no golden image golden-images/nope" in r.text, r.text
+    r = requests.post(hub.service_url("api/workspaces/alice/rebuild"), headers=alice, json={"server": "desk"}, timeout=60)
+    assert r.status_code == 200, r.text
+    done = r.json()
+    assert done["name"].startswith("ws-alice--desk-root-")
+    assert "the home is kept" in done["message"] and f"the old system disk {ident.root_disk} is kept until 20" in done["message"]
+    with core_and_custom(cluster) as (_core, custom):
+        vm = custom.get_namespaced_custom_object("kubevirt.io", "v1", "default", "virtualmachines", ident.vm)
+        old = custom.get_namespaced_custom_object(*dvs, ident.root_disk)
+    assert root_disk_of(vm) == done["name"]
+    assert old["metadata"]["labels"][names.PHASE_LABEL] == "Retained"
+    assert [(rec.actor, rec.server, rec.result.split(":")[0]) for rec in audit_records(ledger_url, user="alice", action="rebuild")] == [
+        ("alice", "desk", "refused"), ("alice", "desk", "ok")]

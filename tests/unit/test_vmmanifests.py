@@ -34,7 +34,6 @@ from workspacespawner.backends.vm.manifests import (
     make_root_datavolume,
     make_virtual_machine,
     make_vm_service,
-    root_disk_of,
     singleuser_command,
 )
 from workspacespawner.config.profiles import ResolvedProfile
@@ -43,6 +42,7 @@ from workspacespawner.core.milestones import Milestone
 from workspacespawner.localcluster.controllers.guest import parse_environment_file, parse_unit
 from workspacespawner.localcluster.kinds import by_kind
 from workspacespawner.localcluster.validation import Validator
+from workspacespawner.workspace.rootdisk import root_disk_of
 
 ODD_USERS = ["alice", "Ann.O'Brien@school.example", "ünïcødé-用户", "x" * 70, "-lead$dash%"]
 

@@ -1,4 +1,4 @@
-"""``workspacespawner disk``: expand, snapshot, restore and list users' disks, each audited.
+"""``workspacespawner disk``: expand, snapshot, restore, rebuild and list users' disks, each audited.
 
 ``disk list [USER] [--json]``
     every disk we manage (of USER): owner, kind, role, size, phase, what uses it,
@@ -11,6 +11,12 @@
 ``disk restore USER --snapshot SNAP``
     a new home from the snapshot, swapped in while the workspace is stopped;
     the old home is retained (``retention_days``).
+``disk rebuild USER [--server S] [--image NAME]``
+    a new root disk for USER's stopped VM workspace (server S, default the
+    default server), cloned from golden image NAME (a DataSource in
+    ``c.WorkspaceSpawner.vm_golden_image_namespace``; default: the one the
+    old disk was cloned from); the old root disk is retained
+    (``retention_days``), the home is untouched.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from workspacespawner.core.rsttext import summary
 from workspacespawner.k8s.kinds import VOLUME_SNAPSHOT
 from workspacespawner.quota.cli import hub_groups
 from workspacespawner.workspace.disks import DiskOps, disk_limit
+from workspacespawner.workspace.lifecycle import rfc3339
+from workspacespawner.workspace.rebuild import rebuild
 
 #: The columns of ``disk list`` (and ``retention list``): the keys of :meth:`~workspacespawner.workspace.disks.DiskOps.listing` rows.
 LIST_COLUMNS = ["owner", "name", "kind", "role", "size", "phase", "retain_until", "used_by", "claimed_by"]
@@ -50,9 +58,10 @@ async def _run(args) -> int:
             return 0
         ops = DiskOps(kube, namespace, audit=common.audit_log(config), actor=common.actor_of(args), retention_days=settings.retention_days)
         pvc = getattr(args, "pvc", None)
-        if args.action == "expand":
+        if args.action in ("expand", "rebuild"):
             groups = (hub_groups(config) or {}).get(args.user, set())
             limit = disk_limit(common.quota_settings(config), args.user, groups, settings.disk_limit)
+        if args.action == "expand":
             name = pvc or (await ops.home_of(args.user))["metadata"]["name"]
             await ops.expand(args.user, name, args.size, limit=limit)
             print(f"{name} of {args.user}: {args.size}")
@@ -65,6 +74,11 @@ async def _run(args) -> int:
         elif args.action == "restore":
             new = await ops.restore(args.user, args.snapshot)
             print(f"{args.user}'s home is now {new['metadata']['name']} (from {args.snapshot}); the old one is retained")
+        elif args.action == "rebuild":
+            done = await rebuild(ops, args.user, server=args.server, image=args.image, golden_namespace=common.golden_image_namespace(config),
+                                 limit=limit)
+            print(f"{'Finished the interrupted rebuild: ' if done.resumed else ''}{done.vm} now boots from {done.new} "
+                  f"(from {done.image}); {done.old} is retained until {rfc3339(done.retain_until)}; the home is untouched")
     return 0
 
 
@@ -86,7 +100,11 @@ def main(argv=None) -> int:
     restore = sub.add_parser("restore", help="swap a stopped workspace's home for one made from a snapshot")
     restore.add_argument("user")
     restore.add_argument("--snapshot", required=True, help="the user's VolumeSnapshot")
-    for each in (listing, expand, snapshot, restore):
+    rebuilt = sub.add_parser("rebuild", help="give a stopped VM workspace a new root disk from a golden image")
+    rebuilt.add_argument("user")
+    rebuilt.add_argument("--server", default="", help="the named server (default: the default server)")
+    rebuilt.add_argument("--image", help="the golden image, a DataSource name (default: the one the old disk was cloned from)")
+    for each in (listing, expand, snapshot, restore, rebuilt):
         common.add_common_arguments(each)
     args = parser.parse_args(argv)
     return common.run(_run(args))

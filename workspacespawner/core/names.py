@@ -69,6 +69,8 @@ PUBLISHED_FROM_ANNOTATION = f"{LABEL_PREFIX}/published-from"
 #: :data:`DISK_LABEL` value of what a publish makes (the VolumeSnapshot or DataVolume behind a golden image). It
 #: carries no owner label, so no quota, retention or purge of the user it came from ever selects it.
 GOLDEN_IMAGE_DISK = "golden-image"
+#: On a root DataVolume made by a rebuild: the root DataVolume it replaces (retained once the VM names the new one).
+REBUILT_FROM_ANNOTATION = f"{LABEL_PREFIX}/rebuilt-from"
 #: :data:`DISK_LABEL` value of a pool disk: a root DataVolume cloned ahead of time, assigned to nobody yet.
 #: It carries no owner label, so no quota, retention or purge ever selects it.
 POOL_DISK = "pool"

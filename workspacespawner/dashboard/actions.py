@@ -4,7 +4,8 @@ Each action checks :meth:`~.access.Viewer.can_act` first (else
 :class:`ActionRefused` with code 403, and nothing is written, not even an
 audit record), then phase and quota, then acts through the hub's REST API
 (stop) or :class:`~workspacespawner.workspace.disks.DiskOps` (snapshot,
-expand, restore: audited there) or
+expand, restore: audited there), :func:`~workspacespawner.workspace.rebuild.rebuild`
+(a VM's system disk, audited there) or
 :class:`~workspacespawner.workspace.goldenpublish.GoldenPublisher` (publish a
 stopped VM workspace as a golden image: hub admins, and members of
 ``c.ImagePublish.teacher_groups`` for their own, see :func:`may_publish`) or
@@ -27,6 +28,8 @@ from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, PVC
 from workspacespawner.workspace import retention
 from workspacespawner.workspace.disks import DiskOpError, disk_limit, is_home_disk
+from workspacespawner.workspace.lifecycle import rfc3339
+from workspacespawner.workspace.rebuild import rebuild as rebuild_root_disk
 
 #: How a publish refusal (:class:`DiskOpError` reason) answers: the HTTP code.
 PUBLISH_CODES = {"not-found": 404, "bad-name": 400}
@@ -126,6 +129,22 @@ async def restore(ctx, viewer: Viewer, owner: str, snapshot_name: str) -> Done:
         raise ActionRefused(str(e), 404 if e.reason == "not-found" else 409) from None
     name = made["metadata"]["name"]
     return Done(f"Restored {snapshot_name} into {name}; the next start mounts it.", name)
+
+
+async def rebuild(ctx, viewer: Viewer, owner: str, server: str, image: str, groups) -> Done:
+    """Give ``owner``'s stopped VM server ``server`` (``""``: default) a new system disk cloned from golden image
+    ``image`` (a DataSource name; ``""``: the one its disk was cloned from), within their disk quota (audited
+    ``rebuild``); the home is kept, the old system disk retained. Refused while the server runs."""
+    check_access(viewer, owner)
+    limit = disk_limit(ctx.quota, owner, groups, ctx.lifecycle.disk_limit or None)
+    try:
+        done = await rebuild_root_disk(ctx.disk_ops(viewer.name), owner, server=server, image=image or None,
+                                       golden_namespace=ctx.golden_image_namespace, limit=limit, now=ctx.now())
+    except DiskOpError as e:
+        raise ActionRefused(str(e), 404 if e.reason == "not-found" else 409) from None
+    return Done(f"The system disk of {owner}'s {f'server “{server}”' if server else 'default server'} is now {done.new} "
+                f"(from {done.image}); the home is kept, and the old system disk {done.old} is kept until "
+                f"{rfc3339(done.retain_until)}.", done.new)
 
 
 async def give_back(ctx, viewer: Viewer, owner: str, disk: str) -> Done:

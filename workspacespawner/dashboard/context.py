@@ -42,6 +42,7 @@ class DashboardContext:
     ``hub``: the hub's REST API; ``now``: the clock (aware UTC datetimes);
     ``publish``: the hub's ``c.ImagePublish`` (who may publish golden images,
     how) and ``golden_namespace`` where they go.
+    ``golden_image_namespace``: where the golden images (CDI DataSources) a rebuild clones are.
     """
 
     settings: WorkspacesDashboard
@@ -56,6 +57,7 @@ class DashboardContext:
     now: Callable[[], datetime] = field(default=policy.utcnow)
     publish: ImagePublish = field(default_factory=ImagePublish)
     golden_namespace: str = names.GOLDEN_IMAGE_NAMESPACE
+    golden_image_namespace: str = names.GOLDEN_IMAGE_NAMESPACE
 
     async def call(self, fn, *args, **kwargs):
         """Run the blocking ``fn(*args, **kwargs)`` (a Ledger or AuditLog method) on the database thread."""
@@ -110,7 +112,8 @@ async def open_context(config: Config, *, kubeconfig: str | None = None, namespa
         caches = WatchCache(ns, plain.core_api, plain.custom_api)
         await caches.start()
         ctx = DashboardContext(settings, quota, lifecycle, ns, ledger, audit, caches, kube, hub or HubApi(),
-                               publish=publish, golden_namespace=golden_namespace(config, publish))
+                               publish=publish, golden_namespace=golden_namespace(config, publish),
+                               golden_image_namespace=common.golden_image_namespace(config))
         try:
             yield ctx
         finally:

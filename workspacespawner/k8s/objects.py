@@ -87,18 +87,6 @@ def holders(compute: list[dict], claim: str) -> list[dict]:
             if uses_claim(obj, claim) and ((obj.get("status") or {}).get("phase") not in FINISHED_PHASES)]
 
 
-def root_disk_of(vm: dict | None) -> str | None:
-    """The name of the DataVolume a KubeVirt VirtualMachine boots from (its ``rootdisk`` volume's ``dataVolume.name``), or None.
-
-    The VM is the authority on which root disk a workspace has: a first
-    start may give it a pool disk, a rebuild a new clone, each under a name
-    of its own.
-    """
-    volumes = ((((vm or {}).get("spec") or {}).get("template") or {}).get("spec") or {}).get("volumes") or ()
-    found = next((v for v in volumes if v.get("name") == "rootdisk"), None)
-    return ((found or {}).get("dataVolume") or {}).get("name")
-
-
 def node_of(obj: dict | None) -> str | None:
     """The node a Pod (``spec.nodeName``) or VMI (``status.nodeName``) is placed on, or None."""
     if obj is None:

@@ -21,6 +21,12 @@ only then. A disk a start makes is created with the claim in it
 written again (:func:`already_held`). The other is refused (409, ``disk-attached``) with the
 name of the server that holds it.
 
+An admin's operation that swaps a disk under a stopped workspace (a root
+disk rebuild, :mod:`.rebuild`) holds the same claim for the time it takes,
+under a holder of kind :data:`OPERATION_KIND` (:func:`operation_holder`):
+no Pod or VMI, so it is never alive, and a start is refused (``starting``)
+until it is released or older than the grace.
+
 A claim is released (the annotation removed, guarded by a ``test`` that it
 is still exactly ours) once that server's compute is observed gone: after a
 stop, or a start that failed. One left behind (a hub that crashed, a release
@@ -54,6 +60,9 @@ log = logging.getLogger("workspacespawner")
 #: ``WorkspaceSpawner.attach_grace_seconds``; the admin's restore, outside the hub, uses it as is).
 ATTACH_GRACE_SECONDS = 600.0
 
+#: The compute "kind" of a claim an admin's disk operation holds (:func:`operation_holder`): no compute at all.
+OPERATION_KIND = "DiskOperation"
+
 #: How many times a claim is read and tried again when the disk changed under it.
 ATTEMPTS = 5
 
@@ -85,9 +94,18 @@ class Holder:
             return None
 
     def describe(self) -> str:
-        """``server ann/work (Pod jupyter-ann--work)``, as the admin and the user read it."""
+        """``server ann/work (Pod jupyter-ann--work)``, as the admin and the user read it (an operation:
+        ``rebuild of ann/work by root``)."""
+        if self.kind == OPERATION_KIND:
+            return f"{self.server} by {self.name}"
         what = "virtual machine" if self.kind == VMI.kind else "Pod"
         return f"server {self.server} ({what} {self.name})"
+
+
+def operation_holder(ref: WorkspaceRef, action: str, actor: str, now: datetime) -> Holder:
+    """The claim an admin's ``action`` (``rebuild``) on ``ref``'s disks holds, by ``actor``, from ``now``: its server is
+    ``<action> of <user[/server]>``, never a server's own, so a start of that server does not take it as its own."""
+    return Holder(f"{action} of {ref.label()}", OPERATION_KIND, actor, now)
 
 
 def holder_of(obj: dict | None) -> Holder | None:
@@ -126,7 +144,13 @@ def decide(current: Holder | None, me: Holder, *, holder_alive: bool, now: datet
 
 
 def refusal(disk: str, holder: Holder, why: str) -> WorkspaceError:
-    """The 409 :class:`WorkspaceError` for a disk held by another server."""
+    """The 409 :class:`WorkspaceError` for a disk held by another server (or an admin's operation)."""
+    if holder.kind == OPERATION_KIND:
+        return WorkspaceError(
+            f"Your disk {disk} is being changed ({holder.describe()}); please try again in a few minutes. Nothing was started.",
+            reason="disk-attached",
+            status_code=409,
+        )
     doing = "is starting on it" if why == "starting" else "is using it"
     return WorkspaceError(
         f"Your disk {disk} can be used by one server at a time, and your {holder.describe()} {doing}. "
@@ -166,7 +190,7 @@ async def compute_alive(kube, namespace: str, user_name: str, holder: Holder) ->
     Found by ``user_name``'s owner labels and then by name (a ``list``, as
     the fence reads: the hub's Role has no ``get`` on Pods).
     """
-    if not holder.name:
+    if not holder.name or holder.kind == OPERATION_KIND:
         return False
     kind = VMI if holder.kind == VMI.kind else POD
     for obj in await kube.list(kind, namespace, labels=names.owner_selector(user_name)):
@@ -236,18 +260,45 @@ async def release(kube, ref: WorkspaceRef, *, only: list[str] | None = None) -> 
     gone or changed; other API errors propagate.
     """
     released = []
-    me = me_of(ref)
+    server = me_of(ref).server
     for kind, name in ref.disks():
         if only is not None and name not in only:
             continue
-        disk = await kube.get(kind, ref.namespace, name)
-        current = holder_of(disk)
-        if current is None or current.server != me.server:
-            continue
-        value = disk["metadata"]["annotations"][names.ATTACH_ANNOTATION]
-        try:
-            if await kube.patch_owned(kind, ref.namespace, name, ref.user_name, [{"op": "test", "path": _PATH, "value": value}, {"op": "remove", "path": _PATH}]):
-                released.append(name)
-        except NotOurs:
-            log.info("The attach claim on %s %s changed meanwhile; leaving it", kind.kind, name)
+        if await let_go(kube, kind, ref.namespace, ref.user_name, name, server):
+            released.append(name)
     return released
+
+
+async def hold(kube, kind, namespace: str, user_name: str, disk: dict, holder: Holder) -> dict:
+    """Write ``holder``'s claim on ``disk`` (as read: a JSON Patch testing its ``resourceVersion``); returns the disk.
+
+    For an admin's operation (:func:`operation_holder`), after it decided
+    that no start holds the disk. Raises :class:`~workspacespawner.k8s.api.NotOurs`
+    when the disk changed since it was read (a start claimed it meanwhile)
+    or is not ``user_name``'s, ``ValueError`` when it is gone.
+    """
+    name = disk["metadata"]["name"]
+    operations = [
+        {"op": "test", "path": pointer("metadata", "resourceVersion"), "value": disk["metadata"]["resourceVersion"]},
+        {"op": "add", "path": _PATH, "value": holder.to_json()},
+    ]
+    found = await kube.patch_owned(kind, namespace, name, user_name, operations)
+    if found is None:
+        raise ValueError(f"{kind.kind} {namespace}/{name} is gone")
+    return found
+
+
+async def let_go(kube, kind, namespace: str, user_name: str, name: str, server: str, *, fresh: bool = False) -> bool:
+    """Remove the claim of ``server`` (a :attr:`Holder.server`) from disk ``name``, only while it is still exactly
+    that claim; True when removed. A disk gone, unclaimed, claimed by another, or changed meanwhile: False.
+    ``fresh``: read the disk from the API server (see :meth:`~workspacespawner.k8s.api.Kube.get`)."""
+    disk = await kube.get(kind, namespace, name, fresh=fresh)
+    current = holder_of(disk)
+    if current is None or current.server != server:
+        return False
+    value = disk["metadata"]["annotations"][names.ATTACH_ANNOTATION]
+    try:
+        return bool(await kube.patch_owned(kind, namespace, name, user_name, [{"op": "test", "path": _PATH, "value": value}, {"op": "remove", "path": _PATH}]))
+    except NotOurs:
+        log.info("The attach claim on %s %s changed meanwhile; leaving it", kind.kind, name)
+        return False

@@ -1,11 +1,11 @@
 """Audit records of disk operations, in the quota ledger's database.
 
-Every expand, snapshot, restore, retain, reclaim, purge, delete, fence and
-publish (a root disk made a golden image), and every pool disk a start
-claims (``claim``; a pool disk's clone and retirement are ``create`` and
-``delete`` with user ``""``: nobody's yet), leaves one row: ``time`` (aware
-UTC), ``actor`` (an admin's name, or ``system`` for the hub and the purge
-task), ``user``, ``server`` (the
+Every expand, snapshot, restore, rebuild, retain, reclaim, purge, delete,
+fence and publish (a root disk made a golden image), and every pool disk a
+start claims (``claim``; a pool disk's clone and retirement are ``create``
+and ``delete`` with user ``""``: nobody's yet), leaves one row: ``time``
+(aware UTC), ``actor`` (an admin's name, or ``system`` for the hub and the
+purge task), ``user``, ``server`` (the
 JupyterHub server name, ``""`` for the default one), ``namespace``,
 ``disk`` (the PVC or DataVolume name), ``action``, ``before`` and ``after``
 (small JSON objects: phase, size, snapshot, node...) and ``result`` (``ok``,
@@ -42,7 +42,8 @@ from workspacespawner.db.migrations import AUDIT_TABLE
 from workspacespawner.workspace import lifecycle
 
 #: The actions an audit record may name.
-ACTIONS = ("create", "expand", "snapshot", "restore", "retain", "reclaim", "purge", "delete", "fence", "stop", "claim", "publish")
+ACTIONS = ("create", "expand", "snapshot", "restore", "rebuild", "retain", "reclaim", "purge", "delete", "fence", "stop",
+           "claim", "publish")
 
 _metadata = sa.MetaData()
 

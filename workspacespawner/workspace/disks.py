@@ -268,7 +268,8 @@ class DiskOps:
     snapshot_class: str | None = None
     retention_days: float = 30.0
 
-    async def _record(self, user: str, disk: str, action: str, before, after, result: str, server: str = "", time=None) -> None:
+    async def record(self, user: str, disk: str, action: str, before, after, result: str, server: str = "", time=None) -> None:
+        """One audit record of ``action`` on ``user``'s ``disk`` by this actor (nothing without an audit log)."""
         if self.audit is not None:
             await self.audit.arecord(
                 actor=self.actor, user=user, server=server, namespace=self.namespace, disk=disk,
@@ -306,7 +307,8 @@ class DiskOps:
             raise DiskOpError(f"{user!r} has no home disk {slot!r}.", reason="not-found")
         return home
 
-    async def _limit_usage(self, user: str, exclude: str) -> int:
+    async def usage(self, user: str, exclude: str = "") -> int:
+        """Bytes all of ``user``'s disks (PVCs, DataVolumes; retained ones too) ask for, but ``exclude`` (a name)."""
         pvcs = await self.kube.list(PVC, self.namespace, labels=names.owner_selector(user))
         dvs = await self.kube.list(DATA_VOLUME, self.namespace, labels=names.owner_selector(user))
         return sum(size for name, size in user_disk_bytes(pvcs, dvs, user).items() if name != exclude)
@@ -323,7 +325,7 @@ class DiskOps:
             return pvc
         old_size = ((pvc["spec"].get("resources") or {}).get("requests") or {}).get("storage")
         before, after = {"size": old_size}, {"size": size}
-        others = await self._limit_usage(user, pvc_name)
+        others = await self.usage(user, pvc_name)
         refusal = check_expand(current, wanted, others, limit)
         if refusal == "shrink":
             message = f"{pvc_name} holds {_size(current, size)}; a disk cannot shrink to {size}."
@@ -331,7 +333,7 @@ class DiskOps:
             message = (f"{pvc_name} cannot grow to {size}: {user}'s other disks hold {_size(others, size)} "
                        f"of their {_size(limit, size)}, so at most {_size(max(0, limit - others), size)} is left for it.")
         if refusal:
-            await self._record(user, pvc_name, "expand", before, after, f"refused: {message}", server)
+            await self.record(user, pvc_name, "expand", before, after, f"refused: {message}", server)
             raise DiskOpError(message, reason=refusal)
         path = pointer("spec", "resources", "requests", "storage")
         operations = [{"op": "test", "path": path, "value": old_size}, {"op": "replace", "path": path, "value": size}]
@@ -341,12 +343,12 @@ class DiskOps:
             else:  # a root disk's PVC, made by CDI: its DataVolume is the user's (checked above)
                 pvc = await self.kube.patch(PVC, self.namespace, pvc_name, operations)
         except NotOurs as e:
-            await self._record(user, pvc_name, "expand", before, after, "error: changed meanwhile", server)
+            await self.record(user, pvc_name, "expand", before, after, "error: changed meanwhile", server)
             raise DiskOpError(f"{pvc_name} changed while expanding; nothing was done, please try again.", reason="kubernetes-api") from e
         except ApiException as e:
-            await self._record(user, pvc_name, "expand", before, after, f"error: {e.status} {e.reason}", server)
+            await self.record(user, pvc_name, "expand", before, after, f"error: {e.status} {e.reason}", server)
             raise DiskOpError(f"The cluster refused to expand {pvc_name}: {one_line(e)}.", reason="kubernetes-api") from e
-        await self._record(user, pvc_name, "expand", before, after, "ok", server)
+        await self.record(user, pvc_name, "expand", before, after, "ok", server)
         log.info("Expanded %s/%s of %s from %s to %s (%s)", self.namespace, pvc_name, user, old_size, size, self.actor)
         return pvc
 
@@ -360,9 +362,9 @@ class DiskOps:
         try:
             created = await self.kube.create(VOLUME_SNAPSHOT, self.namespace, manifest)
         except ApiException as e:
-            await self._record(user, pvc_name, "snapshot", before, {"snapshot": name}, f"error: {e.status} {e.reason}", time=now)
+            await self.record(user, pvc_name, "snapshot", before, {"snapshot": name}, f"error: {e.status} {e.reason}", time=now)
             raise DiskOpError(f"The cluster refused the snapshot {name}: {one_line(e)}.", reason="kubernetes-api") from e
-        await self._record(user, pvc_name, "snapshot", before, {"snapshot": name}, "ok", time=now)
+        await self.record(user, pvc_name, "snapshot", before, {"snapshot": name}, "ok", time=now)
         log.info("Snapshot %s/%s of %s taken for %s (%s)", self.namespace, name, pvc_name, user, self.actor)
         return created
 
@@ -389,7 +391,7 @@ class DiskOps:
         before = {"pvc": old_name, "phase": phase_of(old)}
 
         async def refuse(message: str, reason: str):
-            await self._record(user, old_name, "restore", before, {"snapshot": snapshot_name}, f"refused: {message}", time=now)
+            await self.record(user, old_name, "restore", before, {"snapshot": snapshot_name}, f"refused: {message}", time=now)
             raise DiskOpError(message, reason=reason)
 
         if not (snap.get("status") or {}).get("readyToUse"):
@@ -425,7 +427,7 @@ class DiskOps:
             await refuse(f"{old_name} changed while restoring (the workspace started?); nothing was swapped.", "in-use")
         await lifecycle.move(self.kube, new_ref, provisioning, Phase.STOPPED, actor=self.actor, now=now)
         after = {"pvc": _meta(new)["name"], "snapshot": snapshot_name}
-        await self._record(user, old_name, "restore", before, after, "ok", time=now)
+        await self.record(user, old_name, "restore", before, after, "ok", time=now)
         log.info("Restored %s's home %s from %s into %s (%s)", user, slot, snapshot_name, _meta(new)["name"], self.actor)
         return new
 

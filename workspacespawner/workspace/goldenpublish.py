@@ -50,12 +50,13 @@ from kubernetes_asyncio.client.rest import ApiException
 from workspacespawner.config.imagepublish import MODES, check_image_name
 from workspacespawner.core import names
 from workspacespawner.k8s.kinds import DATA_SOURCE, DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE, VMI, VOLUME_SNAPSHOT
-from workspacespawner.k8s.objects import holders, root_disk_of
+from workspacespawner.k8s.objects import holders
 from workspacespawner.k8s.status import one_line
 from workspacespawner.workspace import lifecycle
 from workspacespawner.workspace.attach import ATTACH_GRACE_SECONDS, holder_of
 from workspacespawner.workspace.disks import DiskOpError
 from workspacespawner.workspace.lifecycle import SYSTEM
+from workspacespawner.workspace.rootdisk import root_disk_of
 
 log = logging.getLogger("workspacespawner")
 

@@ -41,9 +41,9 @@ from workspacespawner.backends.vm.tiers import VMTiers, add_tiers_to_cloud_confi
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core import names
 from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
-from workspacespawner.k8s.objects import root_disk_of  # noqa: F401  (the VM's root disk: read where the VM is made)
 from workspacespawner.workspace.placement import Placement
 from workspacespawner.workspace.placement import apply as apply_placement
+from workspacespawner.workspace.rootdisk import DATAVOLUME_ANNOTATIONS, ROOT_VOLUME, root_disk_of  # noqa: F401  (read where the VM is made)
 
 #: The singleuser server's port in the guest (Service port ``jupyter``).
 JUPYTER_PORT = 8888
@@ -65,9 +65,6 @@ VIRTIOFS_FEATURE_GATE = "EnableVirtioFsStorageVolumes"
 HOME_VIA = ("disk", "virtiofs")
 #: Key of the user data in the cloud-init Secret (KubeVirt reads ``userdata`` or ``userData``).
 USERDATA_KEY = "userdata"
-#: The only annotations a DataVolume gets besides the owner's name: constants CDI reads.
-#: ``allowClaimAdoption`` lets a recreated DataVolume take over its surviving PVC instead of failing.
-DATAVOLUME_ANNOTATIONS = {"cdi.kubevirt.io/allowClaimAdoption": "true"}
 
 #: cloud-init's init-stage modules (Ubuntu's list) with ``write_files`` run on every boot.
 #: KubeVirt's NoCloud instance-id is stable per VM, so per-instance modules run on the
@@ -302,9 +299,9 @@ def make_root_datavolume(*, ident: VMIdentity, settings: VMSettings) -> dict:
 def _disks_and_volumes(ident: VMIdentity, settings: VMSettings) -> tuple[list[dict], list[dict], list[dict]]:
     """The domain's disks (root first: the guest boots from it), its virtiofs filesystems, and the volumes behind them."""
     virtio = {"bus": "virtio"}
-    disks = [{"name": "rootdisk", "disk": dict(virtio), "bootOrder": 1}]
+    disks = [{"name": ROOT_VOLUME, "disk": dict(virtio), "bootOrder": 1}]
     filesystems: list[dict] = []
-    volumes = [{"name": "rootdisk", "dataVolume": {"name": ident.root_disk}}]
+    volumes = [{"name": ROOT_VOLUME, "dataVolume": {"name": ident.root_disk}}]
     if settings.attach_home and settings.home_via == "virtiofs":
         filesystems.append({"name": HOME_VIRTIOFS_TAG, "virtiofs": {}})
         volumes.append({"name": HOME_VIRTIOFS_TAG, "persistentVolumeClaim": {"claimName": ident.home_pvc}})

@@ -3,7 +3,8 @@
 ``GET  <prefix>``                              the viewer's page (``?user=U``: U's, if the viewer may read them)
 ``GET  <prefix>api/workspaces[/<user>]``       the same as JSON (:func:`~..workspaces.my_workspaces`); 403 if not readable
 ``POST <prefix>api/workspaces/<user>/<action>`` stop (``server``), snapshot (``pvc``), expand (``pvc``, ``size``),
-                                               restore (``snapshot``), give-back (``disk``); 403 if not theirs;
+                                               restore (``snapshot``), rebuild (``server``, ``image``: a stopped VM's
+                                               system disk), give-back (``disk``); 403 if not theirs;
                                                publish (``server``, ``name``): admins, teachers their own
 
 A POST from the page's forms (``next`` given) comes back to the page with
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import timedelta
 from urllib.parse import urlencode
 
 from workspacespawner.dashboard import actions, cardhours, charts
@@ -23,6 +25,7 @@ from workspacespawner.dashboard.gpumetrics import read_volume_usage
 from workspacespawner.dashboard.prometheus import PrometheusClient, PrometheusError
 from workspacespawner.dashboard.workspaces import my_workspaces
 from workspacespawner.quota.ledger import LedgerUnavailable
+from workspacespawner.workspace.lifecycle import rfc3339
 
 log = logging.getLogger("workspacespawner.dashboard")
 
@@ -130,6 +133,7 @@ class WorkspacesPage(DashboardHandler):
                          data=data, owner=user, can_act=self.viewer.can_act(user), others=others,
                          can_publish=actions.may_publish(self.ctx, self.viewer, user),
                          cardhours_charts=cardhours_charts(data.get("cardhours")),
+                         old_disk_kept_until=rfc3339(self.ctx.now() + timedelta(days=self.ctx.lifecycle.retention_days)),
                          done=self.get_argument("done", ""), error=self.get_argument("error", ""))
 
 
@@ -143,12 +147,18 @@ class WorkspacesApi(DashboardHandler):
         self.write_json(await gather(self, user))
 
 
+#: Arguments an action may leave empty: the default server, the image a disk was cloned from.
+OPTIONAL = ("server", "image")
+#: Actions that take the owner's JupyterHub groups (their disk quota) after their arguments.
+WITH_GROUPS = ("expand", "rebuild")
+
 #: action name -> (function, the request's argument names it takes after the owner)
 ACTIONS = {
     "stop": (actions.stop, ("server",)),
     "snapshot": (actions.snapshot, ("pvc",)),
     "expand": (actions.expand, ("pvc", "size")),
     "restore": (actions.restore, ("snapshot",)),
+    "rebuild": (actions.rebuild, ("server", "image")),
     "give-back": (actions.give_back, ("disk",)),
     "publish": (actions.publish, ("server", "name")),
 }
@@ -173,10 +183,10 @@ class ActionApi(DashboardHandler):
             self.refuse(404, f"There is no action {action}.")
         fn, wanted = ACTIONS[action]
         values = [str(args.get(name, "")) for name in wanted]
-        if any(not v for v, name in zip(values, wanted, strict=True) if name != "server"):
+        if any(not v for v, name in zip(values, wanted, strict=True) if name not in OPTIONAL):
             self.refuse(400, f"{action} needs {', '.join(wanted)}.")
         try:
-            if action == "expand":
+            if action in WITH_GROUPS:
                 model = await self.ctx.hub.user(user) if self.viewer.can_act(user) else None
                 done = await fn(self.ctx, self.viewer, user, *values, groups=(model or {}).get("groups") or ())
             else:

@@ -1,0 +1,283 @@
+"""Rebuild a stopped VM workspace's root disk from a golden image; the old one is retained, the home untouched.
+
+:func:`rebuild` finds the user's VirtualMachine for the server (owner labels
+and the template's ``hub.jupyter.org/servername`` annotation, never a name
+pattern) and its root DataVolume (the one the VM names,
+:func:`~.rootdisk.root_disk_of`), then in named, idempotent steps:
+
+1. refuses unless the workspace is stopped: no VMI, no Pod or VMI using the
+   disk, no attach claim younger than the grace (a start under way), and
+   the VM and disk recorded ``Stopped`` (or never recorded);
+2. takes the workspace: its own attach claim on the old disk
+   (:func:`~.attach.operation_holder`), written with a test of the disk's
+   ``resourceVersion`` as read in step 1;
+3. creates the new root DataVolume (:func:`~.rootdisk.make_rebuilt_datavolume`,
+   named ``<vm>-root-<time>``), ``ProvisioningDisk``, made with the same claim;
+4. points the VM at it (a JSON Patch testing the VM's ``resourceVersion``
+   and the disk it named);
+5. moves the old disk ``Stopped -> Retained`` until ``now + retention_days``
+   (audited ``retain``), the new one to ``Stopped``, and drops both claims.
+
+**Why the attach claim, not only the lifecycle compare-and-swap.** The
+restore swaps a home with one compare-and-swap on one object; a rebuild
+writes three (new disk, VM, old disk) and a start reads the VM to learn
+which disk to claim. A compare-and-swap on the old disk alone would let a
+start that read the VM before step 4 claim the old disk after step 2 and
+boot whichever disk the VM names when it asks KubeVirt. The claim is what
+a start itself takes before any compute exists and what it refuses to
+override while young (:func:`~.attach.decide`): held on both disks from
+step 2 to step 5, no start can use either; one lost with a crashed process
+goes stale after the grace, as a start's does.
+
+**Crash safety.** The VM always names exactly one existing disk, so the
+workspace starts after a crash at any step (once a left claim is stale).
+A rerun finishes the job: a VM naming a rebuilt disk whose predecessor
+(:data:`~.names.REBUILT_FROM_ANNOTATION`) is not yet retained finishes
+step 5 (``resumed``); a new disk made before the crash and not yet named
+by the VM is reused for the same image (else retained, never deleted).
+
+Every run leaves an audit record ``rebuild`` (before and after: ``root_disk``
+and ``image``; result ``ok``, ``ok: resumed``, ``refused: ...``,
+``error: ...``), besides the lifecycle's own ``retain``.
+
+API followed: ``kubevirt.io/v1`` VirtualMachines and VMIs,
+``cdi.kubevirt.io/v1beta1`` DataVolumes and DataSources, core/v1 Pods.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from kubernetes_asyncio.client.rest import ApiException
+
+from workspacespawner.core import names
+from workspacespawner.core.quantities import gib
+from workspacespawner.k8s.api import NotOurs
+from workspacespawner.k8s.kinds import DATA_SOURCE, DATA_VOLUME, POD, VIRTUAL_MACHINE, VMI
+from workspacespawner.k8s.objects import holders
+from workspacespawner.k8s.status import one_line
+from workspacespawner.workspace import attach, lifecycle
+from workspacespawner.workspace.disks import PARKED, DiskOpError, DiskOps, phase_of, requested_bytes
+from workspacespawner.workspace.lifecycle import Phase, Status, WorkspaceRef
+from workspacespawner.workspace.rootdisk import (
+    golden_image_of,
+    make_rebuilt_datavolume,
+    rebuilt_name,
+    repoint_operations,
+    root_disk_of,
+)
+
+log = logging.getLogger("workspacespawner")
+
+#: The template annotation that says which JupyterHub server a VM is (``""``: the default).
+SERVER_ANNOTATION = "hub.jupyter.org/servername"
+ACTION = "rebuild"
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    """What a rebuild did: VM ``vm`` now boots from ``new`` (cloned from ``image``, ``namespace/name``); ``old`` is
+    retained until ``retain_until``; ``resumed``: it finished an earlier rebuild that stopped half-way."""
+
+    vm: str
+    old: str
+    new: str
+    image: str
+    retain_until: datetime
+    resumed: bool = False
+
+
+def _meta(obj: dict | None) -> dict:
+    return (obj or {}).get("metadata") or {}
+
+
+def _annotations(obj: dict | None) -> dict:
+    return _meta(obj).get("annotations") or {}
+
+
+def server_of_vm(vm: dict) -> str:
+    """The JupyterHub server a VirtualMachine is (its template's :data:`SERVER_ANNOTATION`; ``""``: the default)."""
+    template = ((vm.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    return (template.get("annotations") or {}).get(SERVER_ANNOTATION) or ""
+
+
+async def find_vm(kube, namespace: str, user: str, server: str = "") -> dict | None:
+    """``user``'s VirtualMachine of server ``server`` (by owner labels and :func:`server_of_vm`), or None."""
+    for vm in await kube.list(VIRTUAL_MACHINE, namespace, labels=names.owner_selector(user)):
+        if names.owned_by(_meta(vm), user) and server_of_vm(vm) == server:
+            return vm
+    return None
+
+
+def _in_use(compute: list[dict], disk: str, vmi: dict | None) -> list[str]:
+    using = [f"{o['kind']} {_meta(o)['name']}" for o in holders(compute, disk)]
+    if vmi is not None and f"{VMI.kind} {_meta(vmi)['name']}" not in using:
+        using.append(f"{VMI.kind} {_meta(vmi)['name']}")
+    return using
+
+
+@dataclass
+class _Run:
+    """One run of :func:`rebuild`: where it records, and what it read."""
+
+    ops: DiskOps
+    user: str
+    server: str
+    now: datetime
+    before: dict
+    disk: str = ""
+
+    async def refuse(self, message: str, reason: str, after: dict | None = None):
+        await self.ops.record(self.user, self.disk, ACTION, self.before, after or {}, f"refused: {message}", self.server, time=self.now)
+        raise DiskOpError(message, reason=reason)
+
+    def ref(self, disk: str) -> WorkspaceRef:
+        return WorkspaceRef(namespace=self.ops.namespace, user_name=self.user, server_name=self.server, root_disk=disk)
+
+
+async def rebuild(ops: DiskOps, user: str, *, server: str = "", image: str | None = None, golden_namespace: str = names.GOLDEN_IMAGE_NAMESPACE,
+                  limit: int | None = None, grace: float = attach.ATTACH_GRACE_SECONDS, now: datetime | None = None) -> Rebuilt:
+    """Give ``user``'s stopped VM workspace ``server`` (``""``: default) a new root disk cloned from a golden image.
+
+    ``ops``: the :class:`~.disks.DiskOps` (cluster, namespace, audit log,
+    actor, ``retention_days`` the old disk is kept). ``image``: the name of
+    a DataSource in ``golden_namespace`` (None: the image the old disk was
+    cloned from). ``limit``: the user's disk limit in bytes (None: none); the
+    new disk counts while the old one is retained, so a rebuild that would
+    pass it is refused. ``grace``: seconds an attach claim without compute
+    counts as a start under way. Returns a :class:`Rebuilt`. Raises
+    :class:`~.disks.DiskOpError`: ``not-found`` (no such VM, root disk or
+    image), ``in-use`` (running, starting, or changed meanwhile),
+    ``over-quota``, ``kubernetes-api``; each leaves an audit record.
+    """
+    now = now or lifecycle.utcnow()
+    kube, ns = ops.kube, ops.namespace
+    run = _Run(ops, user, server, now, {"root_disk": None, "image": None})
+    what = f"{user}'s server {server!r}" if server else f"{user}'s default server"
+    vm = await find_vm(kube, ns, user, server)
+    if vm is None:
+        await run.refuse(f"{what} has no virtual machine workspace.", "not-found")
+    vm_name, old_name = _meta(vm)["name"], root_disk_of(vm)
+    old = await kube.get(DATA_VOLUME, ns, old_name, fresh=True) if old_name else None
+    if old is None or not names.owned_by(_meta(old), user):
+        await run.refuse(f"The virtual machine {vm_name} of {what} boots from no DataVolume of {user}'s ({old_name}).", "not-found")
+    run.disk, run.before = old_name, {"root_disk": old_name, "image": golden_image_of(old)}
+    mine = attach.operation_holder(run.ref(old_name), ACTION, ops.actor, now)
+
+    previous_name = _annotations(old).get(names.REBUILT_FROM_ANNOTATION)
+    previous = await kube.get(DATA_VOLUME, ns, previous_name, fresh=True) if previous_name else None
+    if previous is not None and names.owned_by(_meta(previous), user) and phase_of(previous) not in PARKED:
+        run.disk, run.before = previous_name, {"root_disk": previous_name, "image": golden_image_of(previous)}
+        return await _finish(run, vm_name, previous, old, mine, resumed=True)
+
+    await _check_stopped(run, vm, old, mine, grace)
+    wanted = f"{golden_namespace}/{image}" if image else golden_image_of(old)
+    after = {"root_disk": None, "image": wanted}
+    if wanted is None:
+        await run.refuse(f"{old_name} records no golden image it was cloned from; choose one.", "not-found", after)
+    image_ns, _, image_name = wanted.partition("/")
+    if await kube.get(DATA_SOURCE, image_ns, image_name) is None:
+        await run.refuse(f"There is no golden image {wanted} (no DataSource {image_name} in namespace {image_ns}).", "not-found", after)
+    leftovers = [dv for dv in await kube.list(DATA_VOLUME, ns, labels=names.owner_selector(user))
+                 if names.owned_by(_meta(dv), user) and _annotations(dv).get(names.REBUILT_FROM_ANNOTATION) == old_name
+                 and _annotations(dv).get(names.ROOT_SLOT_ANNOTATION) == vm_name and phase_of(dv) not in PARKED]
+    reuse = next((dv for dv in leftovers if golden_image_of(dv) == wanted and phase_of(dv) == Phase.PROVISIONING_DISK), None)
+    if limit is not None and reuse is None:
+        used, size = await ops.usage(user), requested_bytes(old)
+        if used + size > limit:
+            await run.refuse(
+                f"A new system disk of {gib(size)} would take {user}'s disks past their {gib(limit)} (they hold {gib(used)}, "
+                "retained disks included); give back a retained disk first.", "over-quota", after)
+
+    if phase_of(old) is None:  # made before the lifecycle: record it first, so the retain below can test it
+        await lifecycle.move(kube, run.ref(old_name), Status(Phase.STOPPED), Phase.STOPPED, observed=True, actor=ops.actor, now=now)
+        old = await kube.get(DATA_VOLUME, ns, old_name, fresh=True) or old
+    try:
+        old = await attach.hold(kube, DATA_VOLUME, ns, user, old, mine)
+    except (NotOurs, ValueError):
+        await run.refuse(f"{old_name} changed while rebuilding (the workspace started?); nothing was changed.", "in-use", after)
+    retain_until = now + timedelta(days=ops.retention_days)
+    for dv in leftovers:
+        if dv is not reuse and _meta(dv)["name"] != old_name:
+            await _retain(run, dv, retain_until)
+    try:
+        new = reuse or await kube.create(DATA_VOLUME, ns, make_rebuilt_datavolume(
+            name=rebuilt_name(vm_name, now), old=old, vm_name=vm_name, image=wanted,
+            status=Status(Phase.PROVISIONING_DISK, since=now, server=server), annotations={names.ATTACH_ANNOTATION: mine.to_json()}))
+    except ApiException as e:
+        await attach.let_go(kube, DATA_VOLUME, ns, user, old_name, mine.server, fresh=True)
+        await ops.record(user, old_name, ACTION, run.before, after, f"error: {e.status} {e.reason}", server, time=now)
+        raise DiskOpError(f"The cluster refused the new system disk: {one_line(e)}.", reason="kubernetes-api") from e
+    new_name = _meta(new)["name"]
+    if reuse is not None:
+        await attach.hold(kube, DATA_VOLUME, ns, user, await kube.get(DATA_VOLUME, ns, new_name, fresh=True), mine)
+    vm = await kube.get(VIRTUAL_MACHINE, ns, vm_name, fresh=True)
+    try:
+        if vm is None or root_disk_of(vm) != old_name:
+            raise NotOurs(f"VirtualMachine {vm_name} changed")
+        await kube.patch_owned(VIRTUAL_MACHINE, ns, vm_name, user, repoint_operations(vm, new_name))
+    except ApiException as e:  # the new disk stays ProvisioningDisk: a rerun reuses it
+        for name in (old_name, new_name):
+            await attach.let_go(kube, DATA_VOLUME, ns, user, name, mine.server, fresh=True)
+        await ops.record(user, old_name, ACTION, run.before, {"root_disk": new_name, "image": wanted}, f"error: {e.status} {e.reason}",
+                         server, time=now)
+        raise DiskOpError(f"The cluster refused to point {vm_name} at {new_name}: {one_line(e)}; it still boots from {old_name}.",
+                          reason="kubernetes-api") from e
+    except NotOurs:
+        await _retain(run, await kube.get(DATA_VOLUME, ns, new_name, fresh=True), retain_until)
+        for name in (old_name, new_name):
+            await attach.let_go(kube, DATA_VOLUME, ns, user, name, mine.server, fresh=True)
+        await run.refuse(f"The virtual machine {vm_name} changed while rebuilding (it started?); it still boots from {old_name}, "
+                         f"and {new_name} is retained.", "in-use", {"root_disk": new_name, "image": wanted})
+    return await _finish(run, vm_name, old, new, mine)
+
+
+async def _check_stopped(run: _Run, vm: dict, old: dict, mine: attach.Holder, grace: float) -> None:
+    """Refuse (``in-use``) unless the workspace is stopped (see :func:`rebuild`, step 1)."""
+    kube, ns, old_name = run.ops.kube, run.ops.namespace, _meta(old)["name"]
+    vmi = await kube.get(VMI, ns, _meta(vm)["name"], fresh=True)
+    compute = await kube.list(POD, ns) + await kube.list(VMI, ns)
+    using = _in_use(compute, old_name, vmi)
+    if using:
+        await run.refuse(f"The workspace is running ({', '.join(using)}); stop it first.", "in-use")
+    for obj in (vm, old):
+        if phase_of(obj) not in (None, str(Phase.STOPPED)):
+            await run.refuse(f"{obj['kind']} {_meta(obj)['name']} is {phase_of(obj)}, not Stopped; a rebuild needs a stopped workspace.", "in-use")
+    claim = attach.holder_of(old)
+    if claim is not None and claim.server != mine.server and (claim.since is None or (run.now - claim.since).total_seconds() < grace):
+        await run.refuse(f"{old_name} is claimed by {claim.describe()}, which is starting; stop the workspace first.", "in-use")
+
+
+async def _retain(run: _Run, dv: dict | None, retain_until: datetime) -> None:
+    """Park DataVolume ``dv`` (a disk a rebuild made and did not use): ``Retained`` until ``retain_until`` (audited)."""
+    if dv is None:
+        return
+    current = Status.from_object(dv) or Status(Phase.PROVISIONING_DISK)
+    await lifecycle.move(run.ops.kube, run.ref(_meta(dv)["name"]), current, Phase.RETAINED, retain_until=retain_until,
+                         audit=run.ops.audit, actor=run.ops.actor, now=run.now)
+
+
+async def _finish(run: _Run, vm_name: str, old: dict, new: dict, mine: attach.Holder, *, resumed: bool = False) -> Rebuilt:
+    """Step 5: the VM names ``new``; retain ``old``, record ``new`` Stopped, drop the claims, write the record."""
+    ops, ns, user = run.ops, run.ops.namespace, run.user
+    old_name, new_name = _meta(old)["name"], _meta(new)["name"]
+    after = {"root_disk": new_name, "image": golden_image_of(new)}
+    retain_until = run.now + timedelta(days=ops.retention_days)
+    compute = await ops.kube.list(POD, ns) + await ops.kube.list(VMI, ns)
+    if holders(compute, old_name):
+        await run.refuse(f"{old_name} is still in use; it is retained once nothing uses it (run the rebuild again).", "in-use", after)
+    try:
+        await lifecycle.move(ops.kube, run.ref(old_name), Status.from_object(old) or Status(Phase.STOPPED), Phase.RETAINED,
+                             expect=Phase.STOPPED, retain_until=retain_until, audit=ops.audit, actor=ops.actor, now=run.now)
+    except NotOurs:
+        await run.refuse(f"{old_name} changed meanwhile; run the rebuild again to finish.", "in-use", after)
+    provisioning = Status.from_object(new)
+    if provisioning is not None and provisioning.phase == Phase.PROVISIONING_DISK:
+        await lifecycle.move(ops.kube, run.ref(new_name), provisioning, Phase.STOPPED, actor=ops.actor, now=run.now)
+    for name in (old_name, new_name):
+        await attach.let_go(ops.kube, DATA_VOLUME, ns, user, name, mine.server, fresh=True)
+    await ops.record(user, old_name, ACTION, run.before, after, "ok: resumed" if resumed else "ok", run.server, time=run.now)
+    log.info("Rebuilt the root disk of %s/%s: %s -> %s (%s)%s", ns, vm_name, old_name, new_name, ops.actor, " (resumed)" if resumed else "")
+    return Rebuilt(vm=vm_name, old=old_name, new=new_name, image=after["image"] or "", retain_until=retain_until, resumed=resumed)
