@@ -42,6 +42,7 @@ from workspacespawner.backends.vm.backend import VMBackend, VMNaming
 from workspacespawner.backends.vm.manifests import singleuser_command
 from workspacespawner.backends.vm.traits import VMTraits
 from workspacespawner.config.check import check_spawner_config, merged_settings
+from workspacespawner.config.goldenimages import GoldenImages
 from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.placement import PlacementTraits
 from workspacespawner.config.profiles import ResolvedProfile
@@ -598,7 +599,10 @@ def check_hub_config(config) -> None:
     ``config`` is the traitlets Config of ``jupyterhub_config.py`` (``c``):
     every ``c.Spawner``/``c.KubeSpawner``/``c.WorkspaceSpawner`` value goes
     through the trait it sets, the profile_list and the storage tiers are
-    checked whole, without contacting Kubernetes.
+    checked whole, without contacting Kubernetes. The VM profiles' golden
+    images are checked against the naming convention
+    (:class:`~.config.goldenimages.GoldenImages`: a warning each, or an
+    error with ``c.GoldenImages.require_versioned``).
     """
     check_spawner_config(config, WorkspaceSpawner)
     check_storage_config(config)
@@ -606,3 +610,6 @@ def check_hub_config(config) -> None:
     profiles = merged_settings(config).get("profile_list")
     check_profile_pools(profiles, TeamGPUPools(config=config).all())
     GPUIdle(config=config)
+    traits, settings = WorkspaceSpawner.class_traits(), merged_settings(config)
+    kind, image = (settings.get(name, traits[name].default_value) for name in ("workspace_kind", "vm_golden_image"))
+    GoldenImages(config=config).check_profiles(profiles, default_kind=kind, default_image=image)
