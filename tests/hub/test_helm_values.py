@@ -293,11 +293,11 @@ def test_readme_golden_image_example_is_accepted(kubeconfig, tmp_path):
     assert applied.returncode == 0, applied.stderr
     listed = kubectl(["kubectl", "-n", "golden-images", "get", "datasource,dv", "-o", "name"])
     assert sorted(listed.stdout.split()) == [
-        "datasource.cdi.kubevirt.io/ubuntu-22.04-gpu",
-        "datavolume.cdi.kubevirt.io/ubuntu-22.04-gpu",
+        "datasource.cdi.kubevirt.io/ubuntu-22.04-gpu-2026-11",
+        "datavolume.cdi.kubevirt.io/ubuntu-22.04-gpu-2026-11",
     ]
     names_in_values = our_values()["hub"]["config"]["WorkspaceSpawner"]
-    assert (names_in_values["vm_golden_image_namespace"], names_in_values["vm_golden_image"]) == ("golden-images", "ubuntu-22.04-gpu")
+    assert (names_in_values["vm_golden_image_namespace"], names_in_values["vm_golden_image"]) == ("golden-images", "ubuntu-22.04-gpu-2026-11")
 
 
 def every_user_scopes(c) -> set[str]:
