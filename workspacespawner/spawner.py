@@ -323,6 +323,16 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             return None
         return poolholders.pool_use(found, nodes, compute, resource, capacity.declared)
 
+    async def cached_root_disk(self) -> dict | None:
+        """This server's VM root DataVolume as the shared watch caches hold it (:meth:`.VMBackend.cached_root_disk`),
+        for the spawn page; None when it has none, or when the VM and DataVolume watches cannot start (logged)."""
+        try:
+            await self._vm.watch()
+        except Exception as e:
+            self.log.warning("The VM and DataVolume watches of %s cannot start (%s): no root disk shown", self.namespace, e)
+            return None
+        return self._vm.cached_root_disk()
+
     def workspace_placement(self) -> placement.Placement:
         """Where this start's compute may and should run (:func:`~.workspace.placement.placement`), from the profile
         applied now: its team pool, ``prefer_cheaper_gpus`` and ``spread_gpu_workspaces``.
