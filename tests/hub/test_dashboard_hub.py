@@ -6,7 +6,8 @@ bob's server as alice is 403 and changes nothing (bob's server still runs, no au
 give-back work and are audited with her name; expanding her home is refused over her disk quota and done within it
 (both audited); a team lead (a team group's role) reads her team's workspaces but not others' and acts on none of
 theirs; a cookie POST without the XSRF token is refused; the GPUs and card-hours the service shows equal the
-cluster's and the ledger's in the same test; restoring her snapshot while stopped keeps the old home Retained.
+cluster's and the ledger's in the same test; restoring her snapshot while stopped keeps the old home Retained; a
+stopped VM server shows the golden image (and version) its system disk was cloned from.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import requests
 from tests.support import planes
 from tests.support.hubharness import CONFIG_D, Hub, core_and_custom, free_port, login
 from tests.support.paths import REPO
+from workspacespawner.config.goldenimages import parse_image_name
 from workspacespawner.core import names
+from workspacespawner.demo import GOLDEN_IMAGE
 from workspacespawner.quota import policy
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.workspace.audit import AuditLog
@@ -74,7 +77,7 @@ def control_plane():
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with planes.running("embedded", tmp_path_factory.mktemp("cluster")) as cluster:
+    with planes.running("embedded", tmp_path_factory.mktemp("cluster"), golden=True) as cluster:
         yield cluster
 
 
@@ -237,6 +240,20 @@ def test_a_team_lead_reads_the_team_and_acts_only_on_her_own(hub):
     assert requests.get(hub.service_url("api/workspaces/alice"), headers=lead, timeout=60).status_code == 403
     r = requests.post(hub.service_url("api/workspaces/carol/give-back"), headers=lead, json={"disk": "x"}, timeout=30)
     assert r.status_code == 403
+
+
+def test_a_vm_server_shows_the_golden_image_its_system_disk_was_cloned_from(hub):
+    hub.create_user("vic")
+    hub.start_server("vic", {"profile": "ubuntu-vm"})
+    hub.stop_server("vic")
+    image = f"{GOLDEN_IMAGE[1]} ({parse_image_name(GOLDEN_IMAGE[1]).version})"  # the demo's image is versioned
+    session = login(hub, "vic")
+    page = session.get(hub.service_url(), timeout=60)  # through the hub's OAuth: the session's cookie
+    assert page.status_code == 200 and f'data-field="system_image" title="The golden image this server\'s system disk was cloned from">{image}<' \
+        in page.text.replace("&#39;", "'"), page.text
+    (server,) = session.get(hub.service_url("api/workspaces"), timeout=60).json()["servers"]
+    assert (server["kind"], server["phase"]) == ("vm", "Stopped")
+    assert f"{server['system_image']} ({server['system_image_version']})" == image
 
 
 def test_expanding_the_home_stays_within_the_disk_quota(hub, ledger_url):
