@@ -68,7 +68,7 @@ c.KubeSpawner.profile_list = [
             "ide": "jupyterlab",
             "cpu_limit": 2,
             "mem_limit": "4G",
-            "vm_golden_image": "ubuntu-22.04-gpu",
+            "vm_golden_image": "ubuntu-22.04-gpu-2026-11",
         },
     },
     {
@@ -82,7 +82,7 @@ c.KubeSpawner.profile_list = [
             "mem_limit": "32G",
             "extra_resource_limits": {"nvidia.com/gpu": 1},
             "node_selector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
-            "vm_golden_image": "ubuntu-22.04-gpu",
+            "vm_golden_image": "ubuntu-22.04-gpu-2026-11",
         },
     },
 ]

@@ -8,5 +8,5 @@
 # out take the c.WorkspaceSpawner.vm_* settings. A golden image no longer
 # listed, or a DataSource pointed at a new source, retires its pool disks.
 c.RootDiskPool.ready_disks = {
-    "ubuntu-22.04-gpu": 1,  # the sample VM profiles' image, at vm_root_disk_size
+    "ubuntu-22.04-gpu-2026-11": 1,  # the sample VM profiles' image, at vm_root_disk_size
 }

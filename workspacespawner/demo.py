@@ -6,7 +6,7 @@ scheduler with a CPU node and an 8-GPU node, node agent that runs each Pod's
 the sample config pieces from ``jupyterhub_config.d/`` plus demo settings: a
 login that accepts any user name, reachable only on 127.0.0.1, the hub at
 http://127.0.0.1:8000. The cluster also holds a golden image
-(``golden-images/ubuntu-22.04-gpu``) for the VM profiles: their guests run
+(``golden-images/ubuntu-22.04-gpu-2026-11``) for the VM profiles: their guests run
 from cloud-init on the same node agent. Ctrl-C stops the hub, every server
 and the cluster.
 
@@ -71,7 +71,7 @@ from workspacespawner.localcluster.goldenimage import make_golden_image
 log = logging.getLogger("workspacespawner.demo")
 
 #: (namespace, name) of the demo's golden-image DataSource, the default of ``vm_golden_image``.
-GOLDEN_IMAGE = ("golden-images", "ubuntu-22.04-gpu")
+GOLDEN_IMAGE = ("golden-images", "ubuntu-22.04-gpu-2026-11")
 #: What the demo's golden image holds: enough of a root filesystem to recognise.
 GOLDEN_FILES = {
     "etc/os-release": 'NAME="Ubuntu"\nVERSION_ID="22.04"\nPRETTY_NAME="Ubuntu 22.04 (workspacespawner demo image)"\n',

@@ -42,6 +42,7 @@ from workspacespawner.backends.vm.backend import VMBackend, VMNaming
 from workspacespawner.backends.vm.manifests import singleuser_command
 from workspacespawner.backends.vm.traits import VMTraits
 from workspacespawner.config.check import check_spawner_config, merged_settings
+from workspacespawner.config.goldenimages import GoldenImages
 from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.imagepublish import publish_settings
 from workspacespawner.config.placement import PlacementTraits
@@ -332,6 +333,16 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
             return None
         return poolholders.pool_use(found, nodes, compute, resource, capacity.declared)
 
+    async def cached_root_disk(self) -> dict | None:
+        """This server's VM root DataVolume as the shared watch caches hold it (:meth:`.VMBackend.cached_root_disk`),
+        for the spawn page; None when it has none, or when the VM and DataVolume watches cannot start (logged)."""
+        try:
+            await self._vm.watch()
+        except Exception as e:
+            self.log.warning("The VM and DataVolume watches of %s cannot start (%s): no root disk shown", self.namespace, e)
+            return None
+        return self._vm.cached_root_disk()
+
     def workspace_placement(self) -> placement.Placement:
         """Where this start's compute may and should run (:func:`~.workspace.placement.placement`), from the profile
         applied now: its team pool, ``prefer_cheaper_gpus`` and ``spread_gpu_workspaces``.
@@ -608,7 +619,10 @@ def check_hub_config(config) -> None:
     ``config`` is the traitlets Config of ``jupyterhub_config.py`` (``c``):
     every ``c.Spawner``/``c.KubeSpawner``/``c.WorkspaceSpawner`` value goes
     through the trait it sets, the profile_list and the storage tiers are
-    checked whole, without contacting Kubernetes.
+    checked whole, without contacting Kubernetes. The VM profiles' golden
+    images are checked against the naming convention
+    (:class:`~.config.goldenimages.GoldenImages`: a warning each, or an
+    error with ``c.GoldenImages.require_versioned``).
     """
     check_spawner_config(config, WorkspaceSpawner)
     check_storage_config(config)
@@ -618,3 +632,6 @@ def check_hub_config(config) -> None:
     check_profile_pools(profiles, TeamGPUPools(config=config).all())
     GPUIdle(config=config)
     RootDiskPool(config=config)
+    traits, settings = WorkspaceSpawner.class_traits(), merged_settings(config)
+    kind, image = (settings.get(name, traits[name].default_value) for name in ("workspace_kind", "vm_golden_image"))
+    GoldenImages(config=config).check_profiles(profiles, default_kind=kind, default_image=image)

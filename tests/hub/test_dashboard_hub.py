@@ -8,7 +8,8 @@ give-back work and are audited with her name; expanding her home is refused over
 theirs; a cookie POST without the XSRF token is refused; the GPUs and card-hours the service shows equal the
 cluster's and the ledger's in the same test; restoring her snapshot while stopped keeps the old home Retained;
 rebuilding the system disk of her stopped VM workspace is refused to bob (403, nothing made) and done for her (the VM
-names the new disk, the old one Retained, audited with her name).
+names the new disk, the old one Retained, audited with her name); a stopped VM server shows the golden image (and
+version) its system disk was cloned from.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import requests
 from tests.support import planes
 from tests.support.hubharness import CONFIG_D, Hub, core_and_custom, free_port, login
 from tests.support.paths import REPO
+from workspacespawner.config.goldenimages import parse_image_name
 from workspacespawner.core import names
+from workspacespawner.demo import GOLDEN_IMAGE
 from workspacespawner.quota import policy
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.workspace.audit import AuditLog
@@ -241,6 +244,20 @@ def test_a_team_lead_reads_the_team_and_acts_only_on_her_own(hub):
     assert r.status_code == 403
 
 
+def test_a_vm_server_shows_the_golden_image_its_system_disk_was_cloned_from(hub):
+    hub.create_user("vic")
+    hub.start_server("vic", {"profile": "ubuntu-vm"})
+    hub.stop_server("vic")
+    image = f"{GOLDEN_IMAGE[1]} ({parse_image_name(GOLDEN_IMAGE[1]).version})"  # the demo's image is versioned
+    session = login(hub, "vic")
+    page = session.get(hub.service_url(), timeout=60)  # through the hub's OAuth: the session's cookie
+    assert page.status_code == 200 and f'data-field="system_image" title="The golden image this server\'s system disk was cloned from">{image}<' \
+        in page.text.replace("&#39;", "'"), page.text
+    (server,) = session.get(hub.service_url("api/workspaces"), timeout=60).json()["servers"]
+    assert (server["kind"], server["phase"]) == ("vm", "Stopped")
+    assert f"{server['system_image']} ({server['system_image_version']})" == image
+
+
 def test_expanding_the_home_stays_within_the_disk_quota(hub, ledger_url):
     alice = token_of(hub, "alice")
     r = requests.post(hub.service_url("api/workspaces/alice/expand"), headers=alice,
@@ -288,7 +305,7 @@ def test_rebuilding_the_system_disk_of_her_stopped_vm(hub, cluster, ledger_url):
 
     ident = VMIdentity.for_workspace(namespace="default", user_name="alice", kubespawner_username="alice",
                                      base_name="ws-alice--desk", home_pvc="home-alice", server_name="desk")
-    settings = VMSettings(golden_image="ubuntu-22.04-gpu", golden_image_namespace="golden-images", root_disk_size="2Gi")
+    settings = VMSettings(golden_image=GOLDEN_IMAGE[1], golden_image_namespace=GOLDEN_IMAGE[0], root_disk_size="2Gi")
     stopped = Status(Phase.STOPPED, server="desk")
     dvs = ("cdi.kubevirt.io", "v1beta1", "default", "datavolumes")
     with core_and_custom(cluster) as (_core, custom):

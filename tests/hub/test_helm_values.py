@@ -246,7 +246,7 @@ def test_root_disk_pool_equals_the_config_piece():
     expected = Config()
     exec(compile(piece.read_text(), piece.name, "exec"), {"c": expected})
     loaded = z2jh_config(without_config_files(our_values()), secrets=SECRETS)
-    assert loaded.RootDiskPool.ready_disks == expected.RootDiskPool.ready_disks == {"ubuntu-22.04-gpu": 1}
+    assert loaded.RootDiskPool.ready_disks == expected.RootDiskPool.ready_disks == {"ubuntu-22.04-gpu-2026-11": 1}
 
 
 def test_chart_config_passes_start_up_check():
@@ -302,11 +302,11 @@ def test_readme_golden_image_example_is_accepted(kubeconfig, tmp_path):
     assert applied.returncode == 0, applied.stderr
     listed = kubectl(["kubectl", "-n", "golden-images", "get", "datasource,dv", "-o", "name"])
     assert sorted(listed.stdout.split()) == [
-        "datasource.cdi.kubevirt.io/ubuntu-22.04-gpu",
-        "datavolume.cdi.kubevirt.io/ubuntu-22.04-gpu",
+        "datasource.cdi.kubevirt.io/ubuntu-22.04-gpu-2026-11",
+        "datavolume.cdi.kubevirt.io/ubuntu-22.04-gpu-2026-11",
     ]
     names_in_values = our_values()["hub"]["config"]["WorkspaceSpawner"]
-    assert (names_in_values["vm_golden_image_namespace"], names_in_values["vm_golden_image"]) == ("golden-images", "ubuntu-22.04-gpu")
+    assert (names_in_values["vm_golden_image_namespace"], names_in_values["vm_golden_image"]) == ("golden-images", "ubuntu-22.04-gpu-2026-11")
 
 
 def every_user_scopes(c) -> set[str]:

@@ -18,7 +18,10 @@ PVC); a VM on the code-server profile serves the real VS Code workbench
 (the same code-server binary as the containers'); a running 1-GPU VM, whose
 virt-launcher Pod carries the VMI's labels (so the hub's Pod cache holds
 it, as on a real cluster), leaves 7 of the node's 8 GPUs free on another
-user's spawn form, and its disks list the VM once as their user. On both
+user's spawn form, and its disks list the VM once as their user; the spawn
+page names each VM profile's golden image with its version, and after a
+start on one image a profile on another says the user's system disk was
+cloned from the first. On both
 control planes (tests/support/planes.py).
 """
 
@@ -35,6 +38,7 @@ from tests.support import codeserver, planes
 from tests.support.faultcases import wait_until
 from tests.support.hubharness import CONFIG_D, Hub, core_and_custom, login, progress_of_a_start
 from workspacespawner.backends.vm.manifests import ENV_FILE
+from workspacespawner.config.goldenimages import parse_image_name
 from workspacespawner.core import names
 from workspacespawner.core.milestones import LADDER, Milestone
 from workspacespawner.demo import GOLDEN_IMAGE
@@ -58,6 +62,11 @@ c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
         "display_name": "VM with its home as a disk",
         "slug": "vm-home-disk",
         "kubespawner_override": {"workspace_kind": "vm", "vm_home_via": "disk"},
+    },
+    {
+        "display_name": "VM from next month's image",
+        "slug": "vm-next-image",
+        "kubespawner_override": {"workspace_kind": "vm", "vm_golden_image": "ubuntu-22.04-gpu-2026-12"},
     },
     {
         "display_name": "VM from an image that is not ready",
@@ -201,6 +210,23 @@ def test_disk_list_shows_a_stopped_vms_disks_as_stopped(hub, kube, cluster, caps
     assert disk.main(["list", "wes", "--json", "--kubeconfig", str(cluster.kubeconfig), "--namespace", "default"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert sorted((row["role"], row["phase"]) for row in rows) == [("home", "Stopped"), ("root", "Stopped")], rows
+
+
+def test_the_spawn_page_names_each_vm_profiles_image_and_the_one_the_disk_came_from(hub):
+    """After a start on one image, a profile on another says the user's system disk stays cloned from the first."""
+    hub.create_user("ivo")
+    before = login(hub, "ivo").get(f"{hub.url}/hub/spawn", timeout=60)
+    assert before.ok and "Your system disk" not in before.text, before.text  # no root disk yet
+    hub.start_server("ivo", {"profile": "ubuntu-vm"})
+    hub.stop_server("ivo")
+    page = login(hub, "ivo").get(f"{hub.url}/hub/spawn", timeout=60)
+    assert page.ok, page.text
+    cards = {chunk.split('"', 1)[0]: chunk for chunk in page.text.split('data-slug="')[1:]}
+    image = f"{GOLDEN_IMAGE[1]} ({parse_image_name(GOLDEN_IMAGE[1]).version})"  # the demo's image is versioned
+    assert f"System image: {image}" in cards["ubuntu-vm"] and "Your system disk" not in cards["ubuntu-vm"]
+    assert "System image: ubuntu-22.04-gpu-2026-12 (2026-12)" in cards["vm-next-image"]
+    assert f"Your system disk: cloned from {image}" in cards["vm-next-image"]
+    assert "System image" not in cards["jupyterlab-cpu"]
 
 
 def phase_of(obj: dict) -> str | None:

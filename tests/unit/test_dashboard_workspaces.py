@@ -115,3 +115,24 @@ def test_a_stopped_servers_disks_are_those_that_last_served_it():
                pvc("alice", "gone", phase="Retained", server="train")]
     data = my_workspaces("alice", hub_user(train={"stopped": True}), objects, None, now=NOW)
     assert [d["name"] for d in data["servers"][0]["disks"]] == ["home-alice-train"]
+
+
+def datavolume(user, name, server, **annotations):
+    """A root DataVolume (and the PVC CDI made of it, listed first as the caches may) that last served ``server``."""
+    claim = pvc(user, name, "40Gi", role="root", server=server)
+    dv = {**claim, "kind": "DataVolume", "metadata": {**claim["metadata"], "annotations": {
+        **claim["metadata"]["annotations"], **annotations}},
+        "spec": {"sourceRef": {"kind": "DataSource", "name": "ubuntu-24.04-gpu-2026-11", "namespace": "golden-images"}}}
+    return [claim, dv]
+
+
+def test_a_vm_server_shows_the_golden_image_its_root_disk_was_cloned_from():
+    objects = [*datavolume("alice", "ws-alice-root", "", **{names.GOLDEN_IMAGE_ANNOTATION: "golden-images/ubuntu-24.04-gpu-2026-09"}),
+               *datavolume("alice", "ws-alice-lab-root", "lab"), pvc("alice", "home-alice", server="")]
+    servers = {"": {"stopped": True}, "lab": {"stopped": True}, "cpu": {"stopped": True}}
+    data = my_workspaces("alice", hub_user(**servers), objects, None, now=NOW)
+    default, cpu, lab = data["servers"]
+    assert (default["kind"], default["system_image"], default["system_image_version"]) == \
+        ("vm", "ubuntu-24.04-gpu-2026-09", "2026-09")  # the annotation: what it was cloned from, as named then
+    assert (lab["system_image"], lab["system_image_version"]) == ("ubuntu-24.04-gpu-2026-11", "2026-11")  # its sourceRef
+    assert (cpu["kind"], cpu["system_image"]) == ("container", "")

@@ -133,6 +133,39 @@ def test_the_form_preselects_the_last_choice_while_it_still_holds():
     assert not re.search(r'value="\w+"\s*checked', render_form(blocked, live_url="/x", user_options={"profile": "cpu"}))
 
 
+VM_DEFAULTS = {**DEFAULTS, "vm_golden_image": "ubuntu-24.04-gpu-2026-11", "vm_golden_image_namespace": "golden-images"}
+VM_PROFILES = [
+    {"slug": "vm-new", "display_name": "VM", "kubespawner_override": {"workspace_kind": "vm"}},
+    {"slug": "vm-old", "display_name": "VM, old image",
+     "kubespawner_override": {"workspace_kind": "vm", "vm_golden_image": "ubuntu-22.04-gpu"}},
+    PROFILES[0],
+]
+
+
+def test_a_vm_card_names_its_system_image_and_the_one_the_users_disk_came_from():
+    new, old, cpu = [card(p, VM_DEFAULTS, None, None, None, root_disk_image="golden-images/ubuntu-24.04-gpu-2026-09")
+                     for p in VM_PROFILES]
+    assert (new.system_image, new.system_image_version) == ("ubuntu-24.04-gpu-2026-11", "2026-11")
+    assert (new.disk_image, new.disk_image_version) == ("ubuntu-24.04-gpu-2026-09", "2026-09")
+    assert (old.system_image, old.system_image_version) == ("ubuntu-22.04-gpu", "no version in its name")
+    assert (cpu.system_image, cpu.disk_image) == ("", "")  # a container has no system image
+    same = card(VM_PROFILES[0], VM_DEFAULTS, None, None, None, root_disk_image="golden-images/ubuntu-24.04-gpu-2026-11")
+    assert same.disk_image == ""  # cloned from this very image: nothing to say
+    other_namespace = card(VM_PROFILES[0], VM_DEFAULTS, None, None, None, root_disk_image="lab/ubuntu-24.04-gpu-2026-11")
+    assert other_namespace.disk_image == "ubuntu-24.04-gpu-2026-11"
+    assert card(VM_PROFILES[0], VM_DEFAULTS, None, None, None).disk_image == ""  # no root disk yet
+
+    cards = [card(p, VM_DEFAULTS, None, None, None, root_disk_image="golden-images/ubuntu-24.04-gpu-2026-09")
+             for p in VM_PROFILES]
+    form = render_form(SpawnPage(VM_PROFILES, cards, balance(None, None, 0)), live_url="/x", user_options={})
+    assert "System image: ubuntu-24.04-gpu-2026-11 (2026-11)" in form
+    assert "System image: ubuntu-22.04-gpu (no version in its name)" in form
+    assert form.count("Your system disk: cloned from ubuntu-24.04-gpu-2026-09 (2026-09)") == 2
+    assert form.count("System image:") == 2
+    assert json.loads(json.dumps(page_data(cards, balance(None, None, 0), NOW)))["cards"]["vm-new"]["system_image"] == \
+        "ubuntu-24.04-gpu-2026-11"
+
+
 def test_the_page_cache_shares_one_gathering_and_keeps_it_for_the_ttl():
     now = [0.0]
     cache = PageCache(ttl=5, clock=lambda: now[0])

@@ -9,7 +9,8 @@ is there, used bytes per PersistentVolumeClaim name (the seam of
 :mod:`workspacespawner.dashboard.prometheus`: ``kubelet_volume_stats_used_bytes``).
 A server's compute is found by our owner labels and kubespawner's
 user/server annotations (:func:`~workspacespawner.core.names.server_of`),
-never by name.
+never by name; a VM server's golden image, from its root DataVolume
+(the ``workspacespawner.io/golden-image`` annotation, else its ``spec.sourceRef``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
+from workspacespawner.config.goldenimages import cloned_from, image_name, version_label
 from workspacespawner.core import names
 from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
 from workspacespawner.core.quantities import gib, parse_quantity
@@ -49,7 +51,9 @@ class DiskRow:
 class WorkspaceRow:
     """One server of the user: ``server`` (``""``: default), ``kind`` (container, vm), ``phase`` and ``reason``,
     ``profile`` (its slug), ``node``, ``cpu`` (cores), ``memory`` (bytes), ``gpus`` and ``gpu_type`` it holds now,
-    its ``disks``, ``running_since`` (RFC 3339, ``""`` when stopped), ``card_hours`` this month (None: quotas off)."""
+    its ``disks``, ``running_since`` (RFC 3339, ``""`` when stopped), ``card_hours`` this month (None: quotas off);
+    for a VM, ``system_image``: the golden image (DataSource name) its root disk was cloned from, and
+    ``system_image_version`` its version (``2026-11``, or ``no version in its name``; both ``""`` when unknown)."""
 
     server: str
     kind: str
@@ -64,6 +68,8 @@ class WorkspaceRow:
     disks: list[DiskRow] = field(default_factory=list)
     running_since: str = ""
     card_hours: float | None = None
+    system_image: str = ""
+    system_image_version: str = ""
 
 
 @dataclass(frozen=True)
@@ -143,13 +149,26 @@ def disk_row(obj: dict, used: dict[str, int] | None) -> DiskRow:
     )
 
 
-def _disks_of_server(server: str, compute: dict | None, disks: list[dict], used) -> list[DiskRow]:
+def _disks_of_server(server: str, compute: dict | None, disks: list[dict]) -> list[dict]:
     if compute is not None:
         mine = [d for d in disks if uses_claim(compute, _meta(d)["name"])]
     else:
         mine = [d for d in disks if phase_of(d) not in (str(Phase.RETAINED), str(Phase.DELETING_DISK))
                 and (Status.from_object(d).server if Status.from_object(d) else "") == server]
-    return [disk_row(d, used) for d in sorted(mine, key=lambda d: _meta(d)["name"])]
+    return sorted(mine, key=lambda d: _meta(d)["name"])
+
+
+def system_image(server_disks: list[dict], objects: list[dict]) -> tuple[str, str]:
+    """``(image, version)``: the golden image (DataSource name) a server's root disk was cloned from
+    (:func:`~workspacespawner.config.goldenimages.cloned_from` of its DataVolume in ``objects``) and its version
+    (:func:`~workspacespawner.config.goldenimages.version_label`); ``("", "")`` without a root disk that says one."""
+    roots = {_meta(d)["name"] for d in server_disks if (_meta(d).get("labels") or {}).get(names.DISK_LABEL) == names.ROOT_DISK}
+    for obj in objects:
+        if obj.get("kind") == DATA_VOLUME.kind and _meta(obj).get("name") in roots:
+            found = cloned_from(obj)
+            if found:
+                return image_name(found), version_label(image_name(found))
+    return "", ""
 
 
 def workspace_rows(user: str, hub_user: dict, objects: list[dict], month: MonthBalance | None,
@@ -169,9 +188,11 @@ def workspace_rows(user: str, hub_user: dict, objects: list[dict], month: MonthB
         gpus = gpus_held(obj) if live else 0
         labels = _meta(nodes.get(node) or {}).get("labels") or {}
         options = model.get("user_options") or {}
+        mine = _disks_of_server(server, obj if live else None, disks)
+        image, version = system_image(mine, objects)
         rows.append(WorkspaceRow(
             server=server,
-            kind="vm" if (obj or {}).get("kind") == VMI.kind or options.get("kind") == "vm" else "container",
+            kind="vm" if (obj or {}).get("kind") == VMI.kind or options.get("kind") == "vm" or image else "container",
             phase=phase,
             reason=_reason(obj) if live else "",
             profile=str(options.get("profile") or ""),
@@ -180,7 +201,9 @@ def workspace_rows(user: str, hub_user: dict, objects: list[dict], month: MonthB
             memory=memory,
             gpus=gpus,
             gpu_type=labels.get(GPU_PRODUCT_LABEL, "") if gpus else "",
-            disks=_disks_of_server(server, obj if live else None, disks, used),
+            disks=[disk_row(d, used) for d in mine],
+            system_image=image,
+            system_image_version=version,
             running_since=_running_since(obj) if live else "",
             card_hours=round(month.card_hours_of(server), 4) if month is not None else None,
         ))

@@ -9,7 +9,9 @@
   while the watch runs);
 - the GPUs free now (:class:`~workspacespawner.workspace.gpus.GPUCapacity`:
   the Pod and VMI watches, and one Node LIST per ``node_ttl`` for the whole hub);
-- the card-hour weights (the hub's ``c.GPUEconomy``, read once per process).
+- the card-hour weights (the hub's ``c.GPUEconomy``, read once per process);
+- for VM profiles, the golden image this server's root disk was cloned from
+  (the VM and DataVolume watches, :meth:`~workspacespawner.spawner.WorkspaceSpawner.cached_root_disk`).
 
 :class:`PageCache` keeps each user's result for a few seconds, so the page's
 live refresh reads nothing at all on most requests.
@@ -23,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from workspacespawner import useroptions
+from workspacespawner.config.goldenimages import cloned_from
 from workspacespawner.config.teampools import pool_of_profile
 from workspacespawner.core import names
 from workspacespawner.k8s.kinds import PVC
@@ -32,7 +35,8 @@ from workspacespawner.spawnpage.model import Balance, Card, balance, card, page_
 from workspacespawner.workspace.disks import requested_bytes
 
 #: Spawner settings a profile's ``kubespawner_override`` may set, which a card shows when it does not.
-CARD_DEFAULTS = ("workspace_kind", "ide", "cpu_limit", "mem_limit", "vm_gpu_device_name")
+CARD_DEFAULTS = ("workspace_kind", "ide", "cpu_limit", "mem_limit", "vm_gpu_device_name", "vm_golden_image",
+                 "vm_golden_image_namespace")
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,14 @@ async def disk_bytes(spawner) -> int:
     return sum(requested_bytes(c) for c in claims if names.owned_by(c.get("metadata") or {}, user))
 
 
+async def root_disk_image(spawner, profiles: list[dict], defaults: dict) -> str | None:
+    """``namespace/name`` of the golden image this server's VM root disk was cloned from
+    (:func:`~workspacespawner.config.goldenimages.cloned_from`), from the shared VM and DataVolume watches; None when
+    it has no root disk, or none of ``profiles`` is a VM profile (then no VM watch is started)."""
+    kinds = {(p.get("kubespawner_override") or {}).get("workspace_kind", defaults["workspace_kind"]) for p in profiles}
+    return cloned_from(await spawner.cached_root_disk()) if "vm" in kinds else None
+
+
 async def gather(spawner) -> SpawnPage:
     """The :class:`SpawnPage` of ``spawner``'s user now (profiles, GPUs free, usage, disks)."""
     groups = useroptions.group_names(spawner)
@@ -67,8 +79,9 @@ async def gather(spawner) -> SpawnPage:
     defaults = {name: getattr(spawner, name) for name in CARD_DEFAULTS}
     team = await placementnotes.team_gpu_pools(spawner, profiles)
     economy = spawner.services.economy
-    cards = [replace(card(profile, defaults, team.get(pool_of_profile(profile), pools), usage, limits, economy),
-                     **await placementnotes.notes(spawner, profile)) for profile in profiles]
+    root_image = await root_disk_image(spawner, profiles, defaults)
+    cards = [replace(card(profile, defaults, team.get(pool_of_profile(profile), pools), usage, limits, economy,
+                          root_image), **await placementnotes.notes(spawner, profile)) for profile in profiles]
     return SpawnPage(profiles, cards, balance(usage, limits, used_disk))
 
 

@@ -11,7 +11,8 @@ start applies it), with the spawner's own settings where it sets nothing:
 ``workspace_kind``, ``ide``, ``cpu_limit`` (cores), ``mem_limit``,
 ``vm_gpu_device_name``, the GPU resource of ``extra_resource_limits``
 (``nvidia.com/gpu``, a MIG slice, a time-sliced share) and the
-``nvidia.com/gpu.product`` node selector. Its cost is in weighted
+``nvidia.com/gpu.product`` node selector; a VM profile's golden image
+(``vm_golden_image``) with its version. Its cost is in weighted
 card-hours per hour (``c.GPUEconomy.card_hour_weights``): one number when
 the profile names its GPU type or every type costs the same, else a range
 over the types of its resource the cluster has (the types the weights list
@@ -23,6 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
+from workspacespawner.config.goldenimages import image_name, version_label
 from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.profiles import gpu_limit
 from workspacespawner.core.gpuresources import DEVICE, GPU_PRODUCT_LABEL, MIG, GPUResource, parse_gpu_resource
@@ -118,6 +120,10 @@ class Card:
     (:func:`~workspacespawner.workspace.poolholders.describe`);
     ``prefers_note``: which GPU types it tries first
     (:func:`~workspacespawner.workspace.placement.prefers_sentence`); None: nothing to say.
+    ``system_image``: for a VM profile, the golden image (DataSource name) a new root disk is cloned from, and
+    ``system_image_version`` its version (:func:`~workspacespawner.config.goldenimages.version_label`); ``disk_image``
+    and ``disk_image_version``: the image the user's existing root disk was cloned from, when it is another one
+    (``""``: no root disk yet, or the same image; a container profile says none of these).
     """
 
     slug: str
@@ -134,6 +140,10 @@ class Card:
     selectable: bool = True
     pool_note: str | None = None
     prefers_note: str | None = None
+    system_image: str = ""
+    system_image_version: str = ""
+    disk_image: str = ""
+    disk_image_version: str = ""
     gpu_resource: str = "nvidia.com/gpu"
     gpu_kind: str = ""
     card_hours_from: float = 0.0
@@ -147,6 +157,21 @@ class Card:
 
     def to_json(self) -> dict:
         return {**asdict(self), "group": self.group}
+
+
+def system_images(kind: str, override: dict, defaults: dict, root_disk_image: str | None) -> dict[str, str]:
+    """The :class:`Card`'s ``system_image*`` and ``disk_image*`` fields of a profile of ``kind`` whose
+    ``kubespawner_override`` is ``override`` (``vm_golden_image`` and ``vm_golden_image_namespace``, else
+    ``defaults``'); ``root_disk_image``: ``namespace/name`` the user's root disk was cloned from (None: no disk)."""
+    name = str(override.get("vm_golden_image", defaults.get("vm_golden_image")) or "")
+    if kind != "vm" or not name:
+        return {}
+    namespace = override.get("vm_golden_image_namespace", defaults.get("vm_golden_image_namespace")) or ""
+    found = {"system_image": name, "system_image_version": version_label(name)}
+    if root_disk_image and root_disk_image != f"{namespace}/{name}":
+        disk = image_name(root_disk_image)
+        found.update(disk_image=disk, disk_image_version=version_label(disk))
+    return found
 
 
 def _profile_facts(profile: dict, defaults: dict, declared=()) -> dict:
@@ -226,13 +251,15 @@ def free_unit(resource: str, product: str) -> str:
 
 
 def card(profile: dict, defaults: dict, pools: dict[tuple[str, str], GPUPool] | None, usage: Usage | None,
-         limits: Limits | None, economy: GPUEconomy | None = None) -> Card:
+         limits: Limits | None, economy: GPUEconomy | None = None, root_disk_image: str | None = None) -> Card:
     """The :class:`Card` of ``profile`` (a profile_list entry); ``defaults``: the spawner's settings a profile may override.
 
     ``pools``: GPUs free now by ``(resource, product)`` (None: unknown; the
     card then says nothing of free GPUs). ``economy``: the card-hour
     weights (default: none set). The user's own limits come first: a card
-    they refuse is not selectable.
+    they refuse is not selectable. ``root_disk_image``: ``namespace/name`` of
+    the golden image the user's VM root disk was cloned from (None: no root
+    disk yet; :func:`system_images`).
     """
     economy = economy if economy is not None else GPUEconomy()
     facts = _profile_facts(profile, defaults, economy.declared())
@@ -248,7 +275,8 @@ def card(profile: dict, defaults: dict, pools: dict[tuple[str, str], GPUPool] | 
     return Card(slug=profile.get("slug", ""), card_hours_per_hour=gpus * most, gpus_free=free, gpus_total=total,
                 blocked=blocked, selectable=selectable, gpu_kind=gpu_units(gpus, resource, product) if gpus else "",
                 card_hours_from=gpus * least, cost=cost_sentence(gpus, least, most),
-                free_unit=free_unit(resource, product), **facts)
+                free_unit=free_unit(resource, product), **facts,
+                **system_images(facts["kind"], profile.get("kubespawner_override") or {}, defaults, root_disk_image))
 
 
 def page_data(cards: list[Card], shown: Balance, now: datetime) -> dict:

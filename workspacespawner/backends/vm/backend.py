@@ -19,6 +19,7 @@ from workspacespawner.backends.vm.rootdisk import current_root_disk
 from workspacespawner.backends.vm.status import VMKindStatus
 from workspacespawner.backends.vm.tiers import VMTiers, vm_tiers
 from workspacespawner.backends.vm.workspace import VMWorkspace, cached_vm_and_disks
+from workspacespawner.core import names
 from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.core.tasks import BackgroundTasks
 from workspacespawner.workspace.lifecycle import Observed, Status, WorkspaceRef
@@ -81,18 +82,31 @@ class VMBackend(Backend):
         """The workspace's names; ``fresh``: from the current templates, its root disk as the watch caches show it
         (:func:`.rootdisk.current_root_disk`: the VM's, else the one of its slot, else ``<vm>-root``)."""
         if fresh or self.ident is None:
-            n = self.naming
-            ident = VMIdentity.for_workspace(
-                namespace=n.namespace,
-                user_name=n.user_name,
-                kubespawner_username=n.kubespawner_username,
-                base_name=n.base_name,
-                home_pvc=home_pvc or "",
-                server_name=n.server_name,
-            )
-            vm, datavolumes = cached_vm_and_disks(ident)
-            self.ident = replace(ident, root_disk=current_root_disk(ident, vm, datavolumes))
+            self.ident, _ = self._cached_identity(home_pvc)
         return self.ident
+
+    def _cached_identity(self, home_pvc: str | None) -> tuple[VMIdentity, list[dict]]:
+        """The workspace's names from the current templates, its root disk as the watch caches show it, and the
+        namespace's cached DataVolumes."""
+        n = self.naming
+        ident = VMIdentity.for_workspace(
+            namespace=n.namespace,
+            user_name=n.user_name,
+            kubespawner_username=n.kubespawner_username,
+            base_name=n.base_name,
+            home_pvc=home_pvc or "",
+            server_name=n.server_name,
+        )
+        vm, datavolumes = cached_vm_and_disks(ident)
+        return replace(ident, root_disk=current_root_disk(ident, vm, datavolumes)), datavolumes
+
+    def cached_root_disk(self) -> dict | None:
+        """The workspace's root DataVolume (``cdi.kubevirt.io/v1beta1``) as the shared watch caches hold it now; None
+        when it has none yet or those watches do not run (:meth:`watch` starts them). Reads only: the names a start
+        keeps are left alone."""
+        ident, datavolumes = self._cached_identity(None)
+        return next((dv for dv in datavolumes if (dv.get("metadata") or {}).get("name") == ident.root_disk
+                     and names.owned_by(dv.get("metadata") or {}, ident.user_name)), None)
 
     def use_root_disk(self, name: str) -> None:
         """From now on the workspace's root disk is DataVolume ``name`` (a pool disk this start claimed)."""

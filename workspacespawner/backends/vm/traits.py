@@ -31,7 +31,7 @@ class VMTraits(HasTraits):
     )
 
     vm_golden_image = Unicode(
-        "ubuntu-22.04-gpu",
+        "ubuntu-22.04-gpu-2026-11",
         config=True,
         help="""Name of the CDI DataSource (golden image) a new root disk is cloned from. Usually set per profile.""",
     )
