@@ -28,6 +28,7 @@ from tests.cluster.test_vm_workspace import (
     stored,
     workspace,
 )
+from tests.support.invariants import violations
 from workspacespawner.backends.vm.manifests import VMIdentity, root_disk_of
 from workspacespawner.backends.vm.pool import POOL_SELECTOR, RootDiskPoolKeeper, shape_for
 from workspacespawner.backends.vm.rootdisk import current_root_disk
@@ -205,6 +206,11 @@ async def test_a_new_golden_image_retires_the_old_pool_disks_but_never_a_claimed
     assert {r.disk for r in retired} == first - {claimed} and {r.result for r in retired} == {"ok: pool disk retired"}
     for name in fresh:
         assert (thread.call(lambda c, n=name: claim_file(c, n)) or "") == "v2\n"
+    assert violations(thread.cluster) == []  # retiring nobody's pool disks deletes no one's disk
+    _t, custom_api, _c = kube
+    group, version, plural = DATA_VOLUMES
+    await custom_api.delete_namespaced_custom_object(group, version, NS, plural, claimed)
+    assert violations(thread.cluster) == [f"datavolumes {NS}/{claimed} was deleted outside a purge"]  # a claimed one is the user's
 
 
 async def repoint_datasource(kube, name: str, pvc: str) -> None:

@@ -6,7 +6,11 @@ ready, another user's first start takes it: no DataVolume of that user's
 is created, the spawn's progress shows no clone, the VM boots from the pool
 disk and the pool refills. The claimed disk is the user's from then on:
 listed as their root disk, counted in their disks, kept across a stop and
-used again by the next start; the claim is in the audit trail.
+used again by the next start; the claim is in the audit trail. Faults on
+the claim: a rival's claim first (422) passes to the next ready disk, an
+API error (500) that lasts past the retries falls back to a clone and leaves
+the pool disk in the pool.
+The invariants hold after each (no disk deleted but retired pool disks).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import pytest
 from tests.support import planes
 from tests.support.faultcases import wait_until
 from tests.support.hubharness import CONFIG_D, Hub, login, progress_of_a_start
+from tests.support.invariants import assert_invariants
 from workspacespawner.admin import disk
 from workspacespawner.backends.vm.manifests import root_disk_of
 from workspacespawner.core import names
@@ -31,7 +36,8 @@ DV = ("cdi.kubevirt.io", "v1beta1", "default", "datavolumes")
 
 @pytest.fixture(scope="module")
 def cluster(control_plane, tmp_path_factory):
-    with planes.running(control_plane, tmp_path_factory.mktemp("cluster"), golden=True) as cluster:
+    proxy = {"fault_proxy": True} if control_plane == "real" else {}  # the claim's faults, and the request log
+    with planes.running(control_plane, tmp_path_factory.mktemp("cluster"), golden=True, **proxy) as cluster:
         yield cluster
 
 
@@ -118,3 +124,40 @@ def test_a_first_start_takes_the_ready_pool_disk_and_the_pool_refills(hub, kube,
         log.dispose()
     assert (claim.disk, claim.actor, claim.result, claim.after) == (name, "system", "ok", {"root_disk": name, "vm": vm["metadata"]["name"]})
     assert pool_records == [("create", "ok: pool disk")]  # cloned for the pool, then claimed: never retired
+
+
+POOL_DISK_PATH = r"/namespaces/default/datavolumes/pool-[^/]+$"
+
+
+def first_start_with_a_fault(hub, cluster, custom, user: str, status: int, reason: str, count: int = 1) -> dict:
+    """``user``'s first VM start while the next ``count`` claims of a pool disk answer ``status``; returns their root
+    DataVolume."""
+    assert wait_until(lambda: ready_pool_disk(custom) is not None, timeout=120)
+    cluster.faults.add("PATCH", POOL_DISK_PATH, status=status, reason=reason, message="injected on the claim", count=count)
+    hub.create_user(user)
+    try:
+        hub.start_server(user, {"profile": "ubuntu-vm"})
+    finally:
+        cluster.faults.clear()
+    [mine] = datavolumes(custom, names.owner_selector(user))
+    assert root_disk_of(the_vm(custom, user)) == mine["metadata"]["name"]
+    hub.stop_server(user)
+    return mine
+
+
+def test_a_claim_a_rival_won_passes_to_the_next_disk_or_clones(hub, kube, cluster):
+    _core, custom = kube
+    mine = first_start_with_a_fault(hub, cluster, custom, "rita", 422, "Invalid")
+    assert mine["metadata"]["annotations"][names.ROOT_SLOT_ANNOTATION] == the_vm(custom, "rita")["metadata"]["name"]
+    assert_invariants(cluster)
+
+
+def test_an_api_error_on_the_claim_falls_back_to_a_clone_and_keeps_the_pool_disk(hub, kube, cluster):
+    """A 500 is retried (as every transient API error); one that lasts makes the start clone instead."""
+    _core, custom = kube
+    waiting = ready_pool_disk(custom) or {}
+    mine = first_start_with_a_fault(hub, cluster, custom, "omar", 500, "InternalError", count=10_000)
+    vm = the_vm(custom, "omar")
+    assert mine["metadata"]["name"] == f"{vm['metadata']['name']}-root"  # cloned: the pool is a shortcut, not a need
+    assert names.OWNER_LABEL not in (ready_pool_disk(custom) or waiting)["metadata"]["labels"]
+    assert_invariants(cluster)

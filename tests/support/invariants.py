@@ -16,7 +16,10 @@ checked (DESIGN.md, Invariants 1 and 2-3):
   PersistentVolumeClaim or CDI DataVolume (one by name, or a collection)
   other than those named in ``purged``. Claims the cluster deletes itself
   (a Pod's generic ephemeral volume, with its owner) never reach the API and
-  are not counted.
+  are not counted. A pool disk (created labelled ``workspacespawner.io/disk:
+  pool``, nobody's) that no start claimed may be retired, by a DELETE with
+  ``uid`` and ``resourceVersion`` preconditions; once claimed it is a user's
+  disk like any other.
 * **one consumer per ReadWriteOnce disk**: from the cluster's attacher
   (:mod:`workspacespawner.localcluster.attacher`), no ReadWriteOnce or
   ReadWriteOncePod claim ever had two Pods or VMIs using it at once, on one
@@ -74,6 +77,37 @@ def disk_deletes(cluster) -> list[tuple[str, str, str | None]]:
     return found
 
 
+def _labels_set_by(operations) -> dict | None:
+    """The labels a JSON Patch (a list of operations) replaces whole, or None."""
+    if not isinstance(operations, list):
+        return None
+    return next((op.get("value") for op in operations if op.get("path") == "/metadata/labels" and op.get("op") == "replace"), None)
+
+
+def retired_pool_disks(cluster) -> set[tuple[str, str]]:
+    """``(namespace, name)`` of the pool disks deleted while still nobody's, each with ``uid`` and ``resourceVersion``
+    preconditions (from the request log): created as pool disks, never relabelled by a claim."""
+    created, claimed, retired = set(), set(), set()
+    for request in cluster.requests.records:
+        match = _DISK_PATH.search(request.path)
+        if not match or match["plural"] != "datavolumes" or not 200 <= request.status < 300:
+            continue
+        body = request.body or {}
+        if request.method == "POST":
+            labels = (body.get("metadata") or {}).get("labels") or {}
+            if labels.get(names.DISK_LABEL) == names.POOL_DISK and names.OWNER_LABEL not in labels:
+                created.add((match["ns"], body["metadata"]["name"]))
+        elif request.method == "PATCH" and match["name"]:
+            labels = _labels_set_by(body)
+            if labels is not None and labels.get(names.DISK_LABEL) != names.POOL_DISK:
+                claimed.add((match["ns"], match["name"]))
+        elif request.method == "DELETE" and match["name"]:
+            preconditions = body.get("preconditions") or {} if isinstance(body, dict) else {}
+            if preconditions.get("uid") and preconditions.get("resourceVersion"):
+                retired.add((match["ns"], match["name"]))
+    return (created - claimed) & retired
+
+
 def cluster_objects(cluster, group: str, version: str, plural: str) -> list[dict]:
     """Every object of a kind on ``cluster``: from the embedded store, or listed from a real plane's API server."""
     store = getattr(cluster, "store", None)
@@ -106,11 +140,11 @@ def _access_modes(cluster, namespace: str, name: str) -> set[str] | None:
 
 def violations(cluster, *, purged=(), shared=()) -> list[str]:
     """What breaks the invariants on ``cluster`` (see the module docstring), as sentences; empty when all hold."""
-    found = []
+    found, pool = [], retired_pool_disks(cluster)
     for plural, namespace, name in disk_deletes(cluster):
         if name is None:
             found.append(f"a collection of {plural} in {namespace} was deleted")
-        elif name not in purged:
+        elif name not in purged and (namespace, name) not in pool:
             found.append(f"{plural} {namespace}/{name} was deleted outside a purge")
     attacher = cluster.attacher
     for claim, most in sorted(attacher.max_consumers().items()):
