@@ -56,7 +56,7 @@ from workspacespawner.workspace import lifecycle
 from workspacespawner.workspace.attach import ATTACH_GRACE_SECONDS, holder_of
 from workspacespawner.workspace.disks import DiskOpError
 from workspacespawner.workspace.lifecycle import SYSTEM
-from workspacespawner.workspace.rootdisk import root_disk_of
+from workspacespawner.workspace.rootdisk import root_disk_of, vm_of_server
 
 log = logging.getLogger("workspacespawner")
 
@@ -142,16 +142,6 @@ def make_golden_datasource(*, name: str, namespace: str, source: str, source_nam
     return {"apiVersion": DATA_SOURCE.api_version, "kind": DATA_SOURCE.kind,
             "metadata": _golden_meta(name, namespace, provenance),
             "spec": {"source": {source: {"namespace": source_namespace, "name": source_name}}}}
-
-
-def vm_of_server(vms: list[dict], user: str, server: str) -> dict | None:
-    """``user``'s VirtualMachine of JupyterHub server ``server`` (``""``: the default) among ``vms``: owned by the user
-    (owner labels and exact name), its template annotated with that server name; None if there is none."""
-    for vm in sorted(vms, key=lambda v: _meta(v).get("name", "")):
-        template = (((vm.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("annotations") or {}
-        if names.owned_by(_meta(vm), user) and template.get(names.SERVER_ANNOTATION, "") == server:
-            return vm
-    return None
 
 
 # -- the operation --------------------------------------------------------------------------------------------------

@@ -67,12 +67,11 @@ from workspacespawner.workspace.rootdisk import (
     rebuilt_name,
     repoint_operations,
     root_disk_of,
+    vm_of_server,
 )
 
 log = logging.getLogger("workspacespawner")
 
-#: The template annotation that says which JupyterHub server a VM is (``""``: the default).
-SERVER_ANNOTATION = "hub.jupyter.org/servername"
 ACTION = "rebuild"
 
 
@@ -97,18 +96,9 @@ def _annotations(obj: dict | None) -> dict:
     return _meta(obj).get("annotations") or {}
 
 
-def server_of_vm(vm: dict) -> str:
-    """The JupyterHub server a VirtualMachine is (its template's :data:`SERVER_ANNOTATION`; ``""``: the default)."""
-    template = ((vm.get("spec") or {}).get("template") or {}).get("metadata") or {}
-    return (template.get("annotations") or {}).get(SERVER_ANNOTATION) or ""
-
-
 async def find_vm(kube, namespace: str, user: str, server: str = "") -> dict | None:
-    """``user``'s VirtualMachine of server ``server`` (by owner labels and :func:`server_of_vm`), or None."""
-    for vm in await kube.list(VIRTUAL_MACHINE, namespace, labels=names.owner_selector(user)):
-        if names.owned_by(_meta(vm), user) and server_of_vm(vm) == server:
-            return vm
-    return None
+    """``user``'s VirtualMachine of server ``server`` (:func:`~.rootdisk.vm_of_server`), or None."""
+    return vm_of_server(await kube.list(VIRTUAL_MACHINE, namespace, labels=names.owner_selector(user)), user, server)
 
 
 def _in_use(compute: list[dict], disk: str, vmi: dict | None) -> list[str]:

@@ -51,6 +51,17 @@ def root_disk_of(vm: dict | None) -> str | None:
     return ((found or {}).get("dataVolume") or {}).get("name")
 
 
+def vm_of_server(vms: list[dict], user: str, server: str) -> dict | None:
+    """``user``'s VirtualMachine of JupyterHub server ``server`` (``""``: the default) among ``vms``: owned by the user
+    (owner labels and exact name), its template annotated with that server name
+    (:data:`~.names.SERVER_ANNOTATION`, as kubespawner annotates Pods); None if there is none."""
+    for vm in sorted(vms, key=lambda v: _meta(v).get("name", "")):
+        template = (((vm.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("annotations") or {}
+        if names.owned_by(_meta(vm), user) and template.get(names.SERVER_ANNOTATION, "") == server:
+            return vm
+    return None
+
+
 def golden_image_of(dv: dict) -> str | None:
     """``namespace/name`` of the DataSource a root DataVolume was cloned from: its
     :data:`~.names.GOLDEN_IMAGE_ANNOTATION`, else its ``spec.sourceRef`` (namespace defaulting to its own); None if neither."""
