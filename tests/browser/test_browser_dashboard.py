@@ -9,17 +9,18 @@ screenshot test-artifacts/dashboard-my-workspaces.png is kept for a person to lo
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
 
 from tests.browser.test_browser_demo import CHROMIUM, launch, log_in
 from tests.hub.test_dashboard_hub import DashboardHub
+from tests.support import planes
 from tests.support.hubharness import core_and_custom, free_port
 from tests.support.paths import ARTIFACTS
 from workspacespawner.core import names
 from workspacespawner.demo import config_dir, demo_config
-from workspacespawner.localcluster import ClusterThread
 from workspacespawner.quota.policy import number
 
 pytestmark = [
@@ -28,22 +29,29 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
-    cluster = thread.start()
-    try:
+@contextlib.contextmanager
+def running_dashboard_demo(tmp_path_factory, *, golden: bool = False, more_config: str = "", start_timeout: int = 60):
+    """(cluster, hub): a local cluster and the demo's hub with the Workspaces dashboard answering, stopped on exit.
+
+    ``golden``: the demo's golden image made first, for the VM profiles; ``more_config``: lines added to the demo's
+    config; ``start_timeout``: seconds the harness waits for a server to be ready.
+    """
+    with planes.running("embedded", tmp_path_factory.mktemp("cluster"), golden=golden) as cluster:
         state = tmp_path_factory.mktemp("demo")
         port = free_port()
-        hub = DashboardHub(state, cluster.kubeconfig, demo_config(state, config_dir(), port=8000, dashboard_port=port),
-                           dashboard_port=port).start()
+        config = demo_config(state, config_dir(), port=8000, dashboard_port=port) + more_config
+        hub = DashboardHub(state, cluster.kubeconfig, config, dashboard_port=port, start_timeout=start_timeout).start()
         try:
             hub.wait_service()
             yield cluster, hub
         finally:
             hub.stop()
-    finally:
-        thread.stop()
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    with running_dashboard_demo(tmp_path_factory) as (cluster, hub):
+        yield cluster, hub
 
 
 def test_a_researcher_sees_her_gpu_server_and_another_user_is_refused(demo):

@@ -17,6 +17,7 @@ for the page.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC
 
 from tornado.httpclient import HTTPClientError
 
@@ -28,7 +29,6 @@ from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, PVC
 from workspacespawner.workspace import retention
 from workspacespawner.workspace.disks import DiskOpError, disk_limit, is_home_disk
-from workspacespawner.workspace.lifecycle import rfc3339
 from workspacespawner.workspace.rebuild import rebuild as rebuild_root_disk
 
 #: How a publish refusal (:class:`DiskOpError` reason) answers: the HTTP code.
@@ -144,7 +144,7 @@ async def rebuild(ctx, viewer: Viewer, owner: str, server: str, image: str, grou
         raise ActionRefused(str(e), 404 if e.reason == "not-found" else 409) from None
     return Done(f"The system disk of {owner}'s {f'server “{server}”' if server else 'default server'} is now {done.new} "
                 f"(from {done.image}); the home is kept, and the old system disk {done.old} is kept until "
-                f"{rfc3339(done.retain_until)}.", done.new)
+                f"{done.retain_until.astimezone(UTC):%Y-%m-%d %H:%M} UTC.", done.new)
 
 
 async def give_back(ctx, viewer: Viewer, owner: str, disk: str) -> Done:

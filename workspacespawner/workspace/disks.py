@@ -307,11 +307,14 @@ class DiskOps:
             raise DiskOpError(f"{user!r} has no home disk {slot!r}.", reason="not-found")
         return home
 
-    async def usage(self, user: str, exclude: str = "") -> int:
-        """Bytes all of ``user``'s disks (PVCs, DataVolumes; retained ones too) ask for, but ``exclude`` (a name)."""
+    async def usage(self, user: str, exclude: str = "", *, parked: bool = False) -> int:
+        """Bytes all of ``user``'s disks (PVCs, DataVolumes; retained ones too) ask for, but ``exclude`` (a name);
+        ``parked``: only the disks in a parked phase (Retained, DeletingDisk), which giving back would free."""
         pvcs = await self.kube.list(PVC, self.namespace, labels=names.owner_selector(user))
         dvs = await self.kube.list(DATA_VOLUME, self.namespace, labels=names.owner_selector(user))
-        return sum(size for name, size in user_disk_bytes(pvcs, dvs, user).items() if name != exclude)
+        counted = {_meta(o)["name"] for o in (*pvcs, *dvs) if phase_of(o) in PARKED} if parked else None
+        return sum(size for name, size in user_disk_bytes(pvcs, dvs, user).items()
+                   if name != exclude and (counted is None or name in counted))
 
     async def expand(self, user: str, pvc_name: str, size: str, *, limit: int | None, server: str = "") -> dict:
         """Grow ``user``'s PVC ``pvc_name`` to ``size`` (a quantity); returns the PVC. Refuses shrinking and going over ``limit`` (bytes).

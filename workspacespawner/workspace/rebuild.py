@@ -177,9 +177,12 @@ async def rebuild(ops: DiskOps, user: str, *, server: str = "", image: str | Non
     if limit is not None and reuse is None:
         used, size = await ops.usage(user), requested_bytes(old)
         if used + size > limit:
-            await run.refuse(
-                f"A new system disk of {gib(size)} would take {user}'s disks past their {gib(limit)} (they hold {gib(used)}, "
-                "retained disks included); give back a retained disk first.", "over-quota", after)
+            parked = await ops.usage(user, parked=True)
+            way_out = (f"{gib(parked)} of it in retained disks; give back a retained disk first" if parked else
+                       f"the old system disk is kept (and counted) after a rebuild, so it needs a disk quota of "
+                       f"{gib(used + size)}; ask the administrators for one")
+            await run.refuse(f"A new system disk of {gib(size)} would take {user}'s disks past their {gib(limit)}: "
+                             f"they hold {gib(used)}, {way_out}.", "over-quota", after)
 
     if phase_of(old) is None:  # made before the lifecycle: record it first, so the retain below can test it
         await lifecycle.move(kube, run.ref(old_name), Status(Phase.STOPPED), Phase.STOPPED, observed=True, actor=ops.actor, now=now)
