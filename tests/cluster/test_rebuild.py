@@ -8,7 +8,8 @@ disk Retained with its retain-until and its files; the home untouched; no
 attach claim left; the audit records ``retain`` and ``rebuild``); what the
 retained disk costs (the user's disk bytes count it until the purge, which
 deletes it after retain-until and never the new disk nor the VM; a rebuild
-past the disk limit says to give it back); the
+past the disk limit says to give it back, while the first rebuild's own retained
+copy does not count against it); the
 refusals (unknown user or server, unknown image, a running VMI, a live
 attach claim, a disk limit passed, a Pod using the disk), each recorded and
 changing nothing; a failure before the VM is pointed at the new disk (the
@@ -139,9 +140,10 @@ async def test_rebuild_of_a_stopped_workspace(kube_objects, cluster_thread, clus
     # what the retained disk costs: it counts against the user's disks until the purge deletes it
     assert await ops.usage("ann") == 1 * GI + 2 * GI + 2 * GI
     assert await ops.usage("ann", parked=True) == 2 * GI  # what giving it back would free
-    with pytest.raises(DiskOpError) as over:  # a second rebuild says so
-        await rebuild(ops, "ann", limit=6 * GI, now=T0)
-    assert "they hold 5 GiB, 2 GiB of it in retained disks; give back a retained disk first." in str(over.value), over.value
+    with pytest.raises(DiskOpError) as over:  # a second rebuild counts the first one's retained disk, and says so
+        await rebuild(ops, "ann", limit=4 * GI, now=T0)
+    assert ("besides the system disk it replaces, they hold 3 GiB, 2 GiB of it in retained disks; give back a retained "
+            "disk first.") in str(over.value), over.value
     pvcs = await kube.list(PVC, NS, labels=names.owner_selector("ann"))
     assert sorted(user_disk_bytes(pvcs, dvs, "ann")) == ["home-ann", "ws-ann-root", done.new]
     plan = await retention.Purger(kube, NS, audit=audit_log).purge(now=T0 + timedelta(days=6))
@@ -190,8 +192,8 @@ async def test_refusals_change_nothing_and_are_recorded(kube_objects, cluster_th
     await refused("not-found", "has no virtual machine workspace", user="nobody")
     await refused("not-found", "has no virtual machine workspace", server="other")
     await refused("not-found", "There is no golden image golden-images/debian", image="debian")
-    await refused("over-quota", "they hold 3 GiB, the old system disk is kept (and counted) after a rebuild, so it needs a "
-                  "disk quota of 5 GiB; ask the administrators", limit=4 * GI)  # home 1 + root 2 + new 2 > 4, none retained
+    await refused("over-quota", "besides the system disk it replaces, they hold 1 GiB, so it needs a disk quota of 3 GiB; "
+                  "ask the administrators", limit=2 * GI)  # home 1 + new 2 > 2 (the old root disk is swapped out), none retained
 
     claimed = Holder("cy", VMI.kind, "ws-cy", T0 - timedelta(seconds=30))
     await kube.patch(DATA_VOLUME, NS, "ws-cy-root", [

@@ -134,9 +134,11 @@ async def rebuild(ops: DiskOps, user: str, *, server: str = "", image: str | Non
     ``ops``: the :class:`~.disks.DiskOps` (cluster, namespace, audit log,
     actor, ``retention_days`` the old disk is kept). ``image``: the name of
     a DataSource in ``golden_namespace`` (None: the image the old disk was
-    cloned from). ``limit``: the user's disk limit in bytes (None: none); the
-    new disk counts while the old one is retained, so a rebuild that would
-    pass it is refused. ``grace``: seconds an attach claim without compute
+    cloned from). ``limit``: the user's disk limit in bytes (None: none). A
+    rebuild is a swap: the new disk counts, the old one it retains does not
+    (that copy is the user's safety net until the purge), but retained disks
+    of earlier rebuilds and restores do, so copies cannot pile up past the
+    limit; a rebuild that would pass it is refused. ``grace``: seconds an attach claim without compute
     counts as a start under way. Returns a :class:`Rebuilt`. Raises
     :class:`~.disks.DiskOpError`: ``not-found`` (no such VM, root disk or
     image), ``in-use`` (running, starting, or changed meanwhile),
@@ -175,14 +177,13 @@ async def rebuild(ops: DiskOps, user: str, *, server: str = "", image: str | Non
                  and _annotations(dv).get(names.ROOT_SLOT_ANNOTATION) == vm_name and phase_of(dv) not in PARKED]
     reuse = next((dv for dv in leftovers if golden_image_of(dv) == wanted and phase_of(dv) == Phase.PROVISIONING_DISK), None)
     if limit is not None and reuse is None:
-        used, size = await ops.usage(user), requested_bytes(old)
-        if used + size > limit:
+        others, size = await ops.usage(user, exclude=old_name), requested_bytes(old)
+        if others + size > limit:
             parked = await ops.usage(user, parked=True)
             way_out = (f"{gib(parked)} of it in retained disks; give back a retained disk first" if parked else
-                       f"the old system disk is kept (and counted) after a rebuild, so it needs a disk quota of "
-                       f"{gib(used + size)}; ask the administrators for one")
+                       f"so it needs a disk quota of {gib(others + size)}; ask the administrators for one")
             await run.refuse(f"A new system disk of {gib(size)} would take {user}'s disks past their {gib(limit)}: "
-                             f"they hold {gib(used)}, {way_out}.", "over-quota", after)
+                             f"besides the system disk it replaces, they hold {gib(others)}, {way_out}.", "over-quota", after)
 
     if phase_of(old) is None:  # made before the lifecycle: record it first, so the retain below can test it
         await lifecycle.move(kube, run.ref(old_name), Status(Phase.STOPPED), Phase.STOPPED, observed=True, actor=ops.actor, now=now)
