@@ -350,6 +350,9 @@ def test_rbac_yaml_alone_grants_every_request_and_needs_every_rule(scenario, rea
         ("kubevirt.io", "virtualmachines", "patch"): "records Retained or Degraded on a VM",
         # only a container start whose image has no code-server reads its server's log (the line the page shows)
         ("", "pods/log", "get"): "read when a code-server profile's image has no code-server",
+        # the root-disk pool (c.RootDiskPool), which this scenario does not configure: test_realplane_pool_rbac.py
+        ("cdi.kubevirt.io", "datasources", "get"): "the root-disk pool reads its golden images (test_realplane_pool_rbac)",
+        ("cdi.kubevirt.io", "datavolumes", "delete"): "the root-disk pool retires its unassigned disks (test_realplane_pool_rbac)",
     }
     unneeded = least_privilege(real.plane, "hub-probe", rbac_yaml(), scenario, excused)
     assert unneeded == [], f"rbac.yaml grants what no request of the hub needed: {unneeded}"
