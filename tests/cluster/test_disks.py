@@ -34,7 +34,7 @@ from workspacespawner.core import names
 from workspacespawner.k8s.kinds import POD, PVC, VOLUME_SNAPSHOT
 from workspacespawner.localcluster.volumes import claim_path
 from workspacespawner.quota.config import WorkspaceQuota
-from workspacespawner.workspace import disks
+from workspacespawner.workspace import disks, lifecycle
 from workspacespawner.workspace.audit import AuditLog
 from workspacespawner.workspace.lifecycle import Phase, Status
 
@@ -184,6 +184,8 @@ async def test_snapshot_and_restore_only_while_stopped(kube_objects, cluster, au
     new_name = new["metadata"]["name"]
     assert new_name != "home-ann" and new["spec"]["dataSource"] == {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "ann-monday"}
     assert await phase_label(kube_objects, "home-ann") == "Retained"
+    replaced = Status.from_object(await kube_objects.get(PVC, NS, "home-ann"))
+    assert replaced.reason == lifecycle.REPLACED  # a newer home replaced it: the home page says so
     assert await phase_label(kube_objects, new_name) == "Stopped"
     old = Status.from_object(await kube_objects.get(PVC, NS, "home-ann"))
     assert old.retain_until == T0 + timedelta(days=7)

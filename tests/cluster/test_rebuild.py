@@ -124,6 +124,7 @@ async def test_rebuild_of_a_stopped_workspace(kube_objects, cluster_thread, clus
 
     old = await kube.get(DATA_VOLUME, NS, "ws-ann-root")
     assert phase(old).phase == Phase.RETAINED and phase(old).retain_until == T0 + timedelta(days=7)
+    assert phase(old).reason == lifecycle.REPLACED  # the home page says a newer disk replaced it, not "start again"
     assert phase(new).phase == Phase.STOPPED
     assert holder_of(old) is None and holder_of(new) is None
     assert (claim_path(cluster, NS, "ws-ann-root") / "opt/note").read_text() == "installed by ann\n"  # kept as it was

@@ -18,7 +18,7 @@ from workspacespawner.homepage.model import (
 )
 from workspacespawner.quota.policy import CLOSED, OPEN, Limits, Run, month_bounds, usage_from_runs
 from workspacespawner.quota.service import MonthBalance
-from workspacespawner.workspace.lifecycle import Phase, Status
+from workspacespawner.workspace.lifecycle import REPLACED, Phase, Status
 
 NOW = datetime(2026, 12, 10, 12, tzinfo=UTC)
 A100 = "NVIDIA-A100-SXM4-80GB"
@@ -88,7 +88,19 @@ def test_retained_disks_say_until_when_and_how_to_get_them_back():
     assert home_data([], None, kept)["retained"][0]["name"] == "home-ann-old"
     all_three = [disk("a", Phase.STOPPED), disk("b", Phase.RETAINED), disk("c", Phase.RETAINED)]
     assert disk_line(all_three, "50Gi") == "Your disks: 30 GiB of 50 GiB."
+    root_volume = {**disk("b", Phase.RETAINED), "kind": "DataVolume"}  # a root disk: its DataVolume and PVC are one disk
+    assert disk_line([*all_three, root_volume], "50Gi") == "Your disks: 30 GiB of 50 GiB."
     assert disk_line([], None) == "Your disks: 0 GiB."
+
+
+def test_a_disk_a_rebuild_or_restore_replaced_says_so_not_start_again():
+    replaced = disk("ws-ann-root", Phase.RETAINED, until=NOW + timedelta(days=30))
+    record = Status(Phase.RETAINED, reason=REPLACED, retain_until=NOW + timedelta(days=30))
+    replaced["metadata"]["annotations"][names.LIFECYCLE_ANNOTATION] = json.dumps(record.to_state())
+    [kept] = retained_disks([replaced])
+    assert kept.how.startswith("A newer disk of your default server replaced it (a restore or a rebuild); it is kept until "
+                               "2027-01-09 12:00 UTC in case you need something from it"), kept.how
+    assert "Start" not in kept.how and "Give it back on the Workspaces dashboard" in kept.how
 
 
 def test_a_stopped_server_shows_the_profile_its_saved_state_holds():

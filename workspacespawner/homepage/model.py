@@ -22,7 +22,7 @@ from workspacespawner.core.quantities import gib, parse_quantity
 from workspacespawner.quota.policy import number, when
 from workspacespawner.quota.service import MonthBalance
 from workspacespawner.workspace.disks import phase_of, requested_bytes
-from workspacespawner.workspace.lifecycle import Phase, Status, rfc3339
+from workspacespawner.workspace.lifecycle import REPLACED, Phase, Status, rfc3339
 
 #: The share of the month's card-hours left at or under which the home page warns (0.1: 10%).
 LOW_SHARE = 0.1
@@ -116,12 +116,18 @@ def retained_disks(disks: list[dict]) -> list[RetainedDisk]:
         server = status.server if status else ""
         until = status.retain_until if status else None
         target = f"your server “{server}”" if server else "your default server"
+        kept = f" until {until:%Y-%m-%d %H:%M} UTC" if until else ""
+        if status is not None and status.reason == REPLACED:  # a restore or a rebuild: the server goes on with the new disk
+            how = (f"A newer disk of {target} replaced it (a restore or a rebuild); it is kept{kept} in case you need "
+                   "something from it, then deleted. Give it back on the Workspaces dashboard to free its space sooner.")
+        else:
+            how = f"Start {target} again to use it" + (f"; it is kept{kept}." if until else ".")
         rows.append(RetainedDisk(
             name=obj["metadata"]["name"],
             size=gib(requested_bytes(obj)),
             server=server,
             retain_until=rfc3339(until) if until else "",
-            how=f"Start {target} again to use it" + (f"; it is kept until {until:%Y-%m-%d %H:%M} UTC." if until else "."),
+            how=how,
         ))
     return sorted(rows, key=lambda r: (r.retain_until or "~", r.name))
 
@@ -129,7 +135,10 @@ def retained_disks(disks: list[dict]) -> list[RetainedDisk]:
 def disk_line(disks: list[dict], limit: str | None) -> str:
     """``Your disks: 20 GiB of 50 GiB.``: what the user's disks ask for together, and the quota (``limit``, a
     quantity; None: none)."""
-    used = gib(sum(requested_bytes(d) for d in disks))
+    sizes: dict[str, int] = {}
+    for disk in sorted(disks, key=lambda d: d.get("kind") != "PersistentVolumeClaim"):  # a root disk is a PVC and a DataVolume
+        sizes.setdefault(disk["metadata"]["name"], requested_bytes(disk))
+    used = gib(sum(sizes.values()))
     return f"Your disks: {used} of {gib(parse_quantity(limit))}." if limit else f"Your disks: {used}."
 
 

@@ -423,6 +423,7 @@ class DiskOps:
             await lifecycle.move(
                 self.kube, ref, current, Phase.RETAINED, expect=Phase.STOPPED, audit=self.audit, actor=self.actor,
                 retain_until=now + timedelta(days=self.retention_days), now=now, expect_version=_meta(old)["resourceVersion"],
+                reason=lifecycle.REPLACED,
             )
         except NotOurs:
             await lifecycle.move(self.kube, new_ref, provisioning, Phase.RETAINED, retain_until=now + timedelta(days=self.retention_days),

@@ -115,6 +115,9 @@ TRANSITIONS: dict[Phase, frozenset[Phase]] = {
 #: (:func:`derive_phase`), so a start and a stop write no phase; the objects keep the phase they had at rest
 #: (``Stopped``). Every other phase is recorded: it must survive a hub restart and the cluster alone cannot show it.
 DERIVED_PHASES = frozenset({P.STARTING, P.RUNNING, P.STOPPING})
+#: The reason of a ``Retained`` disk that a newer one replaced (a restored home, a rebuilt root disk): the workspace
+#: goes on with the new disk, the old one is only kept for its user until the purge.
+REPLACED = "replaced"
 
 
 class IllegalTransition(RuntimeError):
@@ -214,8 +217,8 @@ class Status:
 
 
 #: The phases that carry a reason word and message: ``Degraded`` always, ``Stopped`` when the hub stopped the workspace
-#: on its own (:mod:`.stopreasons`).
-REASONED_PHASES = (P.DEGRADED, P.STOPPED)
+#: on its own (:mod:`.stopreasons`), ``Retained`` when a newer disk replaced it (:data:`REPLACED`).
+REASONED_PHASES = (P.DEGRADED, P.STOPPED, P.RETAINED)
 
 
 def degraded(reason: str, message: str) -> Status:

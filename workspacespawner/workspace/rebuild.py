@@ -264,7 +264,8 @@ async def _finish(run: _Run, vm_name: str, old: dict, new: dict, mine: attach.Ho
         await run.refuse(f"{old_name} is still in use; it is retained once nothing uses it (run the rebuild again).", "in-use", after)
     try:
         await lifecycle.move(ops.kube, run.ref(old_name), Status.from_object(old) or Status(Phase.STOPPED), Phase.RETAINED,
-                             expect=Phase.STOPPED, retain_until=retain_until, audit=ops.audit, actor=ops.actor, now=run.now)
+                             expect=Phase.STOPPED, retain_until=retain_until, audit=ops.audit, actor=ops.actor, now=run.now,
+                             reason=lifecycle.REPLACED)
     except NotOurs:
         await run.refuse(f"{old_name} changed meanwhile; run the rebuild again to finish.", "in-use", after)
     provisioning = Status.from_object(new)
