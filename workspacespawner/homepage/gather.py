@@ -14,11 +14,10 @@ from jupyterhub.spawner import Spawner
 
 from workspacespawner import useroptions
 from workspacespawner.config.profiles import ResolvedProfile
-from workspacespawner.core import names
 from workspacespawner.homepage.model import disk_line, home_data, idle_lines, quota_warning, retained_disks, server_row
 from workspacespawner.idle.notices import IDLE_NOTICES
-from workspacespawner.k8s.kinds import DATA_VOLUME, PVC
 from workspacespawner.quota.announce import ANNOUNCEMENTS
+from workspacespawner.workspace import disks
 
 
 def saved_profile(spawner) -> ResolvedProfile | None:
@@ -34,13 +33,9 @@ def saved_profile(spawner) -> ResolvedProfile | None:
 
 
 async def user_disks(spawner, user_name: str) -> list[dict]:
-    """``user_name``'s PersistentVolumeClaims and DataVolumes (from the watches; a LIST each when a watch is down)."""
-    kube, labels = spawner.services.kube, names.owner_selector(user_name)
-    found = []
-    for kind in (PVC, DATA_VOLUME):
-        found += [o for o in await kube.list(kind, spawner.namespace, labels=labels)
-                  if names.owned_by(o.get("metadata") or {}, user_name)]
-    return found
+    """``user_name``'s PersistentVolumeClaims and DataVolumes (:func:`~.workspace.disks.user_disks`)."""
+    pvcs, dvs = await disks.user_disks(spawner.services.kube, spawner.namespace, user_name)
+    return pvcs + dvs
 
 
 async def gather(user, spawner) -> dict:

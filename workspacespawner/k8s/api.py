@@ -93,6 +93,11 @@ class Kube:
             found = await self._custom("list", kind, namespace, **kwargs)
         return [self._dict(kind, item) for item in found.get("items") or []]
 
+    def cached(self, kind: Kind, namespace: str | None, *, labels: str | None = None) -> list[dict] | None:
+        """The objects of ``kind`` a live watch cache holds (``labels``: equality selectors), or None when no cache
+        can tell: never an API call. This facade has no caches."""
+        return None
+
     async def create(self, kind: Kind, namespace: str, body: dict) -> dict:
         """Create ``body``; returns the object as stored."""
         if kind.core:

@@ -145,10 +145,14 @@ class CachedKube(Kube):
         return True, self._typed(kind, found)
 
     async def list(self, kind: Kind, namespace: str | None, *, labels: str | None = None, fresh: bool = False) -> list[dict]:
+        found = None if fresh else self.cached(kind, namespace, labels=labels)
+        return await super().list(kind, namespace, labels=labels) if found is None else found
+
+    def cached(self, kind: Kind, namespace: str | None, *, labels: str | None = None) -> list[dict] | None:
         wanted = parse_equality_selector(labels)
-        cache = None if fresh or wanted is None or OURS not in labels.split(",") else self._cache(kind, namespace)
+        cache = None if wanted is None or OURS not in labels.split(",") else self._cache(kind, namespace)
         if cache is None:
-            return await super().list(kind, namespace, labels=labels)
+            return None
         return [
             self._typed(kind, obj)
             for obj in list(cache.values())

@@ -1,19 +1,17 @@
 """The quota step of one start: its request (the resolved profile's size and the disks it would add), checked and reserved.
 
 Built once per start, before anything is created, from the user's disks as
-the cluster has them (PersistentVolumeClaims found by owner label, never by
-name pattern); with quotas off, nothing is asked of the cluster
-(:func:`reserve_start`).
+the cluster has them (PersistentVolumeClaims and root DataVolumes found by
+owner label, never by name pattern: :func:`~.workspace.disks.user_disks`);
+with quotas off, nothing is asked of the cluster (:func:`reserve_start`).
 """
 
 from __future__ import annotations
 
 from workspacespawner.config.profiles import ResolvedProfile
-from workspacespawner.core import names
 from workspacespawner.core.quantities import parse_quantity
-from workspacespawner.k8s.kinds import PVC
 from workspacespawner.quota.policy import Request, Reservation
-from workspacespawner.workspace.disks import requested_bytes
+from workspacespawner.workspace.disks import user_disk_bytes, user_disks
 
 
 async def quota_request(
@@ -28,9 +26,8 @@ async def quota_request(
     ``home_size``: the home's size as a quantity, counted when the home
     PVC ``home_pvc`` does not exist yet.
     """
-    claims = await kube.list(PVC, namespace, labels=names.owner_selector(user_name))
-    mine = [c for c in claims if names.owned_by(c["metadata"], user_name)]
-    existing = {c["metadata"]["name"] for c in mine}
+    sizes = user_disk_bytes(*await user_disks(kube, namespace, user_name), user_name)
+    existing = set(sizes)
     disk_new = 0 if home_pvc in existing else int(parse_quantity(home_size))
     disk_new += backend.new_disk_bytes(existing)
     return Request(
@@ -40,7 +37,7 @@ async def quota_request(
         workspace_kind=profile.workspace_kind,
         server_name=server_name,
         profile=profile.slug,
-        disk_existing=sum(requested_bytes(c) for c in mine),
+        disk_existing=sum(sizes.values()),
         disk_new=disk_new,
         gpu_resource=profile.gpu_resource,
         gpu_product=profile.gpu_product or "",

@@ -4,7 +4,7 @@
   filtered by ``allowed_groups`` and team pools);
 - their usage and limits (:meth:`QuotaService.balance`: one ledger read on
   the database thread; none when quotas are off);
-- their disks (PersistentVolumeClaims they own, from the hub's PVC watch
+- their disks (PersistentVolumeClaims and root DataVolumes they own, from the hub's watches
   through :class:`~workspacespawner.k8s.cachedkube.CachedKube`: no API call
   while the watch runs);
 - the GPUs free now (:class:`~workspacespawner.workspace.gpus.GPUCapacity`:
@@ -27,12 +27,10 @@ from dataclasses import dataclass, replace
 from workspacespawner import useroptions
 from workspacespawner.config.goldenimages import cloned_from
 from workspacespawner.config.teampools import pool_of_profile
-from workspacespawner.core import names
-from workspacespawner.k8s.kinds import PVC
 from workspacespawner.quota import policy
 from workspacespawner.spawnpage import placementnotes
 from workspacespawner.spawnpage.model import Balance, Card, balance, card, page_data
-from workspacespawner.workspace.disks import requested_bytes
+from workspacespawner.workspace.disks import user_disk_bytes, user_disks
 
 #: Spawner settings a profile's ``kubespawner_override`` may set, which a card shows when it does not.
 CARD_DEFAULTS = ("workspace_kind", "ide", "cpu_limit", "mem_limit", "vm_gpu_device_name", "vm_golden_image",
@@ -53,10 +51,10 @@ class SpawnPage:
 
 
 async def disk_bytes(spawner) -> int:
-    """The bytes the user's PersistentVolumeClaims ask for together (from the PVC watch; one LIST if it is down)."""
+    """The bytes the user's disks ask for together (:func:`~.workspace.disks.user_disks`: the PVC watch, one LIST if it
+    is down, and the root DataVolumes a running DataVolume watch holds), each disk once."""
     user = spawner.user.name
-    claims = await spawner.services.kube.list(PVC, spawner.namespace, labels=names.owner_selector(user))
-    return sum(requested_bytes(c) for c in claims if names.owned_by(c.get("metadata") or {}, user))
+    return sum(user_disk_bytes(*await user_disks(spawner.services.kube, spawner.namespace, user), user).values())
 
 
 async def root_disk_image(spawner, profiles: list[dict], defaults: dict) -> str | None:

@@ -170,6 +170,21 @@ def user_disk_bytes(pvcs: list[dict], datavolumes: list[dict], user_name: str) -
     return sizes
 
 
+async def user_disks(kube, namespace: str, user_name: str) -> tuple[list[dict], list[dict]]:
+    """``(PVCs, DataVolumes)`` of ``user_name`` in ``namespace``, by owner (:func:`~.names.owned_by`).
+
+    PVCs come from the PVC watch (one LIST when it is down); DataVolumes only
+    as a live DataVolume watch holds them (``kube.cached``), never by an API
+    call: a hub that shows no VM profile runs no such watch. A root disk's
+    PVC is CDI's (``managed-by: cdi-controller``), so its DataVolume is what
+    counts it; :func:`user_disk_bytes` takes both.
+    """
+    labels = names.owner_selector(user_name)
+    pvcs = [p for p in await kube.list(PVC, namespace, labels=labels) if names.owned_by(_meta(p), user_name)]
+    dvs = [d for d in kube.cached(DATA_VOLUME, namespace, labels=labels) or () if names.owned_by(_meta(d), user_name)]
+    return pvcs, dvs
+
+
 def disk_limit(quota_settings, user_name: str, groups, fallback: str | None) -> int | None:
     """The most disk ``user_name`` may hold, in bytes (None: no limit).
 
