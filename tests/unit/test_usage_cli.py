@@ -122,7 +122,8 @@ def test_errors(hub_dir, capsys, tmp_path):
     )
     assert workspacespawner(["usage", "-f", str(hub_dir / "broken.py")]) == 1
     assert capsys.readouterr().err.strip() == (
-        f"workspacespawner usage: no ledger at {hub_dir / 'missing' / 'ledger.sqlite'}; is WorkspaceQuota.ledger_url right?"
+        f"workspacespawner usage: no ledger at {hub_dir / 'missing' / 'ledger.sqlite'}; is WorkspaceQuota.ledger_url right? (an admin command "
+        "reads it from the hub's config: -f jupyterhub_config.py)"
     )
 
 
@@ -158,7 +159,8 @@ def test_a_read_only_command_never_makes_an_empty_ledger(tmp_path, monkeypatch, 
     (tmp_path / "jupyterhub_config.py").write_text("c.WorkspaceQuota.card_hours_per_month = 5\n")  # the default ledger_url
     monkeypatch.chdir(tmp_path)
     assert workspacespawner([command, "-f", "jupyterhub_config.py"]) == 1
-    expected = f"no ledger at {tmp_path / 'workspacespawner-ledger.sqlite'}; is WorkspaceQuota.ledger_url right?"
+    expected = (f"no ledger at {tmp_path / 'workspacespawner-ledger.sqlite'}; is WorkspaceQuota.ledger_url right? "
+                "(an admin command reads it from the hub's config: -f jupyterhub_config.py)")
     assert expected in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["jupyterhub_config.py"]
 

@@ -114,6 +114,9 @@ async def kube_client(kubeconfig: str | None):
     configuration = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
     if kubeconfig or Path(path.split(os.pathsep)[0]).exists() or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if not Path(path.split(os.pathsep)[0]).exists():
+            raise FileNotFoundError(f"no kubeconfig at {path}: pass --kubeconfig FILE or set KUBECONFIG "
+                                    "(`workspacespawner demo` prints the line to export for its local cluster)")
         await config.load_kube_config(config_file=path, client_configuration=configuration)
     else:
         config.load_incluster_config(client_configuration=configuration)

@@ -277,7 +277,8 @@ class WorkspaceQuota(Configurable):
         url = self.database_url()
         path = sqlite_file(url)
         if path is not None and not path.exists():
-            raise DatabaseUnavailable(f"no ledger at {path}; is WorkspaceQuota.ledger_url right?")
+            raise DatabaseUnavailable(f"no ledger at {path}; is WorkspaceQuota.ledger_url right? (an admin command "
+                                      "reads it from the hub's config: -f jupyterhub_config.py)")
         return url
 
     # -- checks ----------------------------------------------------------
