@@ -33,12 +33,13 @@ pytestmark = [
 
 
 @contextlib.contextmanager
-def running_demo(tmp_path_factory, *, golden_image: bool = False, npm_proxy_in_front: bool = False):
+def running_demo(tmp_path_factory, *, golden_image: bool = False, npm_proxy_in_front: bool = False, extra_config: str = ""):
     """(cluster thread, hub): a local cluster and a hub on the demo's configuration, stopped on exit.
 
     ``golden_image``: the demo's golden image made first, for the VM
     profiles. ``npm_proxy_in_front``: JupyterHub's reference proxy from npm,
     as the demo prefers (VS Code needs it), instead of the Python port.
+    ``extra_config``: lines of config after the demo's.
     """
     thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"), nodes=DEMO_NODES)
     cluster = thread.start()
@@ -48,7 +49,8 @@ def running_demo(tmp_path_factory, *, golden_image: bool = False, npm_proxy_in_f
         state = tmp_path_factory.mktemp("demo")
         proxy = asyncio.run(npm_proxy(state)) if npm_proxy_in_front else None
         assert proxy is not None or not npm_proxy_in_front, "npm could not install configurable-http-proxy (see the log above)"
-        hub = Hub(state, cluster.kubeconfig, demo_config(state, config_dir(), port=8000, proxy_command=proxy)).start()
+        config = demo_config(state, config_dir(), port=8000, proxy_command=proxy) + extra_config
+        hub = Hub(state, cluster.kubeconfig, config).start()
         try:
             yield thread, hub
         finally:

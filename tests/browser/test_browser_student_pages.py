@@ -195,7 +195,9 @@ def test_the_home_page_shows_servers_the_warning_and_kept_disks(demo_hub):
 @pytest.fixture(scope="module")
 def vm_demo(tmp_path_factory):
     """The demo with its golden image, a slow image pull (14 s) and root-disk clone (16 s): longer than the 10 s JupyterHub waits before it shows the progress page."""
-    with running_demo(tmp_path_factory, golden_image=True, npm_proxy_in_front=True) as (thread, hub):
+    # no root-disk pool: the progress bar test follows a VM's first start through its clone
+    no_pool = "c.RootDiskPool.ready_disks = {}\n"
+    with running_demo(tmp_path_factory, golden_image=True, npm_proxy_in_front=True, extra_config=no_pool) as (thread, hub):
         def slow(cluster):
             cluster.controllers["nodeagent"].pull_seconds = 14
             cluster.controllers["cdi"].clone_seconds = 16
