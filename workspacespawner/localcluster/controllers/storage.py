@@ -477,10 +477,11 @@ class StorageController(Controller):
             pv["status"] = {"phase": "Released", "lastPhaseTransitionTime": rfc3339(self.client.clock())}
             await self.client.replace(self.client.kind(*PVS), None, name, pv, subresource="status")
         if pv["spec"].get("persistentVolumeReclaimPolicy", "Delete") == "Delete":
+            # the volume's data first, then its PV object: as external-provisioner deletes the backing volume first
+            await remove_tree(volume_path(self.cluster, name))
             try:
                 await self.client.delete(self.client.kind(*PVS), None, name)
             except ApiError as e:
                 if e.code != 404:
                     raise
-            await remove_tree(volume_path(self.cluster, name))
             log.info("deleted volume %s (reclaim policy Delete)", name)
