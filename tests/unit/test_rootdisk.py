@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 import pytest
 
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, make_root_datavolume, make_virtual_machine
+from workspacespawner.config.goldenimages import cloned_from
 from workspacespawner.core import names
 from workspacespawner.localcluster.kinds import by_kind
 from workspacespawner.localcluster.validation import Validator
 from workspacespawner.workspace.lifecycle import Phase, Status
 from workspacespawner.workspace.rootdisk import (
-    golden_image_of,
     make_rebuilt_datavolume,
     rebuilt_name,
     repoint_operations,
@@ -38,10 +38,10 @@ def test_a_rebuilt_disk_is_the_starts_disk_from_another_image():
     extra = {names.REBUILT_FROM_ANNOTATION: "ws-ann-root", names.GOLDEN_IMAGE_ANNOTATION: "golden-images/ubuntu-next",
              names.ATTACH_ANNOTATION: "{}", names.LIFECYCLE_ANNOTATION: new["metadata"]["annotations"][names.LIFECYCLE_ANNOTATION]}
     assert new["metadata"]["annotations"] == {**old["metadata"]["annotations"], **extra}
-    assert golden_image_of(old) == "golden-images/ubuntu" and golden_image_of(new) == "golden-images/ubuntu-next"
+    assert cloned_from(old) == "golden-images/ubuntu" and cloned_from(new) == "golden-images/ubuntu-next"
     del old["metadata"]["annotations"][names.GOLDEN_IMAGE_ANNOTATION]
-    assert golden_image_of(old) == "golden-images/ubuntu"  # from spec.sourceRef, for a disk made before the annotation
-    assert golden_image_of({"metadata": {"name": "x"}, "spec": {"source": {"blank": {}}}}) is None
+    assert cloned_from(old) == "golden-images/ubuntu"  # from spec.sourceRef, for a disk made before the annotation
+    assert cloned_from({"metadata": {"name": "x"}, "spec": {"source": {"blank": {}}}}) is None
 
 
 def test_the_vm_is_pointed_at_the_new_disk_only_as_read():

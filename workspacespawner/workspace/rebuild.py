@@ -52,6 +52,7 @@ from datetime import datetime, timedelta
 
 from kubernetes_asyncio.client.rest import ApiException
 
+from workspacespawner.config.goldenimages import cloned_from
 from workspacespawner.core import names
 from workspacespawner.core.quantities import gib
 from workspacespawner.k8s.api import NotOurs
@@ -62,7 +63,6 @@ from workspacespawner.workspace import attach, lifecycle
 from workspacespawner.workspace.disks import PARKED, DiskOpError, DiskOps, phase_of, requested_bytes
 from workspacespawner.workspace.lifecycle import Phase, Status, WorkspaceRef
 from workspacespawner.workspace.rootdisk import (
-    golden_image_of,
     make_rebuilt_datavolume,
     rebuilt_name,
     repoint_operations,
@@ -155,17 +155,17 @@ async def rebuild(ops: DiskOps, user: str, *, server: str = "", image: str | Non
     old = await kube.get(DATA_VOLUME, ns, old_name, fresh=True) if old_name else None
     if old is None or not names.owned_by(_meta(old), user):
         await run.refuse(f"The virtual machine {vm_name} of {what} boots from no DataVolume of {user}'s ({old_name}).", "not-found")
-    run.disk, run.before = old_name, {"root_disk": old_name, "image": golden_image_of(old)}
+    run.disk, run.before = old_name, {"root_disk": old_name, "image": cloned_from(old)}
     mine = attach.operation_holder(run.ref(old_name), ACTION, ops.actor, now)
 
     previous_name = _annotations(old).get(names.REBUILT_FROM_ANNOTATION)
     previous = await kube.get(DATA_VOLUME, ns, previous_name, fresh=True) if previous_name else None
     if previous is not None and names.owned_by(_meta(previous), user) and phase_of(previous) not in PARKED:
-        run.disk, run.before = previous_name, {"root_disk": previous_name, "image": golden_image_of(previous)}
+        run.disk, run.before = previous_name, {"root_disk": previous_name, "image": cloned_from(previous)}
         return await _finish(run, vm_name, previous, old, mine, resumed=True)
 
     await _check_stopped(run, vm, old, mine, grace)
-    wanted = f"{golden_namespace}/{image}" if image else golden_image_of(old)
+    wanted = f"{golden_namespace}/{image}" if image else cloned_from(old)
     after = {"root_disk": None, "image": wanted}
     if wanted is None:
         await run.refuse(f"{old_name} records no golden image it was cloned from; choose one.", "not-found", after)
@@ -175,7 +175,7 @@ async def rebuild(ops: DiskOps, user: str, *, server: str = "", image: str | Non
     leftovers = [dv for dv in await kube.list(DATA_VOLUME, ns, labels=names.owner_selector(user))
                  if names.owned_by(_meta(dv), user) and _annotations(dv).get(names.REBUILT_FROM_ANNOTATION) == old_name
                  and _annotations(dv).get(names.ROOT_SLOT_ANNOTATION) == vm_name and phase_of(dv) not in PARKED]
-    reuse = next((dv for dv in leftovers if golden_image_of(dv) == wanted and phase_of(dv) == Phase.PROVISIONING_DISK), None)
+    reuse = next((dv for dv in leftovers if cloned_from(dv) == wanted and phase_of(dv) == Phase.PROVISIONING_DISK), None)
     if limit is not None and reuse is None:
         others, size = await ops.usage(user, exclude=old_name), requested_bytes(old)
         if others + size > limit:
@@ -257,7 +257,7 @@ async def _finish(run: _Run, vm_name: str, old: dict, new: dict, mine: attach.Ho
     """Step 5: the VM names ``new``; retain ``old``, record ``new`` Stopped, drop the claims, write the record."""
     ops, ns, user = run.ops, run.ops.namespace, run.user
     old_name, new_name = _meta(old)["name"], _meta(new)["name"]
-    after = {"root_disk": new_name, "image": golden_image_of(new)}
+    after = {"root_disk": new_name, "image": cloned_from(new)}
     retain_until = run.now + timedelta(days=ops.retention_days)
     compute = await ops.kube.list(POD, ns) + await ops.kube.list(VMI, ns)
     if holders(compute, old_name):

@@ -62,18 +62,6 @@ def vm_of_server(vms: list[dict], user: str, server: str) -> dict | None:
     return None
 
 
-def golden_image_of(dv: dict) -> str | None:
-    """``namespace/name`` of the DataSource a root DataVolume was cloned from: its
-    :data:`~.names.GOLDEN_IMAGE_ANNOTATION`, else its ``spec.sourceRef`` (namespace defaulting to its own); None if neither."""
-    recorded = (_meta(dv).get("annotations") or {}).get(names.GOLDEN_IMAGE_ANNOTATION)
-    if recorded:
-        return recorded
-    ref = (dv.get("spec") or {}).get("sourceRef") or {}
-    if ref.get("kind") == "DataSource" and ref.get("name"):
-        return f"{ref.get('namespace') or _meta(dv).get('namespace')}/{ref['name']}"
-    return None
-
-
 def rebuilt_name(vm_name: str, now: datetime) -> str:
     """The name of ``vm_name``'s root disk rebuilt at ``now``: ``<vm>-root-<YYYYmmddHHMMSS>`` (a valid DNS label)."""
     return names.dns_label(f"{vm_name[:40]}-root-{now:%Y%m%d%H%M%S}")

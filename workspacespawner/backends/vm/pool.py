@@ -103,7 +103,7 @@ def source_text(source: dict | None) -> str | None:
     return json.dumps(source, sort_keys=True) if source else None
 
 
-def cloned_from(dv: dict) -> str | None:
+def source_cloned_from(dv: dict) -> str | None:
     """The DataSource ``spec.source`` text a pool disk was cloned from (:data:`~.names.GOLDEN_IMAGE_SOURCE_ANNOTATION`)."""
     return (_meta(dv).get("annotations") or {}).get(names.GOLDEN_IMAGE_SOURCE_ANNOTATION)
 
@@ -190,7 +190,7 @@ def plan(disks: Iterable[dict], entries: Iterable[PoolEntry], sources: Mapping[s
         created = parse_time(_meta(dv).get("creationTimestamp"))
         failed = (dv.get("status") or {}).get("phase") == "Failed" and created is not None \
             and (now - created).total_seconds() > failed_after
-        if entry is None or not same_shape(dv, entry.shape) or (source is not None and cloned_from(dv) != source) or failed:
+        if entry is None or not same_shape(dv, entry.shape) or (source is not None and source_cloned_from(dv) != source) or failed:
             result.retire.append(dv)
         else:
             kept[image].append(dv)
@@ -212,7 +212,7 @@ def claimable(disks: Iterable[dict], shape: PoolShape, source: str | None) -> li
         if (_meta(dv).get("labels") or {}).get(names.DISK_LABEL) == names.POOL_DISK
         and (_meta(dv).get("labels") or {}).get(names.POOL_IMAGE_LABEL) == image
         and ready(dv) and same_shape(dv, shape)
-        and (source is None or cloned_from(dv) == source)
+        and (source is None or source_cloned_from(dv) == source)
     ]
     return sorted(found, key=lambda d: (_meta(d).get("creationTimestamp") or "", _meta(d)["name"]))
 
