@@ -30,7 +30,6 @@ from pathlib import Path
 from traitlets.config import Config
 
 from workspacespawner.config.check import merged_settings, traits_from_config
-from workspacespawner.core import names
 from workspacespawner.k8s.api import Kube
 from workspacespawner.quota.cli import load_hub_config
 from workspacespawner.quota.config import WorkspaceQuota
@@ -63,11 +62,6 @@ def spawner_settings(config: Config) -> dict:
 def lifecycle_settings(config: Config) -> LifecycleTraits:
     """The lifecycle traits (``retention_days``, ``reclaim_policy``, ``disk_limit``, ...) as the hub's spawner sees them, checked."""
     return traits_from_config(LifecycleTraits, config)
-
-
-def golden_image_namespace(config: Config) -> str:
-    """Where the golden images (CDI DataSources) are: ``c.WorkspaceSpawner.vm_golden_image_namespace``, else the default."""
-    return spawner_settings(config).get("vm_golden_image_namespace") or names.GOLDEN_IMAGE_NAMESPACE
 
 
 def namespace_of(config: Config, override: str | None) -> str:

@@ -25,6 +25,7 @@ import argparse
 import asyncio
 
 from workspacespawner.admin import common
+from workspacespawner.config.goldenimages import golden_image_namespace
 from workspacespawner.core.rsttext import summary
 from workspacespawner.k8s.kinds import VOLUME_SNAPSHOT
 from workspacespawner.quota.cli import hub_groups
@@ -75,7 +76,7 @@ async def _run(args) -> int:
             new = await ops.restore(args.user, args.snapshot)
             print(f"{args.user}'s home is now {new['metadata']['name']} (from {args.snapshot}); the old one is retained")
         elif args.action == "rebuild":
-            done = await rebuild(ops, args.user, server=args.server, image=args.image, golden_namespace=common.golden_image_namespace(config),
+            done = await rebuild(ops, args.user, server=args.server, image=args.image, golden_namespace=golden_image_namespace(config),
                                  limit=limit)
             print(f"{'Finished the interrupted rebuild: ' if done.resumed else ''}{done.vm} now boots from {done.new} "
                   f"(from {done.image}); {done.old} is retained until {rfc3339(done.retain_until)}; the home is untouched")

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from traitlets import Bool, TraitError
 from traitlets.config import LoggingConfigurable
 
+from workspacespawner.config.check import merged_settings
 from workspacespawner.core import names
 
 #: A DNS-1123 subdomain (Kubernetes' rule for most object names, DataSources' included).
@@ -163,3 +164,9 @@ class GoldenImages(LoggingConfigurable):
         for problem in problems:
             self.log.warning("%s", problem)
         return problems
+
+
+def golden_image_namespace(config) -> str:
+    """Where the golden images (CDI DataSources) are, from the hub's traitlets ``Config``: the spawner's
+    ``vm_golden_image_namespace`` (``c.Spawner``/``c.KubeSpawner``/``c.WorkspaceSpawner``), else the default."""
+    return merged_settings(config).get("vm_golden_image_namespace") or names.GOLDEN_IMAGE_NAMESPACE

@@ -10,19 +10,15 @@ settings from the same config file. The operation itself is
 
 from __future__ import annotations
 
-import re
-
 from traitlets import Enum, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
-from workspacespawner.config.check import merged_settings
+from workspacespawner.config.goldenimages import golden_image_namespace
 from workspacespawner.core import names
 
 #: How a golden image is published: a VolumeSnapshot of the root disk, or a DataVolume cloning it.
 MODES = ("snapshot", "clone")
 
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 class ImagePublish(Configurable):
@@ -62,7 +58,7 @@ class ImagePublish(Configurable):
     @validate("snapshot_class")
     def _check_snapshot_class(self, proposal):
         value = proposal["value"]
-        if value is not None and (len(value) > 253 or not _DNS_SUBDOMAIN.match(value)):
+        if value is not None and not names.is_dns_subdomain(value):
             raise TraitError(f"ImagePublish.snapshot_class must be a VolumeSnapshotClass name or None, not {value!r}")
         return value
 
@@ -76,7 +72,7 @@ class ImagePublish(Configurable):
     @validate("namespace")
     def _check_namespace(self, proposal):
         value = proposal["value"]
-        if value is not None and (len(value) > 63 or not _DNS_LABEL.match(value)):
+        if value is not None and not names.is_dns_label(value):
             raise TraitError(f"ImagePublish.namespace must be a Kubernetes namespace name or None, not {value!r}")
         return value
 
@@ -96,7 +92,7 @@ def golden_namespace(config, settings: ImagePublish | None = None) -> str:
     """Where published golden images go: ``c.ImagePublish.namespace``, else the spawner's
     ``vm_golden_image_namespace`` (``c.Spawner``/``c.KubeSpawner``/``c.WorkspaceSpawner``), else its default."""
     settings = settings or publish_settings(config)
-    return settings.namespace or merged_settings(config).get("vm_golden_image_namespace") or names.GOLDEN_IMAGE_NAMESPACE
+    return settings.namespace or golden_image_namespace(config)
 
 
 def check_image_name(name: str) -> str | None:
@@ -106,7 +102,7 @@ def check_image_name(name: str) -> str | None:
         return "a golden image needs a name"
     if len(name) > 63:
         return f"{name!r} is {len(name)} characters long; a golden image's name has at most 63"
-    if not _DNS_SUBDOMAIN.match(name):
+    if not names.is_dns_subdomain(name):
         return (f"{name!r} is not a valid name: lower-case letters, digits, '-' and '.', "
                 "starting and ending with a letter or digit")
     return None

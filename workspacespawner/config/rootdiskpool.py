@@ -10,20 +10,18 @@ and their check; the hub reads them once per process.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from traitlets import Dict, Float, TraitError, validate
 from traitlets.config import Configurable
 
+from workspacespawner.core import names
 from workspacespawner.core.quantities import parse_quantity
 
 #: The keys a pool entry written as a dict may have.
 ENTRY_KEYS = {"count", "namespace", "size", "storage_class", "volume_mode"}
 VOLUME_MODES = ("Block", "Filesystem")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -54,7 +52,7 @@ class PoolEntry:
 
 def _entry(name, spec, defaults: PoolShape) -> PoolEntry:
     where = f"RootDiskPool.ready_disks[{name!r}]"
-    if not isinstance(name, str) or not _DNS_SUBDOMAIN.match(name) or len(name) > 253:
+    if not names.is_dns_subdomain(name):
         raise TraitError(f"RootDiskPool.ready_disks: {name!r} is not a DataSource name (a DNS subdomain)")
     if isinstance(spec, bool) or not isinstance(spec, (int, Mapping)):
         raise TraitError(f"{where} must be a number of disks or a dict with 'count', not {spec!r}")
@@ -66,7 +64,7 @@ def _entry(name, spec, defaults: PoolShape) -> PoolEntry:
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise TraitError(f"{where}['count'] must be a whole number of disks, 0 or more, not {count!r}")
     namespace = spec.get("namespace", defaults.golden_image_namespace)
-    if not isinstance(namespace, str) or not _DNS_LABEL.match(namespace):
+    if not names.is_dns_label(namespace):
         raise TraitError(f"{where}['namespace'] must be a namespace name, not {namespace!r}")
     size = spec.get("size", defaults.size)
     try:
@@ -76,7 +74,7 @@ def _entry(name, spec, defaults: PoolShape) -> PoolEntry:
     if not ok:
         raise TraitError(f"{where}['size'] must be a positive Kubernetes quantity such as '40Gi', not {size!r}")
     storage_class = spec.get("storage_class", defaults.storage_class)
-    if storage_class is not None and (not isinstance(storage_class, str) or not _DNS_SUBDOMAIN.match(storage_class)):
+    if storage_class is not None and not names.is_dns_subdomain(storage_class):
         raise TraitError(f"{where}['storage_class'] must be a StorageClass name or None, not {storage_class!r}")
     volume_mode = spec.get("volume_mode", defaults.volume_mode)
     if volume_mode not in VOLUME_MODES:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from traitlets import Dict, TraitError, validate
 from traitlets.config import Configurable
 
+from workspacespawner.core import names
+
 #: Taint effects a pool's taint may have (core/v1 ``Taint.effect``).
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 POOL_KEYS = {"groups", "node_selector", "taint"}
@@ -30,7 +32,6 @@ TAINT_KEYS = {"key", "value", "effect"}
 POOL_NAME = re.compile(r"^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def _label_key_ok(key) -> bool:
     if not isinstance(key, str) or not key or key.count("/") > 1:
         return False
     prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+    if prefix and not names.is_dns_subdomain(prefix):
         return False
     return len(name) <= 63 and bool(_LABEL_NAME.match(name))
 

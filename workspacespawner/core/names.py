@@ -179,6 +179,21 @@ CREATED_BY_LABEL = "kubevirt.io/created-by"
 SERVER_COMPONENT = "singleuser-server"
 
 
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def is_dns_label(value) -> bool:
+    """Whether ``value`` is an RFC 1123 label (a string of at most 63 characters): what a namespace name must be."""
+    return isinstance(value, str) and len(value) <= 63 and _DNS_LABEL.fullmatch(value) is not None
+
+
+def is_dns_subdomain(value) -> bool:
+    """Whether ``value`` is an RFC 1123 subdomain (a string of at most 253 characters): what most object names
+    (DataSource, StorageClass, VolumeSnapshotClass) and label-key prefixes must be."""
+    return isinstance(value, str) and len(value) <= 253 and _DNS_SUBDOMAIN.fullmatch(value) is not None
+
+
 def dns_label(text: str, max_length: int = 63) -> str:
     """``text`` as an RFC 1035 label of at most ``max_length`` characters (Service names need one).
 

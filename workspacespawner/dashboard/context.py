@@ -11,6 +11,7 @@ from datetime import datetime
 from traitlets.config import Config
 
 from workspacespawner.admin import common
+from workspacespawner.config.goldenimages import golden_image_namespace
 from workspacespawner.config.imagepublish import ImagePublish, golden_namespace, publish_settings
 from workspacespawner.core import names
 from workspacespawner.dashboard.hubapi import HubApi
@@ -113,7 +114,7 @@ async def open_context(config: Config, *, kubeconfig: str | None = None, namespa
         await caches.start()
         ctx = DashboardContext(settings, quota, lifecycle, ns, ledger, audit, caches, kube, hub or HubApi(),
                                publish=publish, golden_namespace=golden_namespace(config, publish),
-                               golden_image_namespace=common.golden_image_namespace(config))
+                               golden_image_namespace=golden_image_namespace(config))
         try:
             yield ctx
         finally:
