@@ -108,6 +108,12 @@ def operation_holder(ref: WorkspaceRef, action: str, actor: str, now: datetime) 
     return Holder(f"{action} of {ref.label()}", OPERATION_KIND, actor, now)
 
 
+def recent(claim: Holder | None, now: datetime, grace: float) -> bool:
+    """Whether ``claim`` may be a start under way: it is younger than ``grace`` seconds (or undated). An operation on a
+    stopped workspace's disk (a restore, a rebuild, a publish) refuses while one is."""
+    return claim is not None and (claim.since is None or (now - claim.since).total_seconds() < grace)
+
+
 def holder_of(obj: dict | None) -> Holder | None:
     """The attach claim recorded on a disk object, or None."""
     if obj is None:

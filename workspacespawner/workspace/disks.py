@@ -41,7 +41,7 @@ from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VMI, VOLUME_SNAPSH
 from workspacespawner.k8s.objects import holders, pointer, terminating
 from workspacespawner.k8s.status import one_line
 from workspacespawner.workspace import lifecycle
-from workspacespawner.workspace.attach import ATTACH_GRACE_SECONDS, holder_of
+from workspacespawner.workspace.attach import ATTACH_GRACE_SECONDS, holder_of, recent
 from workspacespawner.workspace.lifecycle import SYSTEM, Phase, Status, WorkspaceRef
 
 log = logging.getLogger("workspacespawner")
@@ -423,7 +423,7 @@ class DiskOps:
         if phase_of(old) not in (None, str(Phase.STOPPED)):
             await refuse(f"{old_name} is {phase_of(old)}, not Stopped; a restore swaps only a stopped workspace's home.", "in-use")
         claim = holder_of(old)
-        if claim is not None and (claim.since is None or (now - claim.since).total_seconds() < ATTACH_GRACE_SECONDS):
+        if recent(claim, now, ATTACH_GRACE_SECONDS):
             await refuse(f"{old_name} is claimed by {claim.describe()}, which is starting; stop the workspace first.", "in-use")
         ref = WorkspaceRef(namespace=self.namespace, user_name=user, home_pvc=old_name)
         current = Status.from_object(old) or Status(Phase.STOPPED)

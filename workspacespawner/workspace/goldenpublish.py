@@ -53,7 +53,7 @@ from workspacespawner.k8s.kinds import DATA_SOURCE, DATA_VOLUME, POD, PVC, VIRTU
 from workspacespawner.k8s.objects import holders
 from workspacespawner.k8s.status import one_line
 from workspacespawner.workspace import lifecycle
-from workspacespawner.workspace.attach import ATTACH_GRACE_SECONDS, holder_of
+from workspacespawner.workspace.attach import ATTACH_GRACE_SECONDS, holder_of, recent
 from workspacespawner.workspace.disks import DiskOpError
 from workspacespawner.workspace.lifecycle import SYSTEM
 from workspacespawner.workspace.rootdisk import root_disk_of, vm_of_server
@@ -240,7 +240,7 @@ class GoldenPublisher:
                          "workspace first.", "in-use")
         for disk in (dv, pvc):
             claim = holder_of(disk)
-            if claim is not None and (claim.since is None or (now - claim.since).total_seconds() < self.grace):
+            if recent(claim, now, self.grace):
                 await refuse(f"{_meta(pvc)['name']} is claimed by {claim.describe()}, which is starting; stop the "
                              "workspace first.", "in-use")
 

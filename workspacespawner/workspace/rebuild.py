@@ -240,7 +240,7 @@ async def _check_stopped(run: _Run, vm: dict, old: dict, mine: attach.Holder, gr
         if phase_of(obj) not in (None, str(Phase.STOPPED)):
             await run.refuse(f"{obj['kind']} {_meta(obj)['name']} is {phase_of(obj)}, not Stopped; a rebuild needs a stopped workspace.", "in-use")
     claim = attach.holder_of(old)
-    if claim is not None and claim.server != mine.server and (claim.since is None or (run.now - claim.since).total_seconds() < grace):
+    if attach.recent(claim, run.now, grace) and claim.server != mine.server:
         await run.refuse(f"{old_name} is claimed by {claim.describe()}, which is starting; stop the workspace first.", "in-use")
 
 
