@@ -129,7 +129,8 @@ def test_idle_culler_removing_a_named_server_keeps_its_disk(hub, core, ledger):
     assert pvc.metadata.uid == uid and pvc.metadata.deletion_timestamp is None
     until = datetime.fromisoformat(lifecycle_of(pvc)["retainUntil"].replace("Z", "+00:00"))
     assert before + timedelta(days=29) < until < datetime.now(UTC) + timedelta(days=31)
-    [record] = AuditLog.from_url(f"sqlite:///{ledger}").query(user="ivy", action="retain")
+    # the move is audited once the cluster holds it, so the row may land just after the label
+    [record] = wait_until(lambda: AuditLog.from_url(f"sqlite:///{ledger}").query(user="ivy", action="retain"), 30, "retain audited")
     assert (record.disk, record.actor, record.server, record.result) == ("home-ivy--work", "system", "work", "ok")
 
 
