@@ -24,6 +24,7 @@ Prometheus readings the answer is None (unknown), never "none idle".
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -263,11 +264,11 @@ def card_hour_trend(runs, now: datetime, days: int, tz="UTC") -> tuple[DayUse, .
     return tuple(DayUse(start.date(), used) for start, used in zip(starts, cardhours.trend(runs, now, days, tz), strict=False))
 
 
-def top_users(views: list[NodeView], runs_by_user: dict[str, list], now: datetime, *, limit: int = 10,
+def top_users(views: list[NodeView], runs_by_user: Mapping[str, Sequence], now: datetime, *, limit: int = 10,
               tz="UTC") -> list[UserUse]:
     """The users holding the most GPUs now (then the most card-hours over 30 days), at most ``limit``.
 
-    ``runs_by_user``: ``{user: [Run, ...]}`` covering at least the last 30
+    ``runs_by_user``: ``{user: (Run, ...)}`` covering at least the last 30
     days (``Ledger.runs_all`` over that period). Users with no GPU now but
     card-hours in the period are listed after those holding GPUs.
     """

@@ -163,67 +163,75 @@ class Enforcer(PeriodicPass):
         return closed
 
     async def tick(self) -> list[tuple[str, str, str]]:
-        """One pass; returns ``(user, server_name, action)`` for every warning and stop issued."""
+        """One pass; returns ``(user, server_name, action)`` for every warning and stop issued.
+
+        Users are handled one at a time, their runs built from the read and
+        dropped before the next user's (see :class:`~.ledger.RunsByUser`): a
+        pass keeps no per-user objects alive past its user, so it does not
+        fill the garbage collector's oldest generation.
+        """
         settings = self.service.settings
-        ledger = self.service.ledger
         now = policy.utcnow()
         period = policy.month_bounds(now, settings.timezone)
         await self.reconcile(now)
-        runs_by_user = await self.service.call(ledger.runs_all, period)
-        usage: dict[str, policy.Usage] = {}
-        for count, (user, runs) in enumerate(runs_by_user.items(), 1):
-            usage[user] = policy.usage_from_runs(runs, period, now)
-            await _yield_every(count)
-        running = [run for use in usage.values() for run in use.active if run.state == OPEN and run.gpus > 0]
-        units: dict[tuple[str, str], int] = {}
-        for run in running:
-            units[(run.gpu_resource, run.gpu_product)] = units.get((run.gpu_resource, run.gpu_product), 0) + run.gpus
-        metrics.set_snapshot(
-            {user: use.card_hours for user, use in usage.items()},
-            sum(units.values()),
-            settings.metrics_top_users,
-            gpu_hours=policy.gpu_hours([run for runs in runs_by_user.values() for run in runs], *period, now),
-            running_units=units,
-        )
-        actions: list[tuple[str, str, str]] = []
-        for user in ANNOUNCEMENTS.users() - set(usage):
+        runs_by_user = await self.service.call(self.service.ledger.runs_all, period)
+        for user in ANNOUNCEMENTS.users() - set(runs_by_user):
             ANNOUNCEMENTS.clear(user)
             self._told.pop(user, None)
-        for count, (user, use) in enumerate(usage.items(), 1):
+        used: dict[str, float] = {}
+        units: dict[tuple[str, str], int] = {}
+        gpu_hours: dict[tuple[str, str], float] = {}
+        actions: list[tuple[str, str, str]] = []
+        for count, user in enumerate(runs_by_user, 1):
             await _yield_every(count)
-            groups = self.service.groups_of(user)
-            if groups is None:
-                continue  # no spawner of theirs here: their group limits are unknown, leave them alone
-            limits = settings.limits_for(user, groups)
+            runs = runs_by_user[user]
+            use = policy.usage_from_runs(runs, period, now)
+            used[user] = use.card_hours
             gpu_runs = [run for run in use.active if run.state == OPEN and run.gpus > 0]
-            if not gpu_runs:
-                exhausted = limits.card_hours_per_month - use.card_hours <= 0 and use.card_hours > 0
-                self._say(user, exhausted_message(limits.card_hours_per_month, period[1]) if exhausted else "")
-                continue
-            verdict = policy.enforcement(
-                runs_by_user[user],
-                period,
-                limits.card_hours_per_month,
-                now,
-                warn_minutes=settings.warn_minutes,
-                grace_minutes=settings.grace_minutes,
-                grace_card_hours=settings.grace_card_hours,
-            )
-            message = verdict_message(verdict, period[1], policy.zone(settings.timezone))
-            self._say(user, message)
-            if verdict.action == "none":
-                self._told.pop(user, None)
-                continue
-            if self._told.get(user) != verdict.action:
-                self._told[user] = verdict.action
-                log.warning("Quota %s for %s: %s", verdict.action, user, message)
-                for run in gpu_runs:
-                    await self.service.event(user, run.server_name, EVENT_REASONS[verdict.action], message)
-                    actions.append((user, run.server_name, verdict.action))
-            if verdict.action == "stop":
-                for run in gpu_runs:
-                    if await self._stop(run, verdict, now):
-                        actions.append((user, run.server_name, "stopped"))
+            for run in gpu_runs:
+                units[(run.gpu_resource, run.gpu_product)] = units.get((run.gpu_resource, run.gpu_product), 0) + run.gpus
+            for kind, hours in policy.gpu_hours(runs, *period, now).items():
+                gpu_hours[kind] = gpu_hours.get(kind, 0.0) + hours
+            actions += await self._enforce(user, runs, use, gpu_runs, period, now)
+        metrics.set_snapshot(used, sum(units.values()), settings.metrics_top_users, gpu_hours=gpu_hours, running_units=units)
+        return actions
+
+    async def _enforce(self, user: str, runs, use: policy.Usage, gpu_runs: list, period, now) -> list[tuple[str, str, str]]:
+        """Step 3 for one user: tell them, and stop their GPU servers when the verdict is ``stop``."""
+        settings = self.service.settings
+        groups = self.service.groups_of(user)
+        if groups is None:
+            return []  # no spawner of theirs here: their group limits are unknown, leave them alone
+        limits = settings.limits_for(user, groups)
+        if not gpu_runs:
+            exhausted = limits.card_hours_per_month - use.card_hours <= 0 and use.card_hours > 0
+            self._say(user, exhausted_message(limits.card_hours_per_month, period[1]) if exhausted else "")
+            return []
+        verdict = policy.enforcement(
+            runs,
+            period,
+            limits.card_hours_per_month,
+            now,
+            warn_minutes=settings.warn_minutes,
+            grace_minutes=settings.grace_minutes,
+            grace_card_hours=settings.grace_card_hours,
+        )
+        message = verdict_message(verdict, period[1], policy.zone(settings.timezone))
+        self._say(user, message)
+        if verdict.action == "none":
+            self._told.pop(user, None)
+            return []
+        actions = []
+        if self._told.get(user) != verdict.action:
+            self._told[user] = verdict.action
+            log.warning("Quota %s for %s: %s", verdict.action, user, message)
+            for run in gpu_runs:
+                await self.service.event(user, run.server_name, EVENT_REASONS[verdict.action], message)
+                actions.append((user, run.server_name, verdict.action))
+        if verdict.action == "stop":
+            for run in gpu_runs:
+                if await self._stop(run, verdict, now):
+                    actions.append((user, run.server_name, "stopped"))
         return actions
 
     def _say(self, user: str, message: str) -> None:
