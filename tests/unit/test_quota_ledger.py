@@ -129,12 +129,38 @@ def test_a_runs_life_is_counted_once(ledger):
     assert ledger.usage("ann", JUNE, NOW + timedelta(days=1)).card_hours == pytest.approx(2.0)
 
 
-def test_a_released_reservation_is_not_opened_later(ledger):
+def test_compute_is_metered_even_when_its_reservation_is_gone(ledger):
+    """A reservation's commit may be lost in a crash (it does not wait for the disk), or it was dropped meanwhile
+    (stale, or a newer start of the server): the start that goes on to create compute opens a run all the same."""
+    reservation = ledger.check_and_reserve("ann", Request(gpus=2, profile="two"), Limits(), NOW).reservation
+    with ledger.engine.begin() as conn:
+        conn.execute(sa.delete(sa.table(RUNS_TABLE, sa.column("id"))).where(sa.column("id") == reservation.id))
+    run_id = ledger.open_run(reservation, NOW + timedelta(minutes=1))
+    run = ledger.get(run_id)
+    assert (run.state, run.started, run.gpus, run.profile, run.user) == (OPEN, NOW + timedelta(minutes=1), 2, "two", "ann")
+    assert ledger.usage("ann", JUNE, NOW + timedelta(minutes=31)).card_hours == pytest.approx(1.0)
+
+
+def test_a_reservation_the_reconciliation_opened_keeps_its_run(ledger):
     reservation = ledger.check_and_reserve("ann", Request(gpus=1), Limits(), NOW).reservation
-    ledger.release(reservation)
-    assert ledger.get(reservation.id) is None
-    assert ledger.open_run(reservation, NOW + timedelta(minutes=1)) is None  # the start failed meanwhile
-    assert ledger.usage("ann", JUNE, NOW + timedelta(hours=1)).running == 0
+    ledger.close_orphans({("ann", "")}, NOW + timedelta(hours=1), reservation_timeout=timedelta(minutes=30))
+    assert ledger.get(reservation.id).state == OPEN  # its compute was seen alive: opened from when it was made
+    assert ledger.open_run(reservation, NOW + timedelta(hours=1)) == reservation.id
+    assert ledger.usage("ann", JUNE, NOW + timedelta(hours=2)).running == 1
+
+
+def test_the_reservation_commit_does_not_wait_for_the_disk_and_the_run_does(ledger, url):
+    """SQLite file: the reservation's connection has synchronous=NORMAL (1), the others FULL (2) in WAL mode."""
+    if not url.startswith("sqlite"):
+        with ledger.reserve_engine.connect() as conn:
+            assert conn.exec_driver_sql("SHOW synchronous_commit").scalar() == "off"
+        with ledger.engine.connect() as conn:
+            assert conn.exec_driver_sql("SHOW synchronous_commit").scalar() == "on"
+        return
+    with ledger.reserve_engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 1
+    with ledger.engine.connect() as conn:
+        assert (conn.exec_driver_sql("PRAGMA synchronous").scalar(), conn.exec_driver_sql("PRAGMA journal_mode").scalar()) == (2, "wal")
 
 
 def test_close_server_closes_what_is_active_for_that_server(ledger):
@@ -289,7 +315,7 @@ def test_a_check_and_reserve_is_one_transaction_of_three_statements(ledger):
     ledger.check_and_reserve("ann", Request(gpus=1, server_name="other"), Limits(max_concurrent=5), NOW)
     for returning in (False, True):  # the user's first start, and a later one (their lock row exists)
         user = "bob" if not returning else "ann"
-        with SQLCount(ledger.engine) as sql:
+        with SQLCount(ledger.reserve_engine) as sql:
             decision = ledger.check_and_reserve(user, Request(gpus=1, server_name="x"), Limits(max_concurrent=5), NOW)
         assert decision.allowed
         assert (sql.statements, sql.transactions) == (3, 1), str(sql)

@@ -86,13 +86,24 @@ class UTCDateTime(sa.types.TypeDecorator):
         return None if value is None else value.replace(tzinfo=UTC)
 
 
-def make_engine(url: str, *, timeout: float = 10.0) -> sa.Engine:
+def make_engine(url: str, *, timeout: float = 10.0, wait_for_disk: bool = True) -> sa.Engine:
     """An engine for ``url``; SQLite gets ``BEGIN IMMEDIATE`` for write transactions and WAL for files.
 
     ``timeout`` (seconds): how long to wait for SQLite's lock, or to connect
     to a server database (psycopg and psycopg2 drivers). An in-memory SQLite
     database is one connection shared by every thread (else each would see
     its own empty database).
+
+    ``wait_for_disk=False``: a commit returns once the database has the
+    transaction, before its log reaches the disk (a SQLite file:
+    ``PRAGMA synchronous=NORMAL`` in WAL mode; PostgreSQL through psycopg or
+    psycopg2: ``synchronous_commit=off`` on the connection, as the
+    PostgreSQL manual's "Asynchronous Commit" describes). Such a commit is
+    never torn and survives the process that made it; a crash of the
+    machine (SQLite) or of the database server may lose it, and it becomes
+    durable with the next commit that does wait, on any connection (both
+    logs are written in order). For writes whose loss a later durable write
+    makes good; elsewhere this engine waits as the default one does.
     """
     parsed = sa.engine.make_url(url)
     kwargs: dict = {"pool_pre_ping": True}
@@ -102,6 +113,8 @@ def make_engine(url: str, *, timeout: float = 10.0) -> sa.Engine:
             kwargs["poolclass"] = StaticPool
     elif parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() in ("psycopg2", "psycopg"):
         kwargs["connect_args"] = {"connect_timeout": max(1, int(timeout))}
+        if not wait_for_disk:
+            kwargs["connect_args"]["options"] = "-c synchronous_commit=off"
     engine = sa.create_engine(parsed, **kwargs)
     if parsed.get_backend_name() == "sqlite":
         in_file = parsed.database not in (None, "", ":memory:")
@@ -112,6 +125,8 @@ def make_engine(url: str, *, timeout: float = 10.0) -> sa.Engine:
             cursor = dbapi_connection.cursor()
             if in_file:
                 cursor.execute("PRAGMA journal_mode=WAL")
+                if not wait_for_disk:
+                    cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.close()
 
         @event.listens_for(engine, "begin")
@@ -120,6 +135,14 @@ def make_engine(url: str, *, timeout: float = 10.0) -> sa.Engine:
             connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     return engine
+
+
+def can_commit_without_disk_wait(url: str) -> bool:
+    """Whether ``make_engine(url, wait_for_disk=False)`` commits differently: a SQLite file, or PostgreSQL through psycopg(2)."""
+    parsed = sa.engine.make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return parsed.database not in (None, "", ":memory:")
+    return parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() in ("psycopg2", "psycopg")
 
 
 @contextmanager

@@ -52,7 +52,14 @@ from sqlalchemy.dialects import postgresql
 
 from workspacespawner.core.gpuresources import WHOLE_GPU
 from workspacespawner.db import migrate
-from workspacespawner.db.engine import DatabaseUnavailable, UTCDateTime, guarded, make_engine, write_transaction
+from workspacespawner.db.engine import (
+    DatabaseUnavailable,
+    UTCDateTime,
+    can_commit_without_disk_wait,
+    guarded,
+    make_engine,
+    write_transaction,
+)
 from workspacespawner.db.executor import DatabaseExecutor, process_executor
 from workspacespawner.db.migrations import RUNS_TABLE, USERS_TABLE
 from workspacespawner.quota import policy
@@ -212,6 +219,9 @@ class Ledger:
 
     def __init__(self, url: str, *, timeout: float = 10.0, executor: DatabaseExecutor | None = None):
         self.engine = make_engine(url, timeout=timeout)
+        #: The pre-spawn reservation's engine: its commits do not wait for the disk (see :meth:`check_and_reserve`).
+        self.reserve_engine = (make_engine(url, timeout=timeout, wait_for_disk=False)
+                               if can_commit_without_disk_wait(url) else self.engine)
         #: Where async code runs this ledger's calls (and the audit log on its database, its writes).
         self.executor = executor or process_executor()
         self._sqlite = self.engine.dialect.name == "sqlite"
@@ -221,6 +231,7 @@ class Ledger:
     def dispose(self) -> None:
         """Close the database connections."""
         self.engine.dispose()
+        self.reserve_engine.dispose()
 
     # -- schema ----------------------------------------------------------
 
@@ -242,15 +253,15 @@ class Ledger:
                 self._ready = True
 
     @contextmanager
-    def _transaction(self):
-        """A write transaction: ``BEGIN IMMEDIATE`` on SQLite, an ordinary one elsewhere."""
-        with write_transaction(self.engine) as conn:
+    def _transaction(self, engine: sa.Engine | None = None):
+        """A write transaction (on ``engine``, default :attr:`engine`): ``BEGIN IMMEDIATE`` on SQLite, an ordinary one elsewhere."""
+        with write_transaction(engine or self.engine) as conn:
             yield conn
 
     @contextmanager
-    def _write(self):
+    def _write(self, engine: sa.Engine | None = None):
         self._ensure_schema()
-        with self._transaction() as conn:
+        with self._transaction(engine) as conn:
             yield conn
 
     @contextmanager
@@ -372,10 +383,16 @@ class Ledger:
         ``reserved`` row, returned as ``decision.reservation``. Two racing
         calls for the same user see each other's reservations, never the
         same free place.
+
+        The commit does not wait for the disk (:attr:`reserve_engine`): a
+        reservation holds no GPU, and :meth:`open_run`, whose commit does
+        wait, makes it durable before compute can exist. A crash of the
+        machine or database server in between may lose it; the start's
+        :meth:`open_run` then opens a run all the same.
         """
         now = policy.aware(now or policy.utcnow())
         period = policy.month_bounds(now, tz)
-        with self._write() as conn:
+        with self._write(self.reserve_engine) as conn:
             self._lock_users(conn, [user])
             seen = []
             for run in self._runs_in(conn, period, user):
@@ -408,16 +425,20 @@ class Ledger:
     @_guarded
     def open_run(
         self, reservation: Reservation, started_at: datetime | None = None, *, watched: timedelta | None = None
-    ) -> int | None:
+    ) -> int:
         """Compute is about to be created: the reservation becomes an open run from ``started_at``.
 
         An older open run of the same server (its start waited for the old
         compute to go) is closed first: at ``started_at`` if it was seen
         alive within ``watched`` of it, else at its last sighting (never
         charging for time the hub did not see it). A reservation made while
-        the ledger was down (``id`` None) gets a new open row. A
-        reservation already released or closed (the start failed or was
-        stopped meanwhile) stays so: returns None. Returns the run id.
+        the ledger was down (``id`` None) gets a new open row, and so does
+        one whose row is gone or closed (its commit lost in a crash, or
+        dropped meanwhile as stale or by a newer start of the server):
+        compute is about to exist, and every second of it is metered; a run
+        whose compute never appears is closed by the reconciliation at its
+        start, costing nothing. One the reconciliation already opened (its
+        compute was seen alive) keeps its run. Returns the run id.
         """
         started_at = policy.aware(started_at or policy.utcnow())
         with self._write() as conn:
@@ -429,17 +450,18 @@ class Ledger:
                 last = old.last_seen and policy.aware(old.last_seen)
                 recent = watched is not None and last is not None and started_at - last <= watched
                 self._end(conn, old, started_at if recent else None, "restarted")
-            if reservation.id is None:
-                query = runs.insert().values(
-                    **_identity(reservation), started=started_at, last_seen=started_at, state=OPEN
+            if reservation.id is not None:
+                done = conn.execute(
+                    runs.update()
+                    .where(runs.c.id == reservation.id, runs.c.state == RESERVED)
+                    .values(state=OPEN, started=started_at, last_seen=started_at)
                 )
-                return conn.execute(query).inserted_primary_key[0]
-            done = conn.execute(
-                runs.update()
-                .where(runs.c.id == reservation.id, runs.c.state == RESERVED)
-                .values(state=OPEN, started=started_at, last_seen=started_at)
-            )
-            return reservation.id if done.rowcount else None
+                if done.rowcount:
+                    return reservation.id
+                if conn.execute(sa.select(runs.c.state).where(runs.c.id == reservation.id)).scalar() == OPEN:
+                    return reservation.id
+            query = runs.insert().values(**_identity(reservation), started=started_at, last_seen=started_at, state=OPEN)
+            return conn.execute(query).inserted_primary_key[0]
 
     @_guarded
     def price_run(self, run_id: int, product: str, weight: float) -> bool:
