@@ -111,9 +111,17 @@ runs = sa.Table(
 quota_users = sa.Table(USERS_TABLE, metadata, sa.Column("user_name", sa.String(255), primary_key=True))
 
 
-#: Open runs marked seen per UPDATE by :meth:`Ledger.close_orphans` (one statement up to this many running servers;
-#: under SQLite's and PostgreSQL's limits on bound parameters).
+#: Open runs marked seen per UPDATE by :meth:`Ledger.close_orphans` on databases other than PostgreSQL (one statement
+#: up to this many running servers; under SQLite's limit on bound parameters). PostgreSQL takes them all as one array.
 SEEN_CHUNK = 10_000
+
+#: Rows fetched at a time by the reads of every user's runs: the driver converts a batch in one call that holds the
+#: interpreter's lock, and the hub's event loop waits for it meanwhile; small batches keep that wait short.
+READ_BATCH = 500
+_BATCHED = {"yield_per": READ_BATCH}  # one statement's execution options (a Connection's own would outlive it)
+
+#: The run ids :meth:`Ledger.close_orphans` marks seen, as one PostgreSQL array parameter (``id = ANY(:ids)``).
+_IDS = sa.bindparam("ids", type_=postgresql.ARRAY(sa.Integer))
 
 #: Columns a :class:`Run` carries under the same name.
 _RUN_COLUMNS = (
@@ -350,7 +358,8 @@ class Ledger:
         statement: ``{user: (Run, ...)}`` (a :class:`RunsByUser`), users sorted."""
         start, end = period
         with self._read() as conn:
-            return RunsByUser([tuple(row) for row in conn.execute(_RUNS_IN_PERIOD, {"start": start, "end": end})])
+            result = conn.execute(_RUNS_IN_PERIOD, {"start": start, "end": end}, execution_options=_BATCHED)
+            return RunsByUser([tuple(row) for row in result])
 
     @_guarded
     def get(self, run_id: int) -> Run | None:
@@ -581,15 +590,19 @@ class Ledger:
         with self._write() as conn:
             active_users = sa.select(runs.c.user_name).where(runs.c.state.in_(ACTIVE_STATES)).distinct()
             self._lock_users(conn, active_users.order_by(runs.c.user_name))
-            active = [_run(row) for row in conn.execute(sa.select(*_RUN_SELECT).where(runs.c.state.in_(ACTIVE_STATES)))]
+            active_runs = sa.select(*_RUN_SELECT).where(runs.c.state.in_(ACTIVE_STATES))
+            active = [_run(row) for row in conn.execute(active_runs, execution_options=_BATCHED)]
             if kinds is not None:
                 covered = set(kinds)
                 active = [run for run in active if run.workspace_kind in covered]
             seen = [run.id for run in active if run.state == OPEN and (run.user, run.server_name) in alive]
-            for chunk in range(0, len(seen), SEEN_CHUNK):
-                conn.execute(
-                    runs.update().where(runs.c.id.in_(seen[chunk : chunk + SEEN_CHUNK])).values(last_seen=seen_at)
-                )
+            if seen and conn.dialect.name == "postgresql":  # one array parameter: no query text of thousands of them
+                conn.execute(runs.update().where(runs.c.id == sa.any_(_IDS)).values(last_seen=seen_at), {"ids": seen})
+            else:
+                for chunk in range(0, len(seen), SEEN_CHUNK):
+                    conn.execute(
+                        runs.update().where(runs.c.id.in_(seen[chunk : chunk + SEEN_CHUNK])).values(last_seen=seen_at)
+                    )
             for run in active:
                 is_alive = (run.user, run.server_name) in alive
                 if run.state == OPEN and not is_alive and run.started <= seen_at - min_age:
