@@ -11,6 +11,7 @@ heap: see ``benchmarks/enforcer.py``).
 from __future__ import annotations
 
 import gc
+import types
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -46,17 +47,35 @@ def fill(ledger: Ledger, users: int, closed_each: int) -> None:
 
 
 def tracked_inside(obj) -> int:
-    """The objects the garbage collector tracks that ``obj`` reaches (itself included), after a collection."""
+    """The objects the garbage collector tracks among what ``obj`` holds, after a full collection.
+
+    Follows its attributes through containers and plain objects only, never
+    into classes or modules (which would reach the whole heap).
+    """
     gc.collect()
-    seen, todo, count = set(), [obj], 0
+    seen, todo, count = set(), list(vars(obj).values()), 0
     while todo:
         item = todo.pop()
-        if id(item) in seen or not gc.is_tracked(item):
+        if id(item) in seen or isinstance(item, type | types.ModuleType | types.FunctionType):
             continue
         seen.add(id(item))
+        if not gc.is_tracked(item):
+            continue
         count += 1
-        todo.extend(gc.get_referents(item))
+        if isinstance(item, dict):
+            todo.extend([*item.keys(), *item.values()])
+        elif isinstance(item, list | tuple | set | frozenset):
+            todo.extend(item)
+        elif hasattr(item, "__dict__"):
+            todo.extend(vars(item).values())
     return count
+
+
+def test_the_count_of_tracked_objects_sees_runs_held_as_objects():
+    """The measure below can fail: a dict of lists of Runs, as ``runs_all`` returned before, counts every Run."""
+    run = policy.Run(gpus=1, started=NOW)
+    holder = types.SimpleNamespace(by_user={"ann": [run, policy.Run(gpus=2, started=NOW)], "bob": [run]})
+    assert tracked_inside(holder) == 5  # the dict, two lists, two Runs
 
 
 def test_each_user_gets_the_runs_their_own_read_returns(ledger):
