@@ -86,6 +86,15 @@ class UTCDateTime(sa.types.TypeDecorator):
         return None if value is None else value.replace(tzinfo=UTC)
 
 
+def _sqlite_file(parsed: sa.engine.URL) -> bool:
+    return parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:")
+
+
+def _libpq(parsed: sa.engine.URL) -> bool:
+    """PostgreSQL through a libpq driver, which takes ``connect_timeout`` and ``options`` as connect arguments."""
+    return parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() in ("psycopg2", "psycopg")
+
+
 def make_engine(url: str, *, timeout: float = 10.0, wait_for_disk: bool = True) -> sa.Engine:
     """An engine for ``url``; SQLite gets ``BEGIN IMMEDIATE`` for write transactions and WAL for files.
 
@@ -109,15 +118,15 @@ def make_engine(url: str, *, timeout: float = 10.0, wait_for_disk: bool = True) 
     kwargs: dict = {"pool_pre_ping": True}
     if parsed.get_backend_name() == "sqlite":
         kwargs["connect_args"] = {"timeout": timeout, "check_same_thread": False}
-        if parsed.database in (None, "", ":memory:"):
+        if not _sqlite_file(parsed):
             kwargs["poolclass"] = StaticPool
-    elif parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() in ("psycopg2", "psycopg"):
+    elif _libpq(parsed):
         kwargs["connect_args"] = {"connect_timeout": max(1, int(timeout))}
         if not wait_for_disk:
             kwargs["connect_args"]["options"] = "-c synchronous_commit=off"
     engine = sa.create_engine(parsed, **kwargs)
     if parsed.get_backend_name() == "sqlite":
-        in_file = parsed.database not in (None, "", ":memory:")
+        in_file = _sqlite_file(parsed)
 
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_connection, _record):
@@ -140,9 +149,7 @@ def make_engine(url: str, *, timeout: float = 10.0, wait_for_disk: bool = True) 
 def can_commit_without_disk_wait(url: str) -> bool:
     """Whether ``make_engine(url, wait_for_disk=False)`` commits differently: a SQLite file, or PostgreSQL through psycopg(2)."""
     parsed = sa.engine.make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        return parsed.database not in (None, "", ":memory:")
-    return parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() in ("psycopg2", "psycopg")
+    return _sqlite_file(parsed) or _libpq(parsed)
 
 
 @contextmanager
