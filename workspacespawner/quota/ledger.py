@@ -123,6 +123,16 @@ _BATCHED = {"yield_per": READ_BATCH}  # one statement's execution options (a Con
 #: The run ids :meth:`Ledger.close_orphans` marks seen, as one PostgreSQL array parameter (``id = ANY(:ids)``).
 _IDS = sa.bindparam("ids", type_=postgresql.ARRAY(sa.Integer))
 
+def _lock_rows(names: sa.Select) -> sa.Insert:
+    """PostgreSQL: upsert the lock rows of the user names ``names`` selects, in its order (see :meth:`Ledger._lock_users`)."""
+    insert = postgresql.insert(quota_users).from_select(["user_name"], names)
+    return insert.on_conflict_do_update(index_elements=["user_name"], set_={"user_name": insert.excluded.user_name})
+
+
+#: PostgreSQL: the lock rows of the names in the array parameter ``names`` (sorted), one statement for any count, so
+#: SQLAlchemy compiles it once (a VALUES list per count of names compiled again at every pre-spawn check).
+_LOCK_NAMED_USERS = _lock_rows(sa.select(sa.func.unnest(sa.bindparam("names", type_=postgresql.ARRAY(sa.String)))))
+
 #: Columns a :class:`Run` carries under the same name.
 _RUN_COLUMNS = (
     "server_name",
@@ -210,6 +220,22 @@ _RUNS_IN_PERIOD = _runs_in_period(user=False)
 _USER_RUNS_IN_PERIOD = _runs_in_period(user=True)
 _INSERT_RUN = runs.insert()
 
+# The writes of a run's life, built once with bound parameters (a statement built per call costs more than its
+# execution on SQLite; the compiled form is cached either way).
+_AT = sa.bindparam("at", type_=UTCDateTime())
+#: A reservation becomes an open run: ``run_id``, ``at``.
+_OPEN_RESERVED = (runs.update().where(runs.c.id == sa.bindparam("run_id"), runs.c.state == RESERVED)
+                  .values(state=OPEN, started=_AT, last_seen=_AT))
+#: An open run closes: ``run_id``, ``at`` (its stop), ``why`` (the stop reason or None).
+_CLOSE_OPEN = (runs.update().where(runs.c.id == sa.bindparam("run_id"), runs.c.state == OPEN)
+               .values(state=CLOSED, stopped=_AT, stop_reason=sa.bindparam("why", type_=sa.String(255))))
+#: A reservation is dropped: ``run_id``.
+_DROP_RESERVED = runs.delete().where(runs.c.id == sa.bindparam("run_id"), runs.c.state == RESERVED)
+#: A run's state: ``run_id``.
+_STATE_OF = sa.select(runs.c.state).where(runs.c.id == sa.bindparam("run_id"))
+#: One run: ``run_id``.
+_RUN_BY_ID = sa.select(*_RUN_SELECT).where(runs.c.id == sa.bindparam("run_id"))
+
 
 def _identity(reservation: Reservation) -> dict:
     """The columns that say whose workspace a run is, what it runs and its provisional price."""
@@ -293,17 +319,11 @@ class Ledger:
             return
         if dialect == "postgresql":
             if isinstance(users, sa.Select):
-                insert = postgresql.insert(quota_users).from_select(["user_name"], users)
-            else:
-                names = sorted(set(users))
-                if not names:
-                    return
-                insert = postgresql.insert(quota_users).values([{"user_name": n} for n in names])
-            conn.execute(
-                insert.on_conflict_do_update(
-                    index_elements=["user_name"], set_={"user_name": insert.excluded.user_name}
-                )
-            )
+                conn.execute(_lock_rows(users))
+                return
+            names = sorted(set(users))
+            if names:
+                conn.execute(_LOCK_NAMED_USERS, {"names": names})
             return
         names = sorted(set(conn.scalars(users) if isinstance(users, sa.Select) else users))
         if not names:
@@ -365,7 +385,7 @@ class Ledger:
     def get(self, run_id: int) -> Run | None:
         """One run by id, or None."""
         with self._read() as conn:
-            row = conn.execute(sa.select(*_RUN_SELECT).where(runs.c.id == run_id)).first()
+            row = conn.execute(_RUN_BY_ID, {"run_id": run_id}).first()
             return None if row is None else _run(row)
 
     # -- the pre-spawn check -----------------------------------------------
@@ -460,17 +480,12 @@ class Ledger:
                 recent = watched is not None and last is not None and started_at - last <= watched
                 self._end(conn, old, started_at if recent else None, "restarted")
             if reservation.id is not None:
-                done = conn.execute(
-                    runs.update()
-                    .where(runs.c.id == reservation.id, runs.c.state == RESERVED)
-                    .values(state=OPEN, started=started_at, last_seen=started_at)
-                )
-                if done.rowcount:
+                if conn.execute(_OPEN_RESERVED, {"run_id": reservation.id, "at": started_at}).rowcount:
                     return reservation.id
-                if conn.execute(sa.select(runs.c.state).where(runs.c.id == reservation.id)).scalar() == OPEN:
+                if conn.execute(_STATE_OF, {"run_id": reservation.id}).scalar() == OPEN:
                     return reservation.id
-            query = runs.insert().values(**_identity(reservation), started=started_at, last_seen=started_at, state=OPEN)
-            return conn.execute(query).inserted_primary_key[0]
+            values = {**_identity(reservation), "started": started_at, "last_seen": started_at, "state": OPEN}
+            return conn.execute(_INSERT_RUN, values).inserted_primary_key[0]
 
     @_guarded
     def price_run(self, run_id: int, product: str, weight: float) -> bool:
@@ -507,18 +522,14 @@ class Ledger:
     def _end(conn, run: Run, stopped_at: datetime | None, reason: str | None) -> Run | None:
         """Close an open run at ``stopped_at`` (None: its last sighting), or drop a reservation."""
         if run.state == RESERVED:
-            conn.execute(runs.delete().where(runs.c.id == run.id, runs.c.state == RESERVED))
+            conn.execute(_DROP_RESERVED, {"run_id": run.id})
             return None
         if run.state != OPEN:
             return None
         stopped = stopped_at if stopped_at is not None else (run.last_seen or run.started)
         stopped = max(policy.aware(stopped), run.started)
         reason = run.stop_reason or reason
-        done = conn.execute(
-            runs.update()
-            .where(runs.c.id == run.id, runs.c.state == OPEN)
-            .values(state=CLOSED, stopped=stopped, stop_reason=reason)
-        )
+        done = conn.execute(_CLOSE_OPEN, {"run_id": run.id, "at": stopped, "why": reason})
         if not done.rowcount:
             return None
         return Run(**{**run.__dict__, "state": CLOSED, "stopped": stopped, "stop_reason": reason})
@@ -532,7 +543,7 @@ class Ledger:
         before (the enforcer's). Returns the closed run, or None.
         """
         with self._write() as conn:
-            row = conn.execute(sa.select(*_RUN_SELECT).where(runs.c.id == run_id)).first()
+            row = conn.execute(_RUN_BY_ID, {"run_id": run_id}).first()
             return None if row is None else self._end(conn, _run(row), stopped_at, reason)
 
     @_guarded

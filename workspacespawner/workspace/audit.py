@@ -64,6 +64,9 @@ audit_table = sa.Table(
     sa.Column("result", sa.Text, nullable=False),
 )
 
+#: One record's insert (the values are bound at each call, the statement built once).
+_INSERT_RECORD = audit_table.insert()
+
 
 @dataclass(frozen=True)
 class AuditRecord:
@@ -174,7 +177,7 @@ class AuditLog:
             result=result,
         )
         with write_transaction(self.engine) as conn:
-            return conn.execute(audit_table.insert().values(**values)).inserted_primary_key[0]
+            return conn.execute(_INSERT_RECORD, values).inserted_primary_key[0]
 
     async def arecord(self, **fields) -> int:
         """:meth:`record` on the database thread (:attr:`executor`), for the hub's event loop."""
