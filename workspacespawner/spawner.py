@@ -206,7 +206,13 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         return await self.backend.poll()
 
     async def _start_reflector(self, kind, reflector_class, replace=False, **kwargs):
-        """kubespawner's shared reflector of ``kind``, replaced when its watch gave up (kubespawner would hand out the dead one)."""
+        """kubespawner's shared reflector of ``kind``, replaced when its watch gave up (kubespawner would hand out the dead one).
+
+        Its Pod and Event reflectors start as their interning subclasses
+        (:data:`~workspacespawner.k8s.watches.INTERNING_REFLECTORS`): the same watch, a cache that keeps each repeated
+        string once.
+        """
+        reflector_class = watches.INTERNING_REFLECTORS.get(reflector_class, reflector_class)
         previous = self.__class__.reflectors.get(self._get_reflector_key(kind))
         if previous is not None and not watches.alive(previous):
             self.log.warning("The %s watch of %s gave up; starting a new one", kind, self.namespace)

@@ -100,11 +100,10 @@ async def test_a_cache_that_gave_up_or_never_loaded_is_not_read(kube, registry):
 
 async def test_a_write_is_read_back_until_the_cache_has_it(kube, registry, monkeypatch):
     loop = asyncio.get_running_loop()
-    cache = {f"{NS}/home-ann": pvc("home-ann", "5")}
-    registry[("persistentvolumeclaims", NS)] = reflector(PVCS, cache, loop)
+    claims = registry[("persistentvolumeclaims", NS)] = reflector(PVCS, {f"{NS}/home-ann": pvc("home-ann", "5")}, loop)
     kube.remember(PVC, NS, pvc("home-ann", "7"))
     assert (await kube.get(PVC, NS, "home-ann"))["metadata"]["resourceVersion"] == "7"  # the cache is behind
-    cache[f"{NS}/home-ann"] = pvc("home-ann", "9")  # someone wrote after us, and the watch brought it
+    claims.resources[f"{NS}/home-ann"] = pvc("home-ann", "9")  # someone wrote after us, and the watch brought it
     assert (await kube.get(PVC, NS, "home-ann"))["metadata"]["resourceVersion"] == "9"
     kube.remember(PVC, NS, pvc("home-new", "11"))
     assert (await kube.get(PVC, NS, "home-new"))["metadata"]["name"] == "home-new"
@@ -118,8 +117,7 @@ async def test_a_write_is_read_back_until_the_cache_has_it(kube, registry, monke
 
 async def test_a_cached_object_is_a_copy(kube, registry):
     loop = asyncio.get_running_loop()
-    cache = {f"{NS}/home-ann": pvc("home-ann", "5")}
-    registry[("persistentvolumeclaims", NS)] = reflector(PVCS, cache, loop)
+    claims = registry[("persistentvolumeclaims", NS)] = reflector(PVCS, {f"{NS}/home-ann": pvc("home-ann", "5")}, loop)
     found = await kube.get(PVC, NS, "home-ann")
     found["metadata"]["labels"]["x"] = "y"
-    assert found["kind"] == "PersistentVolumeClaim" and "x" not in cache[f"{NS}/home-ann"]["metadata"]["labels"]
+    assert found["kind"] == "PersistentVolumeClaim" and "x" not in claims.resources[f"{NS}/home-ann"]["metadata"]["labels"]

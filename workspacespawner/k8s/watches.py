@@ -16,6 +16,12 @@ it a small adapter with those three bound; the watch protocol and the cache
 (``resources``, keyed ``namespace/name``, values the raw JSON dicts) are
 kubespawner's, unchanged.
 
+Our caches intern their strings (:mod:`workspacespawner.k8s.interning`):
+the claims, VMs, VMIs and DataVolumes of hundreds of users repeat the same
+keys and values, kept once each; ``WorkspaceSpawner`` starts kubespawner's
+Pod and Event reflectors as interning subclasses too
+(:data:`INTERNING_REFLECTORS`).
+
 Unlike kubespawner's ``_start_reflector``, a reflector that gives up never
 exits the process: the next :func:`shared_reflector` call starts a new one
 (:func:`alive`); ``WorkspaceSpawner`` does the same for kubespawner's own
@@ -30,9 +36,11 @@ import logging
 
 from kubespawner import KubeSpawner
 from kubespawner.reflector import NamespacedResourceReflector
+from kubespawner.spawner import EventReflector, PodReflector
 from traitlets import Any, Unicode
 
 from workspacespawner.core import names
+from workspacespawner.k8s.interning import InterningReflector
 from workspacespawner.k8s.kinds import POD, VMI
 from workspacespawner.k8s.objects import counted_once
 
@@ -52,7 +60,7 @@ class _BoundCustomObjectsApi:
         return await self.api.list_namespaced_custom_object(self.group, self.version, namespace, self.plural, **kwargs)
 
 
-class CustomObjectReflector(NamespacedResourceReflector):
+class CustomObjectReflector(InterningReflector, NamespacedResourceReflector):
     """A kubespawner reflector for one custom resource (``group``/``version``/``plural``) in one namespace.
 
     ``custom_api``: the ``CustomObjectsApi`` to use (default: kubespawner's
@@ -98,7 +106,7 @@ class DataVolumeReflector(CustomObjectReflector):
     plural = "datavolumes"
 
 
-class PersistentVolumeClaimReflector(NamespacedResourceReflector):
+class PersistentVolumeClaimReflector(InterningReflector, NamespacedResourceReflector):
     """core/v1 PersistentVolumeClaims of ours (homes, root-disk PVCs, scratch and shared tiers) in one namespace.
 
     ``core_api``: the ``CoreV1Api`` to use (default: kubespawner's shared client).
@@ -115,7 +123,7 @@ class PersistentVolumeClaimReflector(NamespacedResourceReflector):
             self.api = self.core_api
 
 
-class VMIEventReflector(NamespacedResourceReflector):
+class VMIEventReflector(InterningReflector, NamespacedResourceReflector):
     """core/v1 Events about VirtualMachineInstances (scheduling, scale-up, boot), for progress.
 
     ``core_api``: the ``CoreV1Api`` to use (default: kubespawner's shared client).
@@ -141,6 +149,19 @@ class VMIEventReflector(NamespacedResourceReflector):
             and (uid is None or (e.get("involvedObject") or {}).get("uid") == uid)
         ]
         return sorted(found, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or e["metadata"].get("creationTimestamp") or "")
+
+
+class InterningPodReflector(InterningReflector, PodReflector):
+    """kubespawner's Pod reflector, its cache interned: every user's Pod repeats the same keys, image, labels and
+    volumes, about half of the ~30 KB each Pod takes in the hub."""
+
+
+class InterningEventReflector(InterningReflector, EventReflector):
+    """kubespawner's Pod-Event reflector, its cache interned."""
+
+
+#: What ``WorkspaceSpawner`` starts in place of kubespawner's own reflector classes (same watch, same registry key).
+INTERNING_REFLECTORS = {PodReflector: InterningPodReflector, EventReflector: InterningEventReflector}
 
 
 #: Only our objects: VMs, their VMIs (template labels) and DataVolumes all carry it.
