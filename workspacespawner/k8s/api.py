@@ -27,7 +27,7 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from workspacespawner.k8s.kinds import Kind
 from workspacespawner.k8s.objects import owner_tests, ready_condition
-from workspacespawner.k8s.owned import call
+from workspacespawner.k8s.owned import call, call_json
 
 
 class NotOurs(Exception):
@@ -40,10 +40,9 @@ class Kube:
     def __init__(self, core_api, custom_api):
         self.core_api = core_api
         self.custom_api = custom_api
-        self._sanitize = core_api.api_client.sanitize_for_serialization
 
-    def _dict(self, kind: Kind, obj) -> dict:
-        found = obj if isinstance(obj, dict) else self._sanitize(obj)
+    @staticmethod
+    def _dict(kind: Kind, found: dict) -> dict:
         found.setdefault("apiVersion", kind.api_version)
         found.setdefault("kind", kind.kind)
         return found
@@ -53,10 +52,11 @@ class Kube:
         return call(method, kind.group, kind.version, namespace, kind.plural, *args, **kwargs)
 
     def _core(self, verb: str, kind: Kind, name: str, namespace: str | None, *args, **kwargs):
-        """CoreV1Api's ``<verb>_namespaced_<kind>(name, namespace, ...)`` (``<verb>_<kind>(name, ...)`` for Nodes)."""
+        """CoreV1Api's ``<verb>_namespaced_<kind>(name, namespace, ...)`` (``<verb>_<kind>(name, ...)`` for Nodes), its
+        answer as JSON (:func:`~.owned.call_json`)."""
         if kind.namespaced:
-            return call(getattr(self.core_api, f"{verb}_namespaced_{kind.core}"), name, namespace, *args, **kwargs)
-        return call(getattr(self.core_api, f"{verb}_{kind.core}"), name, *args, **kwargs)
+            return call_json(getattr(self.core_api, f"{verb}_namespaced_{kind.core}"), name, namespace, *args, **kwargs)
+        return call_json(getattr(self.core_api, f"{verb}_{kind.core}"), name, *args, **kwargs)
 
     async def get(self, kind: Kind, namespace: str | None, name: str, *, fresh: bool = False) -> dict | None:
         """The object, or None when it does not exist (``fresh``: read from the API server even where a cache could
@@ -86,9 +86,9 @@ class Kube:
         ``labels`` (``fresh``: as for :meth:`get`)."""
         kwargs = {"label_selector": labels} if labels else {}
         if kind.core and not kind.namespaced:
-            found = self._sanitize(await call(getattr(self.core_api, f"list_{kind.core}"), **kwargs))
+            found = await call_json(getattr(self.core_api, f"list_{kind.core}"), **kwargs)
         elif kind.core:
-            found = self._sanitize(await call(getattr(self.core_api, f"list_namespaced_{kind.core}"), namespace, **kwargs))
+            found = await call_json(getattr(self.core_api, f"list_namespaced_{kind.core}"), namespace, **kwargs)
         else:
             found = await self._custom("list", kind, namespace, **kwargs)
         return [self._dict(kind, item) for item in found.get("items") or []]
@@ -101,7 +101,7 @@ class Kube:
     async def create(self, kind: Kind, namespace: str, body: dict) -> dict:
         """Create ``body``; returns the object as stored."""
         if kind.core:
-            return self._dict(kind, await call(getattr(self.core_api, f"create_namespaced_{kind.core}"), namespace, body))
+            return self._dict(kind, await call_json(getattr(self.core_api, f"create_namespaced_{kind.core}"), namespace, body))
         return self._dict(kind, await self._custom("create", kind, namespace, body))
 
     async def patch(self, kind: Kind, namespace: str, name: str, operations: list[dict]) -> dict | None:
@@ -169,7 +169,7 @@ async def node_ready(core_api, node: str | None) -> bool | None:
     if not node:
         return None
     try:
-        found = core_api.api_client.sanitize_for_serialization(await call(core_api.read_node, node))
+        found = await call_json(core_api.read_node, node)
     except ApiException as e:
         if e.status == 403:
             return None

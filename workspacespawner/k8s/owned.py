@@ -12,11 +12,12 @@ after transient API errors (:func:`call`).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable
 
 import aiohttp
-from kubernetes_asyncio.client.rest import ApiException
+from kubernetes_asyncio.client.rest import ApiException, RESTResponse
 
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
@@ -45,6 +46,29 @@ async def call(fn, *args, **kwargs):
                 raise
             log.warning("Kubernetes API unreachable (%s); retrying in %.1f s", e, delay)
         await asyncio.sleep(delay)
+
+
+async def call_json(fn, *args, **kwargs) -> dict:
+    """:func:`call` of a kubernetes_asyncio API method (``CoreV1Api.read_namespaced_persistent_volume_claim``, ...) for
+    its answer as the API server's JSON: a dict with camelCase keys, timestamps as the server wrote them.
+
+    The method runs with ``_preload_content=False`` and the body is decoded
+    once (``json.loads``). Without it the client builds its model objects
+    from the body (a setter call with checks per field) and the caller turns
+    them back into a dict (``ApiClient.sanitize_for_serialization``): two
+    walks of the object in Python, for every core/v1 answer of a start. A
+    status outside 2xx raises ``ApiException`` carrying the body, as the
+    client raises it. An empty body (some DELETEs) is ``{}``.
+    """
+
+    async def as_json() -> dict:
+        response = await fn(*args, _preload_content=False, **kwargs)
+        data = await response.read()
+        if not 200 <= response.status <= 299:
+            raise ApiException(http_resp=RESTResponse(response, data))
+        return json.loads(data) if data else {}
+
+    return await call(as_json)
 
 
 def outage_error(error: BaseException) -> WorkspaceError | None:
@@ -101,13 +125,12 @@ def core_accessors(core_api, kind: str, manifest: dict) -> tuple[Callable[[], Aw
     (``persistent_volume_claim``, ``secret``, ``service``).
     """
     namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
-    sanitize = core_api.api_client.sanitize_for_serialization
 
     async def read() -> dict:
-        return sanitize(await call(getattr(core_api, f"read_namespaced_{kind}"), name, namespace))
+        return await call_json(getattr(core_api, f"read_namespaced_{kind}"), name, namespace)
 
     async def create() -> dict:
-        return sanitize(await call(getattr(core_api, f"create_namespaced_{kind}"), namespace, manifest))
+        return await call_json(getattr(core_api, f"create_namespaced_{kind}"), namespace, manifest)
 
     return read, create
 

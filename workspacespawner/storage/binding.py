@@ -33,7 +33,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client.rest import ApiException
 
 from workspacespawner.core.errors import WorkspaceError
-from workspacespawner.k8s.owned import call
+from workspacespawner.k8s.owned import call, call_json
 
 log = logging.getLogger("workspacespawner")
 
@@ -116,8 +116,7 @@ async def wait_claim_bound(core_api, *, namespace: str, claim: str, deadline: fl
     pvc = cached()
     if pvc is None:
         try:
-            pvc = core_api.api_client.sanitize_for_serialization(
-                await call(core_api.read_namespaced_persistent_volume_claim, claim, namespace))
+            pvc = await call_json(core_api.read_namespaced_persistent_volume_claim, claim, namespace)
         except ApiException as e:
             if e.status != 404:
                 raise
@@ -168,9 +167,7 @@ async def _next_version(core_api, namespace: str, claim: str, resource_version: 
     except ApiException as e:
         if e.status != 410:
             raise
-        return core_api.api_client.sanitize_for_serialization(
-            await call(core_api.read_namespaced_persistent_volume_claim, claim, namespace)
-        )
+        return await call_json(core_api.read_namespaced_persistent_volume_claim, claim, namespace)
     finally:
         stream.stop()
     return None
