@@ -599,7 +599,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
 
     def is_pod_running(self, pod):
         """kubespawner's readiness check, failing fast when the Pod cannot run (no node, bad image, crash loop)."""
-        self._container.check_pod(pod, fail_fast_unschedulable=self.fail_fast_unschedulable, pod_events=self._container.compute_events())
+        self._container.check_pod(pod, fail_fast_unschedulable=self.fail_fast_unschedulable)
         return super().is_pod_running(pod)
 
     async def progress(self):

@@ -261,14 +261,20 @@ class ContainerBackend(Backend):
         spec.tolerations = to_model("list[V1Toleration]", placed.get("tolerations")) or None
         return pod
 
-    def check_pod(self, pod: dict | None, *, fail_fast_unschedulable: bool, pod_events: list[dict]) -> None:
-        """Raise when ``pod`` cannot run: no node (unless the autoscaler reported a scale-up), a bad image, a crash loop."""
+    def check_pod(self, pod: dict | None, *, fail_fast_unschedulable: bool) -> None:
+        """Raise when ``pod`` cannot run: no node (unless the autoscaler reported a scale-up), a bad image, a crash loop.
+
+        kubespawner calls it (through ``is_pod_running``) over and over while
+        a start waits; the Pod's Events (:meth:`compute_events`, a pass over
+        the namespace's whole Event cache) are read only for a Pod that found
+        no node.
+        """
         if pod is None or "deletionTimestamp" in pod["metadata"]:
             return
         unschedulable = progress.unschedulable_reason(pod)
         if unschedulable and progress.waits_for_claims(unschedulable):
             unschedulable = None  # the claims' own wait names them (see start)
-        if unschedulable and fail_fast_unschedulable and not events.scale_up_triggered(pod_events):
+        if unschedulable and fail_fast_unschedulable and not events.scale_up_triggered(self.compute_events()):
             raise WorkspaceError(events.no_node_message(unschedulable), reason="unschedulable", status_code=503)
         failure = progress.container_failure(pod)
         if failure:
