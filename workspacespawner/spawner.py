@@ -497,7 +497,7 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
                                           groups=groups, say=self.steps.say)
         recorded, claim = self._made_now()
         ctx = StartContext(
-            env=self.get_env(), command=singleuser_command(self.cmd or ["jupyterhub-singleuser"], self.get_args()),
+            env=self.get_env, command=lambda: singleuser_command(self.cmd or ["jupyterhub-singleuser"], self.get_args()),
             tiers=self._tiers, home_mount_path=self.home_mount_path, say=self.steps.say,
             extra_labels=self._build_common_labels(self._expand_all(self.extra_labels)),
             claim_disks=lambda: self.lifecycle.claim_disks(self._ref()),

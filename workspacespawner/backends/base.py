@@ -27,9 +27,10 @@ from workspacespawner.workspace.lifecycle import Observed, Status, WorkspaceRef
 class StartContext:
     """What a start hands its backend, all resolved before any compute is made.
 
-    ``env``: the server's environment (kubespawner's ``get_env()`` plus the
-    tiers'); ``command``: the singleuser command line (a VM writes it into
-    its guest's unit; a container's comes from kubespawner); ``tiers``: the
+    ``env()``: the server's environment (kubespawner's ``get_env()`` plus the
+    tiers'); ``command()``: the singleuser command line (a VM writes both into
+    its guest; a container's Pod gets them from kubespawner's own manifest,
+    so a container start never calls these two); ``tiers``: the
     start's storage tiers; ``home_mount_path``: where the home appears;
     ``extra_labels``: labels every object of the start carries (z2jh's
     network-access labels among them); ``say(message, milestone)``: a progress
@@ -44,8 +45,8 @@ class StartContext:
     records it later.
     """
 
-    env: Mapping[str, str]
-    command: Sequence[str]
+    env: Callable[[], Mapping[str, str]]
+    command: Callable[[], Sequence[str]]
     tiers: PreparedTiers
     home_mount_path: str
     say: Say

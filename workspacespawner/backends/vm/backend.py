@@ -158,8 +158,8 @@ class VMBackend(Backend):
             ctx.say(message)
         settings = self.settings_for(result)
         return await self._workspace(settings).start(
-            env=ctx.env,
-            command=ctx.command,
+            env=ctx.env(),
+            command=ctx.command(),
             progress=ctx.say,
             home_mount_path=ctx.home_mount_path,
             unix_user=self.unix_user,
