@@ -37,7 +37,7 @@ class StartSteps:
         """A new start begins (call inside the event loop)."""
         self.said = []
         self.started = datetime.now(UTC)
-        self._changed = asyncio.Event()
+        self._changed = None  # made by the first stream(): a start nobody watches (a REST API spawn) needs none
 
     def say(self, message: str, milestone: Milestone | None = None, *, part: float = 1.0) -> None:
         """Add a step: ``message`` in plain words; ``milestone`` when it reaches one, ``part`` (0-1) of the way
@@ -76,8 +76,9 @@ class StartSteps:
                 yield {"progress": int(bar), **item}
             if done:
                 return
-            self._changed.clear()
+            changed = self._changed = self._changed or asyncio.Event()  # a reset() meanwhile dropped it
+            changed.clear()
             try:
-                await asyncio.wait_for(self._changed.wait(), timeout=1)
+                await asyncio.wait_for(changed.wait(), timeout=1)
             except TimeoutError:
                 pass

@@ -158,3 +158,30 @@ def test_a_vm_start_shows_the_clone_in_its_range_and_never_goes_back_or_reaches_
     assert [p for p, _m in shown] == [5, 5, 5, 20, 30, 40, 50, 60, 70, 90, 95, 95, 95], shown
     steps.say("Home volume home-ann ready", Milestone.HOME_READY)  # a milestone below the bar: it stays
     assert said(steps)[-1][0] == 95
+
+
+def test_a_start_nobody_watches_keeps_no_waiter_and_a_watched_one_survives_a_new_start():
+    async def run():
+        steps = StartSteps()
+        steps.reset()
+        steps.say("Preparing your workspace", Milestone.ACCEPTED)
+        unwatched = steps._changed  # a REST API spawn: nobody streams its progress
+        done, shown = False, []
+
+        async def consume():
+            async for item in steps.stream(finished=lambda: done, compute_events=list, describe=describe_event):
+                shown.append(item["message"])
+
+        task = asyncio.ensure_future(consume())
+        await asyncio.sleep(0.05)
+        steps.reset()  # the next start begins while a page still streams the last one
+        steps.say("Preparing your workspace again", Milestone.ACCEPTED)
+        await asyncio.sleep(0.05)
+        done = True
+        steps.say("Server answering")
+        await asyncio.wait_for(task, timeout=5)
+        return unwatched, shown
+
+    unwatched, shown = asyncio.run(run())
+    assert unwatched is None
+    assert shown[0] == "Preparing your workspace" and shown[-1] == "Server answering", shown
