@@ -63,7 +63,10 @@ class HomeTraits(HasTraits):
         ``start_timeout``. A claim of a ``WaitForFirstConsumer`` class is
         timed from when the scheduler chose a node for the workspace (it
         binds only then); a claim that does not exist fails the start at
-        once.
+        once. The time runs from the last moment another start of this hub
+        saw a claim of the same StorageClass become Bound, if that is later:
+        when a whole class starts at once, a provisioner working through the
+        queue of new homes is slow, not broken.
         """,
     )
 
