@@ -1,4 +1,4 @@
-"""Our reflectors on the local cluster: caches that intern their objects' strings (through a list and through watch events)."""
+"""Our reflectors on the local cluster: caches that intern their objects' strings (through a list and through watch events), and how long each watch request lasts."""
 
 from __future__ import annotations
 
@@ -75,3 +75,20 @@ async def test_the_spawner_starts_kubespawners_pod_and_event_reflectors_internin
             if reflector is not None:
                 await reflector.stop()
 
+
+async def test_our_watches_ask_the_api_server_for_fifty_seconds_each(cluster_thread, kube_env):
+    from kubespawner.clients import load_config
+
+    load_config()
+    reflector = await watches.shared_reflector(watches.PersistentVolumeClaimReflector, "default")
+    await until(lambda: reflector.watch_task is not None)
+    await asyncio.sleep(0.3)  # the watch request is sent
+    await watches.stop_all()
+
+    def watch_requests():
+        return [r for r in cluster_thread.cluster.requests.records
+                if r.path.endswith("/persistentvolumeclaims") and r.query.get("watch") in ("true", "1", "True")]
+
+    await until(lambda: watch_requests())
+    assert reflector.timeout_seconds == watches.WATCH_SECONDS == 50
+    assert {r.query.get("timeoutSeconds") for r in watch_requests()} == {"50"}

@@ -164,6 +164,15 @@ class InterningEventReflector(InterningReflector, EventReflector):
 INTERNING_REFLECTORS = {PodReflector: InterningPodReflector, EventReflector: InterningEventReflector}
 
 
+#: Seconds one watch request of ours lasts before the API server ends it (``timeoutSeconds``), after which the
+#: reflector lists its kind again and watches anew. kubespawner's reflectors ask for 10 s; each restart builds a
+#: new API client (kubernetes_asyncio's ``Watch``, with its own TLS context) and a full list, and most of our kinds
+#: are quiet for minutes (a hub with no VM profiles has no VM, VMI or DataVolume at all). Under the reflector's
+#: 60 s network timeout, so a quiet watch ends by the server's word and never by a timeout; a busy one still
+#: restarts after kubespawner's ``restart_seconds`` (30 s).
+WATCH_SECONDS = 50
+
+
 #: Only our objects: VMs, their VMIs (template labels) and DataVolumes all carry it.
 MANAGED_LABELS = {names.MANAGED_BY_LABEL: names.MANAGED_BY}
 
@@ -195,7 +204,8 @@ async def shared_reflector(reflector_class: type[NamespacedResourceReflector], n
     """The running reflector of ``reflector_class`` for ``namespace``, started on first use and shared.
 
     ``kwargs`` go to the reflector on creation (``custom_api``/``core_api``,
-    ``labels``; custom-object reflectors default to :data:`MANAGED_LABELS`).
+    ``labels``; custom-object reflectors default to :data:`MANAGED_LABELS`;
+    ``timeout_seconds`` defaults to :data:`WATCH_SECONDS`).
     Returns once its first list has loaded. A reflector whose watch gave up,
     or that belongs to another event loop, is replaced.
     """
@@ -208,6 +218,7 @@ async def shared_reflector(reflector_class: type[NamespacedResourceReflector], n
     if issubclass(reflector_class, CustomObjectReflector):
         kwargs.setdefault("labels", dict(MANAGED_LABELS))
     kwargs.setdefault("log", log)
+    kwargs.setdefault("timeout_seconds", WATCH_SECONDS)
     reflector = reflector_class(namespace=namespace, on_failure=lambda: log.error("Watch of %s in %s gave up", key[0], namespace), **kwargs)
     reflector._loop = loop
     previous, _reflectors[key] = _reflectors.get(key), reflector
