@@ -15,6 +15,11 @@ shows every one ready. It prints, per spawner:
   how late it wakes;
 - ``RSS/server KB``: the hub's resident memory growth from before the burst
   to all ready, per server;
+- ``GC s`` and ``full GCs``: of the hub CPU, the seconds the garbage
+  collector took meanwhile, and how many of its passes were full
+  collections (``gc.callbacks`` in the hub's config): a full collection
+  walks every tracked object of the process, so it costs more in a hub
+  that holds more;
 
 all measured after one warm-up server per spawner (started, ready, and
 left running before the burst, not counted): what a spawner does once per
@@ -82,9 +87,21 @@ TINY_SERVER = textwrap.dedent(
     """
 )
 
-#: Hub config: the event-loop lag monitor (writes one JSON line a second: time, lags in ms since the last line).
+#: Hub config: the event-loop lag monitor (writes one JSON line a second: time, lags in ms since the last line, and
+#: the garbage collector's seconds and full collections since the hub started, from ``gc.callbacks``).
 LAG_MONITOR = """
-import asyncio as _asyncio, json as _json, time as _time
+import asyncio as _asyncio, gc as _gc, json as _json, time as _time
+
+_gc_spent = {{"seconds": 0.0, "full": 0, "began": 0.0}}
+
+def _gc_clock(phase, info):
+    if phase == "start":
+        _gc_spent["began"] = _time.perf_counter()
+    else:
+        _gc_spent["seconds"] += _time.perf_counter() - _gc_spent["began"]
+        _gc_spent["full"] += info["generation"] == 2
+
+_gc.callbacks.append(_gc_clock)
 
 async def _lag_monitor(path):
     loop = _asyncio.get_running_loop()
@@ -95,7 +112,7 @@ async def _lag_monitor(path):
         lags.append(round((loop.time() - began - 0.01) * 1000, 3))
         if _time.time() - last >= 1:
             with open(path, "a") as f:
-                f.write(_json.dumps([_time.time(), lags]) + "\\n")
+                f.write(_json.dumps([_time.time(), lags, _gc_spent["seconds"], _gc_spent["full"]]) + "\\n")
             lags, last = [], _time.time()
 
 _asyncio.get_event_loop().call_soon(lambda: _asyncio.ensure_future(_lag_monitor({path!r})))
@@ -200,13 +217,23 @@ def lag_percentiles(path: Path, since: float, until: float) -> tuple[float, floa
     lags = []
     if path.exists():
         for line in path.read_text().splitlines():
-            stamp, values = json.loads(line)
+            stamp, values, *_gc = json.loads(line)
             if since <= stamp <= until + 1:
                 lags.extend(values)
     if not lags:
         return float("nan"), float("nan")
     lags.sort()
     return statistics.median(lags), lags[min(len(lags) - 1, int(0.99 * len(lags)))]
+
+
+def garbage_collection(path: Path, since: float, until: float) -> tuple[float, int]:
+    """The hub's garbage-collector seconds and full collections from ``since`` to ``until`` (the monitor's lines)."""
+    lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    before = [line for line in lines if line[0] <= since] or lines[:1]
+    during = [line for line in lines if line[0] <= until + 1] or lines[-1:]
+    if not before or not during:
+        return float("nan"), 0
+    return during[-1][2] - before[-1][2], during[-1][3] - before[-1][3]
 
 
 def measure(name: str, users: int, workdir: Path) -> dict:
@@ -245,6 +272,8 @@ def measure(name: str, users: int, workdir: Path) -> dict:
             "rss_kb": (rss_kb(hub.proc.pid) - rss) / users,
             "lag": lag_percentiles(lag_file, wall, time.time()),
         }
+        time.sleep(1.5)  # the monitor's next line covers the end
+        result["gc"] = garbage_collection(lag_file, wall, wall + elapsed)
     finally:
         hub.stop()
         cluster.terminate()
@@ -267,11 +296,12 @@ def main(argv=None) -> int:
     print(f"{args.users} simultaneous spawns")
     print(
         f"{'':18}{'ready s':>9}{'hub CPU s':>11}{'cluster CPU s':>15}{'lag p50':>9}{'lag p99':>9}{'RSS/server KB':>15}"
+        f"{'GC s':>7}{'full GCs':>10}"
     )
     for name, r in results.items():
         print(
             f"{name:18}{r['ready_s']:>9.1f}{r['hub_cpu']:>11.1f}{r['cluster_cpu']:>15.1f}"
-            f"{r['lag'][0]:>9.1f}{r['lag'][1]:>9.1f}{r['rss_kb']:>15.0f}"
+            f"{r['lag'][0]:>9.1f}{r['lag'][1]:>9.1f}{r['rss_kb']:>15.0f}{r['gc'][0]:>7.2f}{r['gc'][1]:>10d}"
         )
     if {"KubeSpawner", "WorkspaceSpawner"} <= set(results):
         base, ours = results["KubeSpawner"], results["WorkspaceSpawner"]
