@@ -60,8 +60,8 @@ def _one(value: Any) -> Any:
     return value
 
 
-# _dict and _list test each item's type inline rather than calling _one for it: most items are strings, and the
-# call per item was most of the cost (a Pod, ~500 items, in ~33 µs instead of ~55 µs).
+# _dict tests each value's type inline rather than calling _one for it: most values are strings, and the call per
+# value was most of the cost (a Pod, ~500 items, in ~35 µs instead of ~55 µs). Lists are few and short.
 def _dict(mapping: dict) -> dict:
     rebuilt = {}
     for key, item in mapping.items():
@@ -77,17 +77,7 @@ def _dict(mapping: dict) -> dict:
 
 
 def _list(items: list) -> list:
-    rebuilt = []
-    for item in items:
-        kind = type(item)
-        if kind is str:
-            item = intern(item)
-        elif kind is dict:
-            item = _dict(item)
-        elif kind is list:
-            item = _list(item)
-        rebuilt.append(item)
-    return rebuilt
+    return [_one(item) for item in items]
 
 
 def _resource_version(obj) -> str | None:
