@@ -106,8 +106,10 @@ async def last_event(core_api, namespace: str, claim: str) -> str:
 #: working through a queue (300 students' new homes at once, each claim waiting its turn) is not one that never acts.
 _class_bound_at: dict[str, float] = {}
 
-#: Seconds between looks at the PVC watch cache while a claim is not Bound (no request is made).
-CACHE_INTERVAL = 0.25
+#: Seconds between looks at the PVC watch cache while a claim is not Bound (no request is made). A container start
+#: waits for its claims beside kubespawner's Pod start, which does not wait for this: a look a second only decides
+#: how soon a claim that never binds is reported, and 300 waiting starts make 300 looks a second, not 1,200.
+CACHE_INTERVAL = 1.0
 
 #: ``peek(claim)``: the claim as a watch cache holds it, or None when no cache knows it (see ``Kube.peek``).
 Peek = Callable[[str], "dict | None"]

@@ -100,7 +100,7 @@ class ContainerBackend(Backend):
         kube = s.services.kube
 
         def peek(claim: str) -> dict | None:
-            return kube.peek(PVC, s.namespace, claim, copy=False)[1]  # read only, four times a second
+            return kube.peek(PVC, s.namespace, claim, copy=False)[1]  # read only, once a second
 
         await binding.wait_bound(s.api, namespace=s.namespace, claims=claims, deadline=s.claim_binding_timeout, peek=peek)
 
