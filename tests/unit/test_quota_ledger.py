@@ -26,8 +26,8 @@ from workspacespawner.db.migrate import head_revision
 from workspacespawner.db.migrations import RUNS_TABLE, VERSION_TABLE
 from workspacespawner.quota import policy
 from workspacespawner.quota.config import WorkspaceQuota
-from workspacespawner.quota.ledger import Ledger, LedgerUnavailable
-from workspacespawner.quota.policy import CLOSED, OPEN, RESERVED, Limits, Request
+from workspacespawner.quota.ledger import _RESERVE, Ledger, LedgerUnavailable, _identity, _run, runs
+from workspacespawner.quota.policy import CLOSED, OPEN, RESERVED, Limits, Request, Reservation
 from workspacespawner.quota.refusal import QuotaRefused
 from workspacespawner.quota.service import QuotaService
 
@@ -303,13 +303,14 @@ def test_a_revision_1_schema_is_upgraded_and_keeps_its_rows(url, with_version_ta
         refused = ledger.check_and_reserve("ann", Request(gpus=0), Limits(max_concurrent=1), NOW)
         assert refused.reason == "concurrency"
         new = ledger.check_and_reserve("ann", Request(gpus=0), Limits(max_concurrent=2), NOW)
-        assert new.reservation.id == 4
+        assert new.reservation.id > 3 and ledger.get(new.reservation.id).state == RESERVED  # PostgreSQL's refusal used an id
     finally:
         ledger.dispose()
 
 
-def test_a_check_and_reserve_is_one_transaction_of_three_statements(ledger):
-    """The pre-spawn check: the user's lock (PostgreSQL; SQLite's BEGIN IMMEDIATE is the lock), one read, one insert."""
+def test_a_check_and_reserve_is_one_transaction_of_few_statements(ledger, url):
+    """The pre-spawn check: SQLite: BEGIN IMMEDIATE (the lock), one read, one insert. PostgreSQL: one call of the
+    reserve function (migration 0005: the lock, the reservation, the read)."""
     ledger.upgrade()
     ledger.check_and_reserve("ann", Request(gpus=1, server_name="old"), Limits(max_concurrent=5), NOW - timedelta(days=40))
     ledger.check_and_reserve("ann", Request(gpus=1, server_name="other"), Limits(max_concurrent=5), NOW)
@@ -318,7 +319,74 @@ def test_a_check_and_reserve_is_one_transaction_of_three_statements(ledger):
         with SQLCount(ledger.reserve_engine) as sql:
             decision = ledger.check_and_reserve(user, Request(gpus=1, server_name="x"), Limits(max_concurrent=5), NOW)
         assert decision.allowed
-        assert (sql.statements, sql.transactions) == (3, 1), str(sql)
+        expected = 1 if url.startswith("postgresql") else 3
+        assert (sql.statements, sql.transactions) == (expected, 1), str(sql)
+
+
+def test_a_refused_check_keeps_no_reservation_and_still_drops_a_stale_one(ledger):
+    """A crash left a reservation of the server; the next check of it is refused: neither that reservation nor the
+    refused check's own (PostgreSQL reserves before it decides) is left, and runs of other servers stay."""
+    kept = ledger.check_and_reserve("ann", Request(gpus=0, server_name="other"), Limits(), NOW).reservation
+    ledger.check_and_reserve("ann", Request(gpus=1, server_name="lab"), Limits(), NOW)  # never opened: stale
+    refused = ledger.check_and_reserve("ann", Request(gpus=1, server_name="lab"), Limits(card_hours_per_month=0), NOW)
+    assert (refused.allowed, refused.reason) == (False, "card-hours")
+    active = ledger.usage("ann", JUNE, NOW).active
+    assert [(run.id, run.server_name, run.state) for run in active] == [(kept.id, "other", RESERVED)]
+
+
+def test_a_check_whose_pooled_connection_was_lost_runs_again_on_a_new_one(ledger, url):
+    """The check's engine does not test a pooled connection before use (a round trip per check): one the database
+    closed while idle (a restart, a failover) fails its first statement, and the check runs once more."""
+    if not url.startswith("postgresql"):
+        pytest.skip("a SQLite file has no connection to lose")
+    first = ledger.check_and_reserve("ann", Request(gpus=0, server_name="a"), Limits(), NOW)
+    with ledger.engine.connect() as conn:  # the database ends every other session of this database (the pooled one)
+        ended = conn.execute(sa.text(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )).scalar()
+    assert ended >= 1
+    with SQLCount(ledger.reserve_engine) as sql:
+        again = ledger.check_and_reserve("ann", Request(gpus=0, server_name="b"), Limits(), NOW)
+    assert again.allowed and sql.transactions == 2, str(sql)
+    active = ledger.usage("ann", JUNE, NOW).active
+    assert sorted((run.server_name, run.id) for run in active) == [("a", first.reservation.id), ("b", again.reservation.id)]
+
+
+def test_the_reserve_function_reads_what_the_ledger_reads(ledger, url):
+    """PostgreSQL's one-call check (migration 0005) must decide on the same runs as the statements other databases
+    send: a revision that changes the read or the runs table without replacing the function fails here."""
+    if not url.startswith("postgresql"):
+        pytest.skip("the reserve function is PostgreSQL's")
+    ann = [
+        ("ann", "open", NOW - timedelta(days=3), None),
+        ("ann", "reserved", NOW - timedelta(hours=1), None),
+        ("ann", "closed", JUNE[0] - timedelta(hours=2), JUNE[0] + timedelta(hours=1)),  # overlaps the month's start
+        ("ann", "closed", JUNE[0] - timedelta(days=3), JUNE[0] - timedelta(days=2)),  # before it
+        ("ann", "closed", NOW - timedelta(days=2), NOW - timedelta(days=1)),
+        ("bob", "open", NOW - timedelta(days=1), None),
+        ("bob", "closed", NOW - timedelta(days=2), NOW - timedelta(days=1)),
+    ]
+    ledger.upgrade()
+    with ledger.engine.begin() as conn:
+        for user, state, started, stopped in ann:
+            conn.execute(
+                runs.insert().values(user_name=user, server_name=state, profile="p", workspace_kind="container",
+                                     gpus=1, started=started, stopped=stopped, state=state)
+            )
+    request = Request(gpus=2, server_name="new", profile="two", workspace_kind="vm", gpu_product="A100", gpu_weight=2.5)
+    values = {**_identity(Reservation.of("ann", request, NOW)), "started": NOW, "start": JUNE[0], "end": JUNE[1]}
+    with ledger.engine.connect() as conn, conn.begin() as transaction:
+        rows = conn.execute(_RESERVE, values).all()
+        read = {run.id: run for run in Ledger._runs_in(conn, JUNE, "ann")}
+        transaction.rollback()
+    new = _run(rows[0])
+    assert (new.user, new.server_name, new.profile, new.workspace_kind, new.gpus, new.started, new.state) == (
+        "ann", "new", "two", "vm", 2, NOW, RESERVED
+    )
+    assert (new.gpu_product, new.weight, new.stopped, new.last_seen) == ("A100", 2.5, None, None)
+    assert {run.id: run for run in map(_run, rows[1:])} == {key: run for key, run in read.items() if key != new.id}
+    assert sorted(run.server_name for run in map(_run, rows[1:])) == ["closed", "closed", "open", "reserved"]
 
 
 def test_the_per_user_check_uses_the_index(tmp_path):

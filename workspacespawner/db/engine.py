@@ -14,13 +14,16 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc
 from sqlalchemy.pool import StaticPool
+
+T = TypeVar("T")
 
 #: The execution option that makes a SQLite transaction begin with ``BEGIN IMMEDIATE`` (see :func:`write_transaction`).
 WRITE_OPTION = "workspacespawner_write"
@@ -95,7 +98,7 @@ def _libpq(parsed: sa.engine.URL) -> bool:
     return parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() in ("psycopg2", "psycopg")
 
 
-def make_engine(url: str, *, timeout: float = 10.0, wait_for_disk: bool = True) -> sa.Engine:
+def make_engine(url: str, *, timeout: float = 10.0, wait_for_disk: bool = True, ping: bool = True) -> sa.Engine:
     """An engine for ``url``; SQLite gets ``BEGIN IMMEDIATE`` for write transactions and WAL for files.
 
     ``timeout`` (seconds): how long to wait for SQLite's lock, or to connect
@@ -113,9 +116,15 @@ def make_engine(url: str, *, timeout: float = 10.0, wait_for_disk: bool = True) 
     durable with the next commit that does wait, on any connection (both
     logs are written in order). For writes whose loss a later durable write
     makes good; elsewhere this engine waits as the default one does.
+
+    ``ping``: test a pooled connection with a round trip each time it is
+    taken (SQLAlchemy's ``pool_pre_ping``), so one lost while idle (a
+    database restart or failover) is replaced before use. ``False`` saves
+    that round trip for a caller that runs its transaction again on a lost
+    connection instead (:func:`once_more_if_disconnected`).
     """
     parsed = sa.engine.make_url(url)
-    kwargs: dict = {"pool_pre_ping": True}
+    kwargs: dict = {"pool_pre_ping": ping}
     if parsed.get_backend_name() == "sqlite":
         kwargs["connect_args"] = {"timeout": timeout, "check_same_thread": False}
         if not _sqlite_file(parsed):
@@ -150,6 +159,25 @@ def can_commit_without_disk_wait(url: str) -> bool:
     """Whether ``make_engine(url, wait_for_disk=False)`` commits differently: a SQLite file, or PostgreSQL through psycopg(2)."""
     parsed = sa.engine.make_url(url)
     return _sqlite_file(parsed) or _libpq(parsed)
+
+
+def once_more_if_disconnected(call: Callable[[], T]) -> T:
+    """``call()``; again, once, if it failed because its connection was lost (SQLAlchemy invalidated it).
+
+    For an engine made with ``ping=False``: a pooled connection the
+    database closed while it was idle fails on its first statement, the
+    transaction with it, and SQLAlchemy drops it and every connection
+    older than it from the pool, so the second call runs on a new one.
+    ``call`` must be safe to run twice: a lost connection may also be one
+    whose commit reached the database before the answer was lost. Any
+    other error, and a second loss, propagate.
+    """
+    try:
+        return call()
+    except exc.DBAPIError as error:
+        if not error.connection_invalidated:
+            raise
+    return call()
 
 
 @contextmanager

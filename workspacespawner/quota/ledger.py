@@ -17,9 +17,11 @@ PostgreSQL: an upsert of the user's row in ``workspacespawner_quota_users``
 (``ON CONFLICT DO UPDATE`` locks it as ``SELECT ... FOR UPDATE`` would).
 Others: the row is made if missing, then ``SELECT ... FOR UPDATE``.
 
-The pre-spawn check is one transaction of three statements (SQLite:
-``BEGIN IMMEDIATE``, the read, the insert; PostgreSQL: the lock, the read,
-the insert). The read takes a user's active runs and the runs they closed
+The pre-spawn check is one transaction: on SQLite of three statements
+(``BEGIN IMMEDIATE``, the read, the insert); on PostgreSQL of one, a call
+of the function migration 0005 made, which takes the lock, inserts the
+reservation (deleted again if the decision refuses) and reads, each
+query with its own snapshot, in one round trip. The read takes a user's active runs and the runs they closed
 in this period in one ``UNION ALL`` through one index, ``(user_name,
 state, stopped)``: two range scans whose size is this month's runs of that
 user, flat however many rows the table and the user's history hold
@@ -58,10 +60,11 @@ from workspacespawner.db.engine import (
     can_commit_without_disk_wait,
     guarded,
     make_engine,
+    once_more_if_disconnected,
     write_transaction,
 )
 from workspacespawner.db.executor import DatabaseExecutor, process_executor
-from workspacespawner.db.migrations import RUNS_TABLE, USERS_TABLE
+from workspacespawner.db.migrations import RESERVE_FUNCTION, RUNS_TABLE, USERS_TABLE
 from workspacespawner.quota import policy
 from workspacespawner.quota.policy import (
     ACTIVE_STATES,
@@ -237,6 +240,28 @@ _STATE_OF = sa.select(runs.c.state).where(runs.c.id == sa.bindparam("run_id"))
 _RUN_BY_ID = sa.select(*_RUN_SELECT).where(runs.c.id == sa.bindparam("run_id"))
 
 
+def _reserve_call() -> sa.Select:
+    """PostgreSQL: the pre-spawn check's one statement, a call of :data:`~workspacespawner.db.migrations.RESERVE_FUNCTION`.
+
+    Parameters: the columns of a reservation's row (``user_name``,
+    ``server_name``, ``profile``, ``workspace_kind``, ``gpus``,
+    ``gpu_resource``, ``gpu_product``, ``weight``, ``started``) and the
+    period (``start``, ``end``). Rows of :data:`_RUN_SELECT`: the new
+    reservation first (``WITH ORDINALITY`` keeps the function's order),
+    then the user's runs as :meth:`Ledger._runs_in` reads them.
+    """
+    names = ("user_name", "server_name", "profile", "workspace_kind", "gpus", "gpu_resource", "gpu_product", "weight")
+    arguments = [sa.bindparam(name, type_=runs.c[name].type) for name in names]
+    arguments += [sa.bindparam(name, type_=UTCDateTime()) for name in ("started", "start", "end")]
+    found = getattr(sa.func, RESERVE_FUNCTION)(*arguments).table_valued(
+        *(sa.column(column.name, column.type) for column in _RUN_SELECT), with_ordinality="ordinality"
+    )
+    return sa.select(*(found.c[column.name] for column in _RUN_SELECT)).order_by(found.c.ordinality)
+
+
+_RESERVE = _reserve_call()
+
+
 def _identity(reservation: Reservation) -> dict:
     """The columns that say whose workspace a run is, what it runs and its provisional price."""
     return dict(user_name=reservation.user, **{name: getattr(reservation, name) for name in _IDENTITY})
@@ -254,11 +279,13 @@ class Ledger:
     def __init__(self, url: str, *, timeout: float = 10.0, executor: DatabaseExecutor | None = None):
         self.engine = make_engine(url, timeout=timeout)
         #: The pre-spawn reservation's engine: its commits do not wait for the disk (see :meth:`check_and_reserve`).
-        self.reserve_engine = (make_engine(url, timeout=timeout, wait_for_disk=False)
+        #: It takes pooled connections without a test round trip; a check that lost its connection runs again.
+        self.reserve_engine = (make_engine(url, timeout=timeout, wait_for_disk=False, ping=False)
                                if can_commit_without_disk_wait(url) else self.engine)
         #: Where async code runs this ledger's calls (and the audit log on its database, its writes).
         self.executor = executor or process_executor()
         self._sqlite = self.engine.dialect.name == "sqlite"
+        self._postgresql = self.engine.dialect.name == "postgresql"
         self._ready = False
         self._ready_lock = threading.Lock()
 
@@ -418,13 +445,37 @@ class Ledger:
         wait, makes it durable before compute can exist. A crash of the
         machine or database server in between may lose it; the start's
         :meth:`open_run` then opens a run all the same.
+
+        Statements: on PostgreSQL one, a call of the reserve function
+        (migration 0005: the lock, the reservation, made before the decision
+        and deleted if it refuses, and the read); elsewhere the lock, the
+        read and the insert. The pooled connection is not tested before
+        use; a check whose connection turns out lost runs once more on a
+        new one (a second run drops the first one's reservation, if its
+        commit got through, as that of a crash).
         """
         now = policy.aware(now or policy.utcnow())
-        period = policy.month_bounds(now, tz)
+        return once_more_if_disconnected(
+            lambda: self._check_and_reserve(user, request, limits, now, policy.month_bounds(now, tz), min_start_hours)
+        )
+
+    def _check_and_reserve(
+        self, user: str, request: Request, limits: Limits, now: datetime, period: tuple[datetime, datetime],
+        min_start_hours: float,
+    ) -> Decision:
+        """:meth:`check_and_reserve`'s one transaction, at ``now`` (aware) in ``period``."""
+        reservation = Reservation.of(user, request, now)
+        values = {**_identity(reservation), "started": now, "state": RESERVED}
         with self._write(self.reserve_engine) as conn:
-            self._lock_users(conn, [user])
+            if self._postgresql:
+                # One call: the lock, a provisional reservation (first row), the runs (migration 0005).
+                rows = conn.execute(_RESERVE, {**values, "start": period[0], "end": period[1]}).all()
+                run_id, found = rows[0][0], map(_run, rows[1:])
+            else:
+                self._lock_users(conn, [user])
+                run_id, found = None, self._runs_in(conn, period, user)
             seen = []
-            for run in self._runs_in(conn, period, user):
+            for run in found:
                 if run.state in ACTIVE_STATES and run.server_name == request.server_name:
                     if run.state == RESERVED:
                         self._end(conn, run, None, "restarted")
@@ -434,10 +485,11 @@ class Ledger:
             usage = policy.usage_from_runs(seen, period, now)
             decision = policy.decide(request, usage, limits, now, min_start_hours=min_start_hours)
             if not decision.allowed:
+                if run_id is not None:
+                    conn.execute(_DROP_RESERVED, {"run_id": run_id})
                 return decision
-            reservation = Reservation.of(user, request, now)
-            values = {**_identity(reservation), "started": now, "state": RESERVED}
-            run_id = conn.execute(_INSERT_RUN, values).inserted_primary_key[0]
+            if run_id is None:
+                run_id = conn.execute(_INSERT_RUN, values).inserted_primary_key[0]
         return Decision(allowed=True, reservation=replace(reservation, id=run_id))
 
     # -- the run's life --------------------------------------------------

@@ -21,5 +21,7 @@ VERSION_TABLE = "workspacespawner_alembic_version"
 RUNS_TABLE = "workspacespawner_runs"
 #: The ledger's per-user lock rows (revision 0002).
 USERS_TABLE = "workspacespawner_quota_users"
+#: PostgreSQL only: the pre-spawn check's lock, reservation and read as one call (revision 0005).
+RESERVE_FUNCTION = "workspacespawner_reserve"
 #: The audit trail of disk operations (:mod:`workspacespawner.workspace.audit`), revision 0003.
 AUDIT_TABLE = "workspacespawner_audit"
