@@ -119,9 +119,12 @@ class InterningReflector(HasTraits):
     interns what the watch stores.
     """
 
+    #: The class of the cache (a subclass of :class:`InterningObjects`; ``ownerindex`` adds an index by owner).
+    objects_class: type[InterningObjects] = InterningObjects
+
     @validate("resources")
     def _interning_cache(self, proposal):
         objects = proposal["value"]
-        if isinstance(objects, InterningObjects):
+        if isinstance(objects, self.objects_class):
             return objects
-        return InterningObjects(objects, previous=proposal["owner"].resources)
+        return self.objects_class(objects, previous=proposal["owner"].resources)

@@ -20,7 +20,9 @@ Our caches intern their strings (:mod:`workspacespawner.k8s.interning`):
 the claims, VMs, VMIs and DataVolumes of hundreds of users repeat the same
 keys and values, kept once each; ``WorkspaceSpawner`` starts kubespawner's
 Pod and Event reflectors as interning subclasses too
-(:data:`INTERNING_REFLECTORS`).
+(:data:`INTERNING_REFLECTORS`). The caches of objects a user owns (claims,
+VMs, VMIs, DataVolumes, Pods) also index them by owner
+(:mod:`workspacespawner.k8s.ownerindex`).
 
 Unlike kubespawner's ``_start_reflector``, a reflector that gives up never
 exits the process: the next :func:`shared_reflector` call starts a new one
@@ -43,6 +45,7 @@ from workspacespawner.core import names
 from workspacespawner.k8s.interning import InterningReflector
 from workspacespawner.k8s.kinds import POD, VMI
 from workspacespawner.k8s.objects import counted_once
+from workspacespawner.k8s.ownerindex import OwnerIndexedReflector
 
 log = logging.getLogger("workspacespawner")
 
@@ -60,7 +63,7 @@ class _BoundCustomObjectsApi:
         return await self.api.list_namespaced_custom_object(self.group, self.version, namespace, self.plural, **kwargs)
 
 
-class CustomObjectReflector(InterningReflector, NamespacedResourceReflector):
+class CustomObjectReflector(OwnerIndexedReflector, NamespacedResourceReflector):
     """A kubespawner reflector for one custom resource (``group``/``version``/``plural``) in one namespace.
 
     ``custom_api``: the ``CustomObjectsApi`` to use (default: kubespawner's
@@ -106,7 +109,7 @@ class DataVolumeReflector(CustomObjectReflector):
     plural = "datavolumes"
 
 
-class PersistentVolumeClaimReflector(InterningReflector, NamespacedResourceReflector):
+class PersistentVolumeClaimReflector(OwnerIndexedReflector, NamespacedResourceReflector):
     """core/v1 PersistentVolumeClaims of ours (homes, root-disk PVCs, scratch and shared tiers) in one namespace.
 
     ``core_api``: the ``CoreV1Api`` to use (default: kubespawner's shared client).
@@ -151,9 +154,9 @@ class VMIEventReflector(InterningReflector, NamespacedResourceReflector):
         return sorted(found, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or e["metadata"].get("creationTimestamp") or "")
 
 
-class InterningPodReflector(InterningReflector, PodReflector):
-    """kubespawner's Pod reflector, its cache interned: every user's Pod repeats the same keys, image, labels and
-    volumes, about half of the ~30 KB each Pod takes in the hub."""
+class InterningPodReflector(OwnerIndexedReflector, PodReflector):
+    """kubespawner's Pod reflector, its cache interned (every user's Pod repeats the same keys, image, labels and
+    volumes, about half of the ~30 KB each Pod takes in the hub) and indexed by owner."""
 
 
 class InterningEventReflector(InterningReflector, EventReflector):

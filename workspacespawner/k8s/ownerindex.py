@@ -1,0 +1,77 @@
+"""Watch caches indexed by owner: a user's objects found without a pass over every user's.
+
+The shared caches hold the whole namespace (every user's PVCs, Pods,
+VMIs, DataVolumes). A start reads its user's objects from them several
+times (the home PVC lookup, the disks the quota counts, the lifecycle's
+observation of Pods and VMIs), and a pass over the cache for each read
+made every start cost in proportion to the number of users: quadratic for
+a class that starts at once. :class:`OwnerIndexedObjects` keeps, next to
+the objects, the keys of each owner's (the value of the
+:data:`~workspacespawner.core.names.OWNER_LABEL` label, as
+:func:`~workspacespawner.core.names.owner_labels` sets it), updated with
+every list and watch event; :meth:`CachedKube.cached
+<workspacespawner.k8s.cachedkube.CachedKube.cached>` reads a selector that
+names an owner through it.
+"""
+
+from __future__ import annotations
+
+from workspacespawner.core.names import OWNER_LABEL
+from workspacespawner.k8s.interning import InterningObjects, InterningReflector
+
+
+def _owner(obj) -> str | None:
+    """The owner label's value of a cached object, or None."""
+    labels = ((obj or {}).get("metadata") or {}).get("labels") if isinstance(obj, dict) else None
+    return labels.get(OWNER_LABEL) if isinstance(labels, dict) else None
+
+
+class OwnerIndexedObjects(InterningObjects):
+    """An :class:`InterningObjects` cache that also knows each owner's keys (see the module docstring).
+
+    kubespawner's reflector changes its cache by ``cache[key] = obj`` and
+    ``cache.pop(key, None)`` and replaces it after a list (the reflector's
+    validator builds a new one); those, and ``del``, keep the index.
+    """
+
+    def __init__(self, objects=(), previous: dict | None = None):
+        super().__init__(objects, previous)
+        self._keys_of: dict[str, set[str]] = {}
+        for key, obj in self.items():
+            self._index(key, obj)
+
+    def _index(self, key: str, obj) -> None:
+        owner = _owner(obj)
+        if owner is not None:
+            self._keys_of.setdefault(owner, set()).add(key)
+
+    def _unindex(self, key: str, obj) -> None:
+        owner = _owner(obj)
+        keys = self._keys_of.get(owner) if owner is not None else None
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._keys_of[owner]
+
+    def __setitem__(self, key: str, obj: dict) -> None:
+        self._unindex(key, self.get(key))
+        super().__setitem__(key, obj)
+        self._index(key, self[key])
+
+    def __delitem__(self, key: str) -> None:
+        self._unindex(key, self.get(key))
+        super().__delitem__(key)
+
+    def pop(self, key, *default):
+        self._unindex(key, self.get(key))
+        return super().pop(key, *default)
+
+    def owned_by(self, owner: str) -> list[dict]:
+        """The cached objects whose owner label is ``owner`` (an owner id), in the order of their keys."""
+        return [self[key] for key in sorted(self._keys_of.get(owner, ()))]
+
+
+class OwnerIndexedReflector(InterningReflector):
+    """Mixin for a kubespawner ``ResourceReflector``: its cache is an :class:`OwnerIndexedObjects`."""
+
+    objects_class = OwnerIndexedObjects
