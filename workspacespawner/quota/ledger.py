@@ -238,6 +238,14 @@ _DROP_RESERVED = runs.delete().where(runs.c.id == sa.bindparam("run_id"), runs.c
 _STATE_OF = sa.select(runs.c.state).where(runs.c.id == sa.bindparam("run_id"))
 #: One run: ``run_id``.
 _RUN_BY_ID = sa.select(*_RUN_SELECT).where(runs.c.id == sa.bindparam("run_id"))
+#: The reserved and open runs of one server: ``user``, ``server_name``.
+_ACTIVE_OF = sa.select(*_RUN_SELECT).where(
+    runs.c.user_name == sa.bindparam("user"), runs.c.state.in_(ACTIVE_STATES),
+    runs.c.server_name == sa.bindparam("server_name"),
+)
+#: An open run not priced yet gets its GPU product and weight: ``run_id``, ``product``, ``weight``.
+_PRICE_OPEN = (runs.update().where(runs.c.id == sa.bindparam("run_id"), runs.c.state == OPEN, runs.c.gpu_product == "")
+               .values(gpu_product=sa.bindparam("product"), weight=sa.bindparam("weight")))
 
 
 def _reserve_call() -> sa.Select:
@@ -497,11 +505,7 @@ class Ledger:
     @staticmethod
     def _active_of(conn, user: str, server_name: str) -> list:
         """Rows of ``(user, server_name)`` that are reserved or open."""
-        return conn.execute(
-            sa.select(*_RUN_SELECT).where(
-                runs.c.user_name == user, runs.c.state.in_(ACTIVE_STATES), runs.c.server_name == server_name
-            )
-        ).all()
+        return conn.execute(_ACTIVE_OF, {"user": user, "server_name": server_name}).all()
 
     @_guarded
     def open_run(
@@ -555,11 +559,7 @@ class Ledger:
         if weight < 0:
             raise ValueError(f"a weight is card-hours per unit-hour >= 0, not {weight!r}")
         with self._write() as conn:
-            done = conn.execute(
-                runs.update()
-                .where(runs.c.id == run_id, runs.c.state == OPEN, runs.c.gpu_product == "")
-                .values(gpu_product=product or "", weight=float(weight))
-            )
+            done = conn.execute(_PRICE_OPEN, {"run_id": run_id, "product": product or "", "weight": float(weight)})
             return bool(done.rowcount)
 
     @_guarded
@@ -568,7 +568,7 @@ class Ledger:
         if reservation.id is None:
             return
         with self._write() as conn:
-            conn.execute(runs.delete().where(runs.c.id == reservation.id, runs.c.state == RESERVED))
+            conn.execute(_DROP_RESERVED, {"run_id": reservation.id})
 
     @staticmethod
     def _end(conn, run: Run, stopped_at: datetime | None, reason: str | None) -> Run | None:
