@@ -39,7 +39,10 @@ server.
 from __future__ import annotations
 
 import copy
+import functools
 import time
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from workspacespawner.core import names
 from workspacespawner.k8s import watches
@@ -63,8 +66,10 @@ OURS = f"{names.MANAGED_BY_LABEL}={names.MANAGED_BY}"
 WRITE_MEMORY_SECONDS = 30.0
 
 
-def parse_equality_selector(selector: str | None) -> dict[str, str] | None:
-    """``"a=b,c=d"`` as ``{"a": "b", "c": "d"}``; None for anything else (set-based, ``!=``, existence, empty)."""
+@functools.lru_cache(maxsize=4096)
+def parse_equality_selector(selector: str | None) -> Mapping[str, str] | None:
+    """``"a=b,c=d"`` as ``{"a": "b", "c": "d"}`` (read-only); None for anything else (set-based, ``!=``, existence,
+    empty). Remembered per selector: every start parses its user's owner selector several times."""
     if not selector:
         return None
     wanted = {}
@@ -73,7 +78,7 @@ def parse_equality_selector(selector: str | None) -> dict[str, str] | None:
         if not sep or key.endswith("!") or value.startswith("=") or " " in term or not key:
             return None
         wanted[key] = value
-    return wanted
+    return MappingProxyType(wanted)
 
 
 def _newer(a: dict, b: dict | None) -> bool:
