@@ -41,7 +41,13 @@ pieces (its default profile is a CPU container) and quotas on (a SQLite
 ledger).
 
     python benchmarks/burst.py --users 100
+    python benchmarks/burst.py --users 300 --rounds 3   # and the median of each ratio over the rounds
     python benchmarks/burst.py --users 50 --spawners WorkspaceSpawner
+
+One run's ratios move by several hundredths between runs of the same
+code on a shared 2-core machine (the hub CPU ratio at 300 has read from
+1.12 to 1.22); ``--rounds`` repeats the whole comparison, alternating
+which spawner goes first, and prints the median of each ratio.
 
 Each CPU node of the local cluster takes 110 Pods (its ``pods``
 capacity); the cluster gets ``ceil(users / 100)`` of them
@@ -321,32 +327,66 @@ def measure(name: str, users: int, workdir: Path) -> dict:
     return result
 
 
+COLUMNS = (
+    # (heading, width, format, value of a result)
+    ("ready s", 9, ".1f", lambda r: r["ready_s"]),
+    ("hub CPU s", 11, ".1f", lambda r: r["hub_cpu"]),
+    ("cluster CPU s", 15, ".1f", lambda r: r["cluster_cpu"]),
+    ("lag p50", 9, ".1f", lambda r: r["lag"][0]),
+    ("lag p99", 9, ".1f", lambda r: r["lag"][1]),
+    ("RSS/server KB", 15, ".0f", lambda r: r["rss_kb"]),
+    ("GC s", 7, ".2f", lambda r: r["gc"][0]),
+    ("full GCs", 10, "d", lambda r: r["gc"][1]),
+)
+#: The columns compared as WorkspaceSpawner / KubeSpawner (the GC columns are shown, not compared).
+RATIO_COLUMNS = COLUMNS[:6]
+
+
+def ratios(base: dict, ours: dict) -> list[float]:
+    """WorkspaceSpawner / KubeSpawner for each of :data:`RATIO_COLUMNS`."""
+    return [value(ours) / value(base) for _heading, _width, _fmt, value in RATIO_COLUMNS]
+
+
+def print_round(users: int, results: dict) -> list[float] | None:
+    """One round's table; its ratios, or None when it did not run both spawners."""
+    print(f"{users} simultaneous spawns")
+    print(f"{'':18}" + "".join(f"{heading:>{width}}" for heading, width, _fmt, _value in COLUMNS))
+    for name, r in results.items():
+        print(f"{name:18}" + "".join(f"{value(r):>{width}{fmt}}" for _heading, width, fmt, value in COLUMNS))
+    if not {"KubeSpawner", "WorkspaceSpawner"} <= set(results):
+        return None
+    found = ratios(results["KubeSpawner"], results["WorkspaceSpawner"])
+    print(f"{'ratio':18}" + "".join(f"{ratio:>{width}.2f}" for ratio, (_h, width, _f, _v) in zip(found, RATIO_COLUMNS)))
+    return found
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=int, default=100, help="simultaneous spawns (default: %(default)s)")
     parser.add_argument(
         "--spawners", default=",".join(SPAWNERS), help="which, comma-separated, in order (default: %(default)s)"
     )
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="burst-") as tmp:
-        results = {name: measure(name, args.users, Path(tmp)) for name in args.spawners.split(",")}
-    print(f"{args.users} simultaneous spawns")
-    print(
-        f"{'':18}{'ready s':>9}{'hub CPU s':>11}{'cluster CPU s':>15}{'lag p50':>9}{'lag p99':>9}{'RSS/server KB':>15}"
-        f"{'GC s':>7}{'full GCs':>10}"
+    parser.add_argument(
+        "--rounds", type=int, default=1,
+        help="rounds, each measuring every spawner afresh, the order alternating; with more than one, the median "
+             "of each ratio is printed last (default: %(default)s)",
     )
-    for name, r in results.items():
-        print(
-            f"{name:18}{r['ready_s']:>9.1f}{r['hub_cpu']:>11.1f}{r['cluster_cpu']:>15.1f}"
-            f"{r['lag'][0]:>9.1f}{r['lag'][1]:>9.1f}{r['rss_kb']:>15.0f}{r['gc'][0]:>7.2f}{r['gc'][1]:>10d}"
-        )
-    if {"KubeSpawner", "WorkspaceSpawner"} <= set(results):
-        base, ours = results["KubeSpawner"], results["WorkspaceSpawner"]
-        print(
-            f"{'ratio':18}{ours['ready_s'] / base['ready_s']:>9.2f}{ours['hub_cpu'] / base['hub_cpu']:>11.2f}"
-            f"{ours['cluster_cpu'] / base['cluster_cpu']:>15.2f}{ours['lag'][0] / base['lag'][0]:>9.2f}"
-            f"{ours['lag'][1] / base['lag'][1]:>9.2f}{ours['rss_kb'] / base['rss_kb']:>15.2f}"
-        )
+    args = parser.parse_args(argv)
+    order = args.spawners.split(",")
+    every = []
+    for number in range(args.rounds):
+        with tempfile.TemporaryDirectory(prefix="burst-") as tmp:
+            results = {name: measure(name, args.users, Path(tmp)) for name in (order if number % 2 == 0 else order[::-1])}
+        if args.rounds > 1:
+            print(f"\nround {number + 1} of {args.rounds}")
+        found = print_round(args.users, results)
+        if found is not None:
+            every.append(found)
+    if len(every) > 1:
+        medians = [statistics.median(column) for column in zip(*every)]
+        print(f"\nmedian ratio of {len(every)} rounds, WorkspaceSpawner / KubeSpawner")
+        print(f"{'':18}" + "".join(f"{heading:>{width}}" for heading, width, _fmt, _value in RATIO_COLUMNS))
+        print(f"{'median ratio':18}" + "".join(f"{ratio:>{width}.2f}" for ratio, (_h, width, _f, _v) in zip(medians, RATIO_COLUMNS)))
     return 0
 
 
