@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import tracemalloc
 
 from workspacespawner.k8s.interning import InterningObjects, interned
@@ -126,3 +127,28 @@ def test_a_watch_event_keeps_the_parts_of_the_object_that_did_not_change():
     assert after["spec"] is before["spec"]  # unchanged: kept, not rebuilt
     assert after["status"] is not before["status"] and after["status"]["phase"] == "Lost"
     assert after["metadata"]["resourceVersion"] == "5000" and before["metadata"]["resourceVersion"] == "1001"
+
+
+def test_a_watch_event_keeps_the_unchanged_parts_of_the_parts_that_changed():
+    """A status update changes ``metadata`` (its resourceVersion) and ``status``; their unchanged parts (labels,
+    annotations, the capacity) and the unchanged items of a changed list are kept, the rest is the update's."""
+    cache = InterningObjects({"default/home-user0001": decoded(1)})
+    before = cache["default/home-user0001"]
+    update = decoded(1)
+    update["metadata"]["resourceVersion"] = "5000"
+    update["status"]["phase"] = "Lost"
+    update["metadata"]["finalizers"] = ["kubernetes.io/pvc-protection", "example.com/hold"]  # a list that grew
+    update["spec"]["accessModes"] = ["ReadWriteOnce", "ReadOnlyMany"]
+    update["status"]["accessModes"] = ["ReadWriteMany"]  # same length, its one item changed
+    cache["default/home-user0001"] = update
+    after = cache["default/home-user0001"]
+    assert after == update
+    assert after["metadata"] is not before["metadata"] and after["status"] is not before["status"]
+    assert after["metadata"]["labels"] is before["metadata"]["labels"]
+    assert after["metadata"]["annotations"] is before["metadata"]["annotations"]
+    assert after["status"]["capacity"] is before["status"]["capacity"]
+    assert after["spec"]["resources"] is before["spec"]["resources"]
+    assert after["metadata"]["finalizers"][1] == "example.com/hold" and after["status"]["accessModes"] == ["ReadWriteMany"]
+    shared = InterningObjects({"default/home-user0002": decoded(2)})["default/home-user0002"]
+    assert after["status"]["accessModes"][0] is sys.intern("ReadWriteMany")  # a changed item is interned too
+    assert after["metadata"]["finalizers"][0] is shared["metadata"]["finalizers"][0]

@@ -30,19 +30,24 @@ def interned(value: Any, previous: Any = None) -> Any:
     string interned; other values are returned as they are.
 
     ``previous``: an older version of the same object, interned already (the
-    one a watch event replaces). Each of its top-level parts equal to
-    ``value``'s (a Pod's ``spec`` across its status updates) is kept as it
-    is, not rebuilt: a comparison in C instead of a walk in Python. Equal
-    is Python's ``==``, for which ``1``, ``1.0`` and ``true`` are the same;
-    an API object's schema gives each field one type, so a part that
-    compares equal is the same JSON.
+    one a watch event replaces). Each of its parts equal to ``value``'s (a
+    Pod's ``spec`` across its status updates, its labels when its
+    ``metadata`` changed) is kept as it is, not rebuilt: a comparison in C
+    instead of a walk in Python. A part that differs is compared the same
+    way one level down (dict by key; list item by position when the lengths
+    agree). Equal is Python's ``==``, for which ``1``, ``1.0`` and ``true``
+    are the same; an API object's schema gives each field one type, so a
+    part that compares equal is the same JSON.
     """
-    if type(value) is dict and type(previous) is dict:
+    kind = type(value)
+    if kind is dict and type(previous) is dict:
         kept = {}
         for key, item in value.items():
             before = previous.get(key, _MISSING)
-            kept[intern(key)] = before if before == item else _one(item)
+            kept[intern(key)] = before if before == item else interned(item, before)
         return kept
+    if kind is list and type(previous) is list and len(value) == len(previous):
+        return [before if before == item else interned(item, before) for item, before in zip(value, previous)]
     return _one(value)
 
 
