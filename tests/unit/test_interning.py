@@ -110,7 +110,8 @@ def test_a_new_list_keeps_the_objects_whose_resource_version_did_not_change():
         previous=cache,
     )
     assert relisted["default/home-user0001"] is unchanged
-    assert relisted["default/home-user0002"]["status"]["phase"] == "Lost"
+    assert relisted["default/home-user0002"]["status"]["phase"] == "Lost" and relisted["default/home-user0002"] == changed
+    assert relisted["default/home-user0002"]["spec"] is cache["default/home-user0002"]["spec"]  # its unchanged part kept
     assert relisted["default/home-user0003"] == claim(3)
     assert InterningObjects({"x": {"metadata": {}}}, previous={"x": {"metadata": {}, "stale": True}})["x"] == {"metadata": {}}
 

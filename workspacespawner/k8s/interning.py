@@ -98,6 +98,9 @@ class InterningObjects(dict):
     server's promise for a resourceVersion), so the one already interned is
     kept and not interned again: kubespawner's reflector lists its whole
     kind at every watch restart (every ~10 s), and most of it is unchanged.
+    An object whose version moved keeps the parts equal to its older
+    version's, as a watch event does (:func:`interned`): during a class's
+    start every Pod's status moves between two lists, its spec does not.
     """
 
     def __init__(self, objects=(), previous: dict | None = None):
@@ -106,7 +109,7 @@ class InterningObjects(dict):
         def kept_or_interned(key, obj):
             old = previous.get(key)
             version = _resource_version(obj)
-            return old if version is not None and _resource_version(old) == version else interned(obj)
+            return old if version is not None and _resource_version(old) == version else interned(obj, old)
 
         super().__init__((key, kept_or_interned(key, obj)) for key, obj in dict(objects).items())
 
