@@ -21,10 +21,11 @@ The pre-spawn check is one transaction: on SQLite of three statements
 (``BEGIN IMMEDIATE``, the read, the insert); on PostgreSQL of one, a call
 of the function migration 0005 made, which takes the lock, inserts the
 reservation (deleted again if the decision refuses) and reads, each
-query with its own snapshot, in one round trip. The read takes a user's active runs and the runs they closed
-in this period in one ``UNION ALL`` through one index, ``(user_name,
-state, stopped)``: two range scans whose size is this month's runs of that
-user, flat however many rows the table and the user's history hold
+query with its own snapshot, in one round trip. The read takes a user's
+active runs and the runs they closed in this period in one ``UNION ALL``
+through one index, ``(user_name, state, stopped)``: two range scans whose
+size is this month's runs of that user, flat however many rows the table
+and the user's history hold
 (``benchmarks/quota_check.py`` measures it up to a million rows). The
 enforcer's pass reads every user's runs the same way in one statement
 (:meth:`Ledger.runs_all`, index ``(state, stopped)``).
@@ -463,9 +464,8 @@ class Ledger:
         commit got through, as that of a crash).
         """
         now = policy.aware(now or policy.utcnow())
-        return once_more_if_disconnected(
-            lambda: self._check_and_reserve(user, request, limits, now, policy.month_bounds(now, tz), min_start_hours)
-        )
+        period = policy.month_bounds(now, tz)
+        return once_more_if_disconnected(lambda: self._check_and_reserve(user, request, limits, now, period, min_start_hours))
 
     def _check_and_reserve(
         self, user: str, request: Request, limits: Limits, now: datetime, period: tuple[datetime, datetime],
