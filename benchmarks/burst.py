@@ -46,7 +46,7 @@ ledger).
 
 One run's ratios move by several hundredths between runs of the same
 code on a shared 2-core machine (the hub CPU ratio at 300 has read from
-1.12 to 1.22); ``--rounds`` repeats the whole comparison, alternating
+1.03 to 1.32); ``--rounds`` repeats the whole comparison, alternating
 which spawner goes first, and prints the median of each ratio.
 
 Each CPU node of the local cluster takes 110 Pods (its ``pods``
@@ -347,16 +347,26 @@ def ratios(base: dict, ours: dict) -> list[float]:
     return [value(ours) / value(base) for _heading, _width, _fmt, value in RATIO_COLUMNS]
 
 
+def print_headings(columns) -> None:
+    """The headings of ``columns`` (entries of :data:`COLUMNS`), right-aligned to their widths."""
+    print(f"{'':18}" + "".join(f"{heading:>{width}}" for heading, width, _fmt, _value in columns))
+
+
+def print_ratios(label: str, found: list[float]) -> None:
+    """A row of ratios under the headings of :data:`RATIO_COLUMNS`."""
+    print(f"{label:18}" + "".join(f"{ratio:>{width}.2f}" for ratio, (_h, width, _f, _v) in zip(found, RATIO_COLUMNS)))
+
+
 def print_round(users: int, results: dict) -> list[float] | None:
     """One round's table; its ratios, or None when it did not run both spawners."""
     print(f"{users} simultaneous spawns")
-    print(f"{'':18}" + "".join(f"{heading:>{width}}" for heading, width, _fmt, _value in COLUMNS))
+    print_headings(COLUMNS)
     for name, r in results.items():
         print(f"{name:18}" + "".join(f"{value(r):>{width}{fmt}}" for _heading, width, fmt, value in COLUMNS))
     if not {"KubeSpawner", "WorkspaceSpawner"} <= set(results):
         return None
     found = ratios(results["KubeSpawner"], results["WorkspaceSpawner"])
-    print(f"{'ratio':18}" + "".join(f"{ratio:>{width}.2f}" for ratio, (_h, width, _f, _v) in zip(found, RATIO_COLUMNS)))
+    print_ratios("ratio", found)
     return found
 
 
@@ -383,10 +393,9 @@ def main(argv=None) -> int:
         if found is not None:
             every.append(found)
     if len(every) > 1:
-        medians = [statistics.median(column) for column in zip(*every)]
         print(f"\nmedian ratio of {len(every)} rounds, WorkspaceSpawner / KubeSpawner")
-        print(f"{'':18}" + "".join(f"{heading:>{width}}" for heading, width, _fmt, _value in RATIO_COLUMNS))
-        print(f"{'median ratio':18}" + "".join(f"{ratio:>{width}.2f}" for ratio, (_h, width, _f, _v) in zip(medians, RATIO_COLUMNS)))
+        print_headings(RATIO_COLUMNS)
+        print_ratios("median ratio", [statistics.median(column) for column in zip(*every)])
     return 0
 
 
