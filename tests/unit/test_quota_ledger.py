@@ -358,7 +358,7 @@ def test_the_reserve_function_reads_what_the_ledger_reads(ledger, url):
     send: a revision that changes the read or the runs table without replacing the function fails here."""
     if not url.startswith("postgresql"):
         pytest.skip("the reserve function is PostgreSQL's")
-    ann = [
+    existing = [
         ("ann", "open", NOW - timedelta(days=3), None),
         ("ann", "reserved", NOW - timedelta(hours=1), None),
         ("ann", "closed", JUNE[0] - timedelta(hours=2), JUNE[0] + timedelta(hours=1)),  # overlaps the month's start
@@ -369,7 +369,7 @@ def test_the_reserve_function_reads_what_the_ledger_reads(ledger, url):
     ]
     ledger.upgrade()
     with ledger.engine.begin() as conn:
-        for user, state, started, stopped in ann:
+        for user, state, started, stopped in existing:
             conn.execute(
                 runs.insert().values(user_name=user, server_name=state, profile="p", workspace_kind="container",
                                      gpus=1, started=started, stopped=stopped, state=state)
