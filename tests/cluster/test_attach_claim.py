@@ -23,6 +23,7 @@ from tests.support.lifecycleenv import NS, make_home, start_pod, wait_async
 from workspacespawner.backends.container.status import ContainerStatus
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import POD, PVC
 from workspacespawner.workspace import attach
 from workspacespawner.workspace.disks import DiskOps
@@ -91,6 +92,24 @@ async def test_a_fresh_claim_without_compute_refuses_an_old_one_is_stale(kube_ob
     recorded = json.loads((await kube_objects.get(PVC, NS, HOME))["metadata"]["annotations"][names.ATTACH_ANNOTATION])
     assert recorded["server"] == USER and recorded["kind"] == "Pod" and recorded["name"] == DEFAULT.pod
     assert recorded["since"] is not None and recorded["since"] <= rfc3339(utcnow())
+
+
+async def test_an_operation_holds_a_disk_a_controller_wrote_meanwhile_but_not_one_a_start_claimed(kube_objects):
+    # CDI writes a cloning DataVolume's status many times (its progress), the PV controller a PVC's: a rebuild
+    # reusing its new disk read one version and met the next. Only a start's claim (or phase) may refuse it.
+    await make_home(kube_objects, USER, HOME)
+    rebuild = attach.operation_holder(DEFAULT, "rebuild", "root", utcnow())
+    read = await kube_objects.get(PVC, NS, HOME, fresh=True)
+    await kube_objects.patch(PVC, NS, HOME, [{"op": "add", "path": "/metadata/annotations/progress", "value": "45%"}])
+    held = await attach.hold(kube_objects, PVC, NS, USER, read, rebuild)
+    assert attach.holder_of(held).server == rebuild.server and held["metadata"]["annotations"]["progress"] == "45%"
+    assert await attach.let_go(kube_objects, PVC, NS, USER, HOME, rebuild.server, fresh=True)
+
+    read = await kube_objects.get(PVC, NS, HOME, fresh=True)
+    assert await attach.claim(kube_objects, GPU, grace=60) == [HOME]  # a start got in between
+    with pytest.raises(NotOurs):
+        await attach.hold(kube_objects, PVC, NS, USER, read, rebuild)
+    assert (await holder(kube_objects)).server == GPU.label()
 
 
 async def test_tracker_keeps_the_claim_while_its_pod_runs_and_releases_it_once_gone(kube_objects, cluster):

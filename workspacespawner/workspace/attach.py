@@ -279,19 +279,40 @@ async def hold(kube, kind, namespace: str, user_name: str, disk: dict, holder: H
     """Write ``holder``'s claim on ``disk`` (as read: a JSON Patch testing its ``resourceVersion``); returns the disk.
 
     For an admin's operation (:func:`operation_holder`), after it decided
-    that no start holds the disk. Raises :class:`~workspacespawner.k8s.api.NotOurs`
-    when the disk changed since it was read (a start claimed it meanwhile)
-    or is not ``user_name``'s, ``ValueError`` when it is gone.
+    from ``disk`` that no start holds it. A write meanwhile that left the
+    claim and the lifecycle annotations as read (a controller's: CDI's
+    progress on a cloning DataVolume, a PVC's binding) is read again and the
+    claim written on it, up to :data:`ATTEMPTS` times. Raises
+    :class:`~workspacespawner.k8s.api.NotOurs` when a start claimed the disk
+    or moved its phase meanwhile, when it kept changing, or when it is not
+    ``user_name``'s; ``ValueError`` when it is gone.
     """
     name = disk["metadata"]["name"]
-    operations = [
-        {"op": "test", "path": pointer("metadata", "resourceVersion"), "value": disk["metadata"]["resourceVersion"]},
-        {"op": "add", "path": _PATH, "value": holder.to_json()},
-    ]
-    found = await kube.patch_owned(kind, namespace, name, user_name, operations)
-    if found is None:
-        raise ValueError(f"{kind.kind} {namespace}/{name} is gone")
-    return found
+    decided_on = _start_marks(disk)
+    for _ in range(ATTEMPTS):
+        operations = [
+            {"op": "test", "path": pointer("metadata", "resourceVersion"), "value": disk["metadata"]["resourceVersion"]},
+            {"op": "add", "path": _PATH, "value": holder.to_json()},
+        ]
+        try:
+            found = await kube.patch_owned(kind, namespace, name, user_name, operations)
+        except NotOurs:
+            disk = await kube.get(kind, namespace, name, fresh=True)
+            if disk is None or not names.labelled_for(disk["metadata"], user_name) or _start_marks(disk) != decided_on:
+                raise
+            continue
+        if found is None:
+            break
+        return found
+    else:
+        raise NotOurs(f"{kind.kind} {namespace}/{name} kept changing while {holder.server} tried to claim it")
+    raise ValueError(f"{kind.kind} {namespace}/{name} is gone")
+
+
+def _start_marks(disk: dict) -> tuple[str | None, str | None]:
+    """What a start writes on a disk: its attach claim and lifecycle annotations (as JSON text, or None)."""
+    annotations = disk["metadata"].get("annotations") or {}
+    return annotations.get(names.ATTACH_ANNOTATION), annotations.get(names.LIFECYCLE_ANNOTATION)
 
 
 async def let_go(kube, kind, namespace: str, user_name: str, name: str, server: str, *, fresh: bool = False) -> bool:
