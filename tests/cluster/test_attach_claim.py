@@ -111,6 +111,10 @@ async def test_an_operation_holds_a_disk_a_controller_wrote_meanwhile_but_not_on
         await attach.hold(kube_objects, PVC, NS, USER, read, rebuild)
     assert (await holder(kube_objects)).server == GPU.label()
 
+    await kube_objects.delete(PVC, NS, HOME)  # gone meanwhile: the operation has nothing to hold
+    with pytest.raises(ValueError, match="is gone"):
+        await attach.hold(kube_objects, PVC, NS, USER, read, rebuild)
+
 
 async def test_tracker_keeps_the_claim_while_its_pod_runs_and_releases_it_once_gone(kube_objects, cluster):
     await make_home(kube_objects, USER, HOME)

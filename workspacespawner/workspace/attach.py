@@ -288,6 +288,7 @@ async def hold(kube, kind, namespace: str, user_name: str, disk: dict, holder: H
     ``user_name``'s; ``ValueError`` when it is gone.
     """
     name = disk["metadata"]["name"]
+    gone = f"{kind.kind} {namespace}/{name} is gone"
     decided_on = _start_marks(disk)
     for _ in range(ATTEMPTS):
         operations = [
@@ -298,15 +299,15 @@ async def hold(kube, kind, namespace: str, user_name: str, disk: dict, holder: H
             found = await kube.patch_owned(kind, namespace, name, user_name, operations)
         except NotOurs:
             disk = await kube.get(kind, namespace, name, fresh=True)
-            if disk is None or not names.labelled_for(disk["metadata"], user_name) or _start_marks(disk) != decided_on:
+            if disk is None:
+                raise ValueError(gone) from None
+            if not names.labelled_for(disk["metadata"], user_name) or _start_marks(disk) != decided_on:
                 raise
             continue
         if found is None:
-            break
+            raise ValueError(gone)
         return found
-    else:
-        raise NotOurs(f"{kind.kind} {namespace}/{name} kept changing while {holder.server} tried to claim it")
-    raise ValueError(f"{kind.kind} {namespace}/{name} is gone")
+    raise NotOurs(f"{kind.kind} {namespace}/{name} kept changing while {holder.server} tried to claim it")
 
 
 def _start_marks(disk: dict) -> tuple[str | None, str | None]:
