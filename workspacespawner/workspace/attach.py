@@ -241,12 +241,8 @@ async def _claim_one(kube, kind, ref: WorkspaceRef, name: str, *, grace: float, 
             return True
         if verdict.why == "stale":
             log.warning("Taking over the stale attach claim of %s on %s %s for %s", current.describe(), kind.kind, name, me.server)
-        operations = [
-            {"op": "test", "path": pointer("metadata", "resourceVersion"), "value": disk["metadata"]["resourceVersion"]},
-            {"op": "add", "path": _PATH, "value": me.to_json()},
-        ]
         try:
-            if await kube.patch_owned(kind, ref.namespace, name, ref.user_name, operations) is None:
+            if await kube.patch_owned(kind, ref.namespace, name, ref.user_name, _claim_operations(disk, me)) is None:
                 return False
             return True
         except NotOurs:
@@ -291,12 +287,8 @@ async def hold(kube, kind, namespace: str, user_name: str, disk: dict, holder: H
     gone = f"{kind.kind} {namespace}/{name} is gone"
     decided_on = _start_marks(disk)
     for _ in range(ATTEMPTS):
-        operations = [
-            {"op": "test", "path": pointer("metadata", "resourceVersion"), "value": disk["metadata"]["resourceVersion"]},
-            {"op": "add", "path": _PATH, "value": holder.to_json()},
-        ]
         try:
-            found = await kube.patch_owned(kind, namespace, name, user_name, operations)
+            found = await kube.patch_owned(kind, namespace, name, user_name, _claim_operations(disk, holder))
         except NotOurs:
             disk = await kube.get(kind, namespace, name, fresh=True)
             if disk is None:
@@ -308,6 +300,14 @@ async def hold(kube, kind, namespace: str, user_name: str, disk: dict, holder: H
             raise ValueError(gone)
         return found
     raise NotOurs(f"{kind.kind} {namespace}/{name} kept changing while {holder.server} tried to claim it")
+
+
+def _claim_operations(disk: dict, holder: Holder) -> list[dict]:
+    """The JSON Patch that writes ``holder``'s claim on ``disk`` only while it is the version read (its ``resourceVersion``)."""
+    return [
+        {"op": "test", "path": pointer("metadata", "resourceVersion"), "value": disk["metadata"]["resourceVersion"]},
+        {"op": "add", "path": _PATH, "value": holder.to_json()},
+    ]
 
 
 def _start_marks(disk: dict) -> tuple[str | None, str | None]:
