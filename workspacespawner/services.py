@@ -25,6 +25,7 @@ from prometheus_client import Gauge
 from workspacespawner.backends.vm.pool import RootDiskPoolKeeper
 from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.rootdiskpool import PoolShape, RootDiskPool
+from workspacespawner.config.teampools import TeamGPUPools, TeamPool
 from workspacespawner.core.prometheus import PrometheusClient
 from workspacespawner.core.tasks import BackgroundTasks
 from workspacespawner.db.engine import DatabaseUnavailable
@@ -57,6 +58,9 @@ class HubServices:
     def __init__(self, config=None, *, core_api=None, custom_api=None):
         #: The card-hour weights (``c.GPUEconomy``), read once for the process.
         self.economy = GPUEconomy(config=config) if config is not None else GPUEconomy()
+        #: The team GPU pools by name (``c.TeamGPUPools.pools``), read once for the process: every start and spawn
+        #: page reads them, and building the settings object walks the whole config each time.
+        self.team_pools: dict[str, TeamPool] = (TeamGPUPools(config=config) if config is not None else TeamGPUPools()).all()
         self.quota = QuotaService(WorkspaceQuota(config=config) if config is not None else WorkspaceQuota(),
                                   economy=self.economy)
         self.audit = AuditLog(self.quota.ledger)

@@ -20,7 +20,6 @@ import copy
 import re
 import unicodedata
 
-from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.profiles import (
     UNLISTED_MAX_CHARS,
     ResolvedProfile,
@@ -31,7 +30,7 @@ from workspacespawner.config.profiles import (
     validate_profile_list,
     with_unlisted_defaults,
 )
-from workspacespawner.config.teampools import TeamGPUPools, TeamPool, check_profile_pools, pool_allows, pool_of_profile
+from workspacespawner.config.teampools import TeamPool, check_profile_pools, pool_allows, pool_of_profile
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
 
@@ -71,9 +70,9 @@ def is_admin(spawner) -> bool:
 
 
 def team_pools(spawner) -> dict[str, TeamPool]:
-    """The site's team GPU pools (``c.TeamGPUPools.pools`` of the spawner's config; none without a config), by name."""
-    config = getattr(spawner, "config", None)
-    return TeamGPUPools(config=config).all() if config is not None else {}
+    """The site's team GPU pools (``c.TeamGPUPools.pools``), by name: the hub's, read once at start-up
+    (:attr:`HubServices.team_pools <workspacespawner.services.HubServices.team_pools>`)."""
+    return spawner.services.team_pools
 
 
 def visible_profiles(spawner, profiles: list[dict]) -> list[dict]:
@@ -94,7 +93,7 @@ async def profile_list(spawner) -> list[dict]:
     profiles = spawner._sorted_dict_values(spawner.profile_list)
     if callable(profiles):
         profiles = await maybe_await(profiles(spawner))
-        validate_profile_list(profiles, spawner.trait_names(), GPUEconomy(config=spawner.config).declared())
+        validate_profile_list(profiles, spawner.trait_names(), spawner.services.economy.declared())
         check_profile_pools(profiles, team_pools(spawner))
     return with_unlisted_defaults(spawner._get_initialized_profile_list(profiles))
 

@@ -16,6 +16,7 @@ from traitlets.config import Config
 from workspacespawner.config.teampools import TeamGPUPools, check_pools, check_profile_pools, pool_allows
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.services import HubServices
 from workspacespawner.spawner import check_hub_config
 from workspacespawner.useroptions import check_user_options, visible_profiles
 from workspacespawner.workspace import poolholders
@@ -87,7 +88,8 @@ def test_a_bad_pool_setting_in_the_hub_config_names_it():
 
 
 class Spawner:
-    """What useroptions reads of a spawner: its user, options and config; kubespawner's own check borrowed."""
+    """What useroptions reads of a spawner: its user, options and the hub's services (built from its config);
+    kubespawner's own check borrowed."""
 
     _validate_user_options = KubeSpawner._validate_user_options
     _get_profile = KubeSpawner._get_profile
@@ -100,6 +102,7 @@ class Spawner:
                                       "name": "ann"})()
         self.config = Config()
         self.config.TeamGPUPools.pools = {"vision": VISION, "nlp": {"groups": ["nlp"], "node_selector": {LABEL: "nlp"}}}
+        self.services = HubServices(self.config)
 
 
 def slugs(spawner) -> list[str]:

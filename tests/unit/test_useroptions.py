@@ -12,6 +12,7 @@ from workspacespawner.config.profiles import (
     with_unlisted_defaults,
 )
 from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.services import HubServices
 from workspacespawner.spawner import WorkspaceSpawner
 from workspacespawner.useroptions import check_unlisted_choice, check_user_options
 
@@ -54,7 +55,7 @@ PROFILES = [
 
 
 class Spawner:
-    """Just what check_user_options reads of a spawner; kubespawner's own check borrowed unchanged."""
+    """Just what check_user_options reads of a spawner (no team pools); kubespawner's own check borrowed unchanged."""
 
     _validate_user_options = KubeSpawner._validate_user_options
     _get_profile = KubeSpawner._get_profile
@@ -63,6 +64,7 @@ class Spawner:
     def __init__(self, user_options):
         self.user_options = user_options
         self.user = type("User", (), {"groups": [], "admin": False, "name": "ann"})()
+        self.services = HubServices()
 
 
 def check(options):
