@@ -57,3 +57,45 @@ async def test_a_claim_waits_while_claims_of_its_class_are_being_bound_and_fails
     with pytest.raises(WorkspaceError, match="'home-ann' \\(storage class 'queued'\\) was not bound within 2 seconds"):
         await asyncio.wait_for(ann, 10)
     assert loop.time() - began >= 3.2  # bob's bind + 2 s: nothing of its class bound since
+
+
+async def test_a_claim_the_pvc_watch_holds_is_looked_at_again_when_it_changes_not_on_a_timer(api, kube_env, monkeypatch):
+    """A start waits for its home beside the Pod start, for as long as the provisioner takes (half a minute for the
+    last of 300 new homes). It sleeps until the PVC watch stores a new version of the claim: a look a second made
+    every start of a class wake ~30 times for nothing. Looks are counted with the fallback interval made tiny: a
+    timer would look ~100 times before the claim binds."""
+    from kubespawner.clients import load_config
+
+    from workspacespawner.k8s import watches
+    from workspacespawner.k8s.cachedkube import CachedKube
+    from workspacespawner.k8s.kinds import PVC
+
+    load_config()
+    monkeypatch.setattr(binding, "CACHE_INTERVAL", 0.01)
+    core, storage = client.CoreV1Api(api), client.StorageV1Api(api)
+    await storage.create_storage_class({"metadata": {"name": "queued"}, "provisioner": "example.com/queue"})
+    home = claim("home-ann", "queued")
+    home["metadata"]["labels"] = dict(watches.MANAGED_LABELS)
+    await core.create_namespaced_persistent_volume_claim("default", home)
+    await watches.shared_reflector(watches.PersistentVolumeClaimReflector, "default")
+    try:
+        kube, looks = CachedKube(core, None), []
+
+        def peek(name: str) -> dict | None:
+            looks.append(name)
+            return kube.peek(PVC, "default", name, copy=False)[1]
+
+        wait = asyncio.ensure_future(binding.wait_claim_bound(
+            core, namespace="default", claim="home-ann", deadline=30.0, peek=peek,
+            changed=lambda name: kube.next_change(PVC, "default", name)))
+        await asyncio.sleep(1.0)
+        assert not wait.done()
+        waiting = len(looks)
+        assert waiting <= 3, looks  # the first read, the read after the class's mode, and one event at most
+        bound = await core.read_namespaced_persistent_volume_claim("home-ann", "default")
+        bound.status = client.V1PersistentVolumeClaimStatus(phase="Bound", access_modes=["ReadWriteOnce"], capacity={"storage": "1Gi"})
+        await core.replace_namespaced_persistent_volume_claim_status("home-ann", "default", bound)
+        await asyncio.wait_for(wait, 10)
+        assert len(looks) <= waiting + 2, looks
+    finally:
+        await watches.stop_all()

@@ -38,6 +38,7 @@ server.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import functools
 import time
@@ -47,6 +48,7 @@ from types import MappingProxyType
 from workspacespawner.core import names
 from workspacespawner.k8s import watches
 from workspacespawner.k8s.api import Kube
+from workspacespawner.k8s.changes import ChangeNotifyingObjects
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE, VMI, Kind
 from workspacespawner.k8s.ownerindex import OwnerIndexedObjects
 
@@ -149,6 +151,15 @@ class CachedKube(Kube):
         if found is None or not copy:
             return True, found
         return True, self._typed(kind, found)
+
+    def next_change(self, kind: Kind, namespace: str | None, name: str) -> asyncio.Future | None:
+        """A future done when the watch cache next stores or removes ``name`` (or is listed anew), to wait on
+        instead of looking again (:meth:`ChangeNotifyingObjects.next_change
+        <workspacespawner.k8s.changes.ChangeNotifyingObjects.next_change>`); None when no live cache of that kind
+        tells. Cancel it when no longer waiting. A cache whose watch then gives up wakes nobody: wait with a timeout.
+        """
+        cache = self._cache(kind, namespace)
+        return cache.next_change(f"{namespace}/{name}") if isinstance(cache, ChangeNotifyingObjects) else None
 
     async def list(self, kind: Kind, namespace: str | None, *, labels: str | None = None, fresh: bool = False) -> list[dict]:
         found = None if fresh else self.cached(kind, namespace, labels=labels)

@@ -17,7 +17,8 @@ names an owner through it.
 from __future__ import annotations
 
 from workspacespawner.core.names import OWNER_LABEL
-from workspacespawner.k8s.interning import InterningObjects, InterningReflector
+from workspacespawner.k8s.changes import ChangeNotifyingObjects
+from workspacespawner.k8s.interning import InterningReflector
 
 
 def _owner(obj) -> str | None:
@@ -26,8 +27,9 @@ def _owner(obj) -> str | None:
     return labels.get(OWNER_LABEL) if isinstance(labels, dict) else None
 
 
-class OwnerIndexedObjects(InterningObjects):
-    """An :class:`InterningObjects` cache that also knows each owner's keys (see the module docstring).
+class OwnerIndexedObjects(ChangeNotifyingObjects):
+    """An interning cache that says when an object changes (:class:`~workspacespawner.k8s.changes.ChangeNotifyingObjects`)
+    and also knows each owner's keys (see the module docstring).
 
     kubespawner's reflector changes its cache by ``cache[key] = obj`` and
     ``cache.pop(key, None)`` and replaces it after a list (the reflector's

@@ -106,16 +106,33 @@ async def last_event(core_api, namespace: str, claim: str) -> str:
 #: working through a queue (300 students' new homes at once, each claim waiting its turn) is not one that never acts.
 _class_bound_at: dict[str, float] = {}
 
-#: Seconds between looks at the PVC watch cache while a claim is not Bound (no request is made). A container start
-#: waits for its claims beside kubespawner's Pod start, which does not wait for this: a look a second only decides
-#: how soon a claim that never binds is reported, and 300 waiting starts make 300 looks a second, not 1,200.
+#: Seconds a wait on the PVC watch cache sleeps at most before it looks at the claim again. It wakes sooner, at
+#: each new version of the claim the watch stores (``changed``); without that, or when the cache's watch gave up
+#: (its replacement's events wake nobody), it looks this often. No request is made either way.
 CACHE_INTERVAL = 1.0
+#: The same when each new version of the claim wakes the wait: a look now and then in case that watch gave up.
+CACHE_RECHECK = 15.0
 
 #: ``peek(claim)``: the claim as a watch cache holds it, or None when no cache knows it (see ``Kube.peek``).
 Peek = Callable[[str], "dict | None"]
+#: ``changed(claim)``: a future done at the claim's next version in that cache, or None (see ``CachedKube.next_change``).
+Changed = Callable[[str], "asyncio.Future | None"]
 
 
-async def wait_claim_bound(core_api, *, namespace: str, claim: str, deadline: float, peek: Peek | None = None) -> None:
+async def _next_cached_version(claim: str, changed: Changed | None) -> None:
+    """Sleep until the watch cache stores ``claim`` anew (at most :data:`CACHE_RECHECK` s), or :data:`CACHE_INTERVAL` s."""
+    change = changed(claim) if changed is not None else None
+    if change is None:
+        await asyncio.sleep(CACHE_INTERVAL)
+        return
+    try:
+        await asyncio.wait_for(change, CACHE_RECHECK)
+    except TimeoutError:
+        pass
+
+
+async def wait_claim_bound(core_api, *, namespace: str, claim: str, deadline: float, peek: Peek | None = None,
+                           changed: Changed | None = None) -> None:
     """Return once claim ``claim`` is Bound; WorkspaceError when it is missing, or not Bound ``deadline`` seconds after it should bind.
 
     Should bind: from the start of the wait, or for a ``WaitForFirstConsumer``
@@ -125,12 +142,14 @@ async def wait_claim_bound(core_api, *, namespace: str, claim: str, deadline: fl
     later of the two (:data:`_class_bound_at`).
 
     With ``peek``, a claim the hub's PVC watch holds is read and followed
-    there (no request at all); any other is read, then watched by name.
+    there (no request at all): looked at again when ``changed`` says the
+    watch stored a new version of it, else every :data:`CACHE_INTERVAL`
+    seconds. Any other claim is read, then watched by name.
     """
     def cached() -> dict | None:
         return peek(claim) if peek is not None else None
 
-    pvc = cached()
+    pvc = in_cache = cached()
     if pvc is None:
         try:
             pvc = await call_json(core_api.read_namespaced_persistent_volume_claim, claim, namespace)
@@ -145,6 +164,8 @@ async def wait_claim_bound(core_api, *, namespace: str, claim: str, deadline: fl
             ) from None
     storage_class = (pvc.get("spec") or {}).get("storageClassName")
     mode = await binding_mode(core_api, storage_class)
+    if in_cache is not None:
+        pvc = in_cache = cached() or pvc  # as the cache holds it now: a wait below is for a version after this one
     loop = asyncio.get_running_loop()
     due = None  # the loop time by which the claim must be Bound, once it should be binding
     waited = False
@@ -162,13 +183,16 @@ async def wait_claim_bound(core_api, *, namespace: str, claim: str, deadline: fl
         waited = True
         try:
             async with asyncio.timeout_at(due):
-                if cached() is not None:
-                    await asyncio.sleep(CACHE_INTERVAL)
-                    pvc = cached() or pvc
+                if in_cache is not None:
+                    await _next_cached_version(claim, changed)
+                    in_cache = cached()
+                    pvc = in_cache or pvc
                 else:
                     pvc = await _next_version(core_api, namespace, claim, pvc["metadata"].get("resourceVersion")) or pvc
         except TimeoutError:
-            continue  # due, unless another claim of its class was bound meanwhile: decided at the top
+            if in_cache is not None:
+                pvc = in_cache = cached() or pvc
+            continue  # due, unless it is Bound now or another claim of its class was bound meanwhile: decided at the top
     event = await last_event(core_api, namespace, claim)
     raise WorkspaceError(
         f"Your server could not start: its volume claim {claim!r} (storage class {storage_class or 'none'!r}) "
@@ -199,10 +223,12 @@ async def _next_version(core_api, namespace: str, claim: str, resource_version: 
     return None
 
 
-async def wait_bound(core_api, *, namespace: str, claims: list[str], deadline: float, peek: Peek | None = None) -> None:
+async def wait_bound(core_api, *, namespace: str, claims: list[str], deadline: float, peek: Peek | None = None,
+                     changed: Changed | None = None) -> None:
     """:func:`wait_claim_bound` for every claim at once; the first refusal is raised and the other waits cancelled."""
     tasks = [
-        asyncio.ensure_future(wait_claim_bound(core_api, namespace=namespace, claim=claim, deadline=deadline, peek=peek))
+        asyncio.ensure_future(wait_claim_bound(core_api, namespace=namespace, claim=claim, deadline=deadline, peek=peek,
+                                               changed=changed))
         for claim in dict.fromkeys(claims)
     ]
     try:

@@ -100,9 +100,13 @@ class ContainerBackend(Backend):
         kube = s.services.kube
 
         def peek(claim: str) -> dict | None:
-            return kube.peek(PVC, s.namespace, claim, copy=False)[1]  # read only, once a second
+            return kube.peek(PVC, s.namespace, claim, copy=False)[1]  # read only, at each new version
 
-        await binding.wait_bound(s.api, namespace=s.namespace, claims=claims, deadline=s.claim_binding_timeout, peek=peek)
+        def changed(claim: str):
+            return kube.next_change(PVC, s.namespace, claim)
+
+        await binding.wait_bound(s.api, namespace=s.namespace, claims=claims, deadline=s.claim_binding_timeout,
+                                 peek=peek, changed=changed)
 
     async def stop(self, now: bool = False) -> None:
         """Delete the Pod this stop knows, by uid, and wait until that Pod is gone (kubespawner's waiting).
