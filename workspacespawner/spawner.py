@@ -109,6 +109,9 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         self.profile: ResolvedProfile | None = None
         self.reservation = None
         self._configured: dict = {}
+        #: The initialized profile_list the ``apply_user_options`` hook checked for this start, which the start then
+        #: applies (:func:`~.useroptions.apply_chosen_profile`, which takes it); None before the hook and after.
+        self.checked_profiles: list[dict] | None = None
         self._options_loaded = self._prepared = False
         #: This start asked for compute (its run opened); a failed one that did not leaves nothing for stop() to wait on.
         self._compute_asked = self._refused_before_compute = False

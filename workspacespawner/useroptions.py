@@ -212,8 +212,12 @@ async def refuse_bad_options(spawner, user_options: dict, *, sent: bool = True) 
     that no longer hold, say a profile the admin removed, are dropped
     instead: the start gets the default profile (kubespawner#758). The
     chosen profile itself is applied in ``load_user_options``, fresh on
-    every start.
+    every start, from the profile list checked here (JupyterHub runs this
+    hook just before ``run_pre_spawn_hook``): one list per start, so a
+    callable profile_list is called once and the check and the start see
+    the same profiles.
     """
+    spawner.checked_profiles = None
     profiles = await profile_list(spawner)
     if not profiles:
         return
@@ -225,6 +229,7 @@ async def refuse_bad_options(spawner, user_options: dict, *, sent: bool = True) 
         spawner.log.warning("Saved options of %s no longer hold (%s); starting the default profile", spawner._log_name, e)
         spawner.user_options = {}
         check_user_options(spawner, profiles)
+    spawner.checked_profiles = profiles
 
 
 def reset_to_configured(spawner, profiles: list[dict], configured: dict) -> None:
@@ -273,8 +278,15 @@ def resolve_profile(spawner, profile: dict) -> ResolvedProfile:
 
 
 async def apply_chosen_profile(spawner, configured: dict) -> ResolvedProfile:
-    """Check the user's choice, reset overridable settings, let kubespawner apply the profile, resolve it."""
-    profiles = await profile_list(spawner)
+    """Check the user's choice, reset overridable settings, let kubespawner apply the profile, resolve it.
+
+    The profiles are those :func:`refuse_bad_options` checked for this start
+    (``spawner.checked_profiles``, used once: kubespawner's ``_load_profile``
+    may hand parts of it to the spawner's settings), else the profile_list
+    initialized afresh (JupyterHub before 5.3 has no such hook).
+    """
+    profiles = spawner.checked_profiles or await profile_list(spawner)
+    spawner.checked_profiles = None
     if not profiles:
         reset_to_configured(spawner, [], configured)
         return resolve_profile(spawner, {"slug": "", "display_name": "Default"})
