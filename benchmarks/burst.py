@@ -32,13 +32,16 @@ paid it long before any burst;
 
 then the ratios WorkspaceSpawner / KubeSpawner. Both spawners run the same
 singleuser command, a tiny HTTP server (a few lines of Python, no
-Jupyter), so hundreds of servers fit on a small machine; both give every
-user a home PVC: KubeSpawner is configured as its equivalent
-(``storage_pvc_ensure``, ``home-{username}``, ``ceph-rbd``, 10Gi, mounted
-at the home, and the default profile's scratch tier: an emptyDir at
-``/scratch`` and the init container that writes its notice), WorkspaceSpawner with the shipped ``jupyterhub_config.d``
-pieces (its default profile is a CPU container) and quotas on (a SQLite
-ledger).
+Jupyter), so hundreds of servers fit on a small machine, and make the same
+Pod: WorkspaceSpawner with the shipped ``jupyterhub_config.d`` pieces (its
+default profile is a CPU container) and quotas on (a SQLite ledger);
+KubeSpawner configured as its equivalent (:data:`KUBESPAWNER`: its own home
+PVC through ``storage_pvc_ensure``, ``home-{username}``, ``ceph-rbd``,
+10Gi, mounted at the home and working directory, the default profile's
+scratch tier as an emptyDir at ``/scratch`` with the init container that
+writes its notice, the same image and environment;
+tests/cluster/test_burst_baseline.py checks that the two Pods agree but for
+the owner labels).
 
     python benchmarks/burst.py --users 100
     python benchmarks/burst.py --users 300 --rounds 3   # and the median of each ratio over the rounds
@@ -152,27 +155,51 @@ c.KubeSpawner.cpu_guarantee = 0.05  # requests: 100 servers fit the local cluste
 c.KubeSpawner.mem_guarantee = "32M"
 """
 
-KUBESPAWNER = """
+#: The scratch tier's notice, as WorkspaceSpawner's default profile words it (in the Pod's environment and the file).
+SCRATCH_NOTICE = (
+    "/scratch is scratch space on this node's local disk (20Gi at most). Everything in it is deleted when your server "
+    "stops, restarts or moves to another node. Keep files you need in your home directory or a team folder under /shared."
+)
+IMAGE = "quay.io/jupyter/scipy-notebook:2025-10-20"
+#: The environment WorkspaceSpawner's default profile adds: the tiers' cache locations, ``WORKSPACE_SCRATCH*`` and
+#: code-server's socket.
+ENVIRONMENT = {
+    "XDG_CACHE_HOME": "/scratch/.cache", "PIP_CACHE_DIR": "/scratch/.cache/pip", "UV_CACHE_DIR": "/scratch/.cache/uv",
+    "CONDA_PKGS_DIRS": "/scratch/.cache/conda/pkgs", "npm_config_cache": "/scratch/.cache/npm",
+    "HF_HUB_CACHE": "/scratch/.cache/huggingface/hub", "HF_DATASETS_CACHE": "/scratch/.cache/huggingface/datasets",
+    "TORCH_HOME": "/scratch/.cache/torch", "HF_HOME": "/home/jovyan/.cache/huggingface",
+    "WORKSPACE_SCRATCH": "/scratch", "WORKSPACE_SCRATCH_NOTICE": SCRATCH_NOTICE, "JUPYTER_VSCODE_PROXY_USE_SOCKET": "true",
+}
+#: The scratch tier's init container, which writes the notice into scratch.
+SCRATCH_NOTICE_CONTAINER = {
+    "name": "scratch-notice", "image": IMAGE,
+    "command": ["sh", "-c", 'printf "%s\\n" "$NOTICE" > "$NOTICE_FILE"'],
+    "env": [{"name": "NOTICE", "value": SCRATCH_NOTICE}, {"name": "NOTICE_FILE", "value": "/scratch/README-SCRATCH.txt"}],
+    "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}, "requests": {"cpu": "10m", "memory": "16Mi"}},
+    "securityContext": {"allowPrivilegeEscalation": False},
+    "volumeMounts": [{"mountPath": "/scratch", "name": "scratch"}],
+}
+
+#: KubeSpawner configured to make the Pod WorkspaceSpawner's default profile makes (tests/cluster/test_burst_baseline.py
+#: compares the two): the same image, home PVC and mount, working directory, scratch emptyDir with its notice's init
+#: container, and environment. Only the owner labels and annotations differ: KubeSpawner cannot write the owner's
+#: hashed id.
+KUBESPAWNER = f"""
 c.JupyterHub.spawner_class = "kubespawner.KubeSpawner"
+c.KubeSpawner.image = {IMAGE!r}
 c.KubeSpawner.storage_pvc_ensure = True
-c.KubeSpawner.pvc_name_template = "home-{username}"
+c.KubeSpawner.pvc_name_template = "home-{{username}}"
 c.KubeSpawner.storage_class = "ceph-rbd"
 c.KubeSpawner.storage_capacity = "10Gi"
 c.KubeSpawner.storage_access_modes = ["ReadWriteOnce"]
 c.KubeSpawner.volumes = [
-    {"name": "home", "persistentVolumeClaim": {"claimName": "home-{username}"}},
-    {"name": "scratch", "emptyDir": {"sizeLimit": "20Gi"}},
+    {{"name": "home", "persistentVolumeClaim": {{"claimName": "home-{{username}}"}}}},
+    {{"name": "scratch", "emptyDir": {{"sizeLimit": "20Gi"}}}},
 ]
-c.KubeSpawner.volume_mounts = [{"name": "home", "mountPath": "/home/jovyan"}, {"name": "scratch", "mountPath": "/scratch"}]
-# the scratch tier of WorkspaceSpawner's default profile: the emptyDir above and the init container writing its notice
-c.KubeSpawner.init_containers = [{
-    "name": "scratch-notice", "image": "quay.io/jupyter/base-notebook:2025-10-20",
-    "command": ["sh", "-c", 'printf "%s\\n" "$NOTICE" > "$NOTICE_FILE"'],
-    "env": [{"name": "NOTICE", "value": "/scratch is scratch space on this node's local disk."},
-            {"name": "NOTICE_FILE", "value": "/scratch/README-SCRATCH.txt"}],
-    "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}, "requests": {"cpu": "10m", "memory": "16Mi"}},
-    "volumeMounts": [{"mountPath": "/scratch", "name": "scratch"}],
-}]
+c.KubeSpawner.volume_mounts = [{{"name": "home", "mountPath": "/home/jovyan"}}, {{"name": "scratch", "mountPath": "/scratch"}}]
+c.KubeSpawner.working_dir = "/home/jovyan"
+c.KubeSpawner.environment = {ENVIRONMENT!r}
+c.KubeSpawner.init_containers = [{SCRATCH_NOTICE_CONTAINER!r}]
 """
 
 SPAWNERS = {

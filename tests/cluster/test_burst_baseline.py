@@ -1,0 +1,63 @@
+"""The burst benchmark's baseline (benchmarks/burst.py): KubeSpawner makes the Pod WorkspaceSpawner's default profile makes.
+
+The benchmark compares the two spawners' costs per server; a Pod with more
+in it (environment variables, containers, volumes) costs both the hub and
+the API server more to build, send and check, whoever builds it. So
+KubeSpawner is configured to make the same Pod, and this test fails when
+the shipped config changes what WorkspaceSpawner's Pod holds and the
+baseline does not follow. Only the owner labels and annotations differ.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from kubespawner import KubeSpawner
+from traitlets.config import Config, PyFileConfigLoader
+
+from tests.support.hubharness import CONFIG_D
+from workspacespawner.spawner import WorkspaceSpawner
+
+BURST = Path(__file__).resolve().parents[2] / "benchmarks" / "burst.py"
+
+#: Set per hub and server (URLs, tokens, the server's name and the image's own variables), not by a spawner's config.
+PER_HUB = ("JUPYTERHUB_", "JPY_", "JUPYTER_IMAGE")
+
+
+def burst_module():
+    spec = importlib.util.spec_from_file_location("burst_benchmark", BURST)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def pod_of(spawner) -> dict:
+    await spawner.load_user_options()
+    pod = spawner.api.api_client.sanitize_for_serialization(await spawner.get_pod_manifest())
+    notebook = pod["spec"]["containers"][0]
+    notebook["env"] = sorted((e for e in notebook["env"] if not e["name"].startswith(PER_HUB)), key=lambda e: e["name"])
+    return pod
+
+
+def common_config(burst) -> Config:
+    """The settings of both hubs in the burst (the singleuser command, limits, timeouts)."""
+    config = Config()
+    exec(burst.COMMON.format(tiny=burst.TINY_SERVER, proxy_token="unused"), {"c": config})
+    return config
+
+
+async def test_kubespawner_in_the_burst_makes_the_pod_workspacespawners_default_profile_makes(kube_env):
+    burst = burst_module()
+    ours = common_config(burst)
+    for piece in ("10-workspace-spawner.py", "20-profiles.py"):
+        ours.merge(PyFileConfigLoader(piece, path=str(CONFIG_D)).load_config())
+    baseline = common_config(burst)
+    exec(burst.KUBESPAWNER, {"c": baseline})
+    workspace = await pod_of(WorkspaceSpawner(config=ours, _mock=True))
+    kube = await pod_of(KubeSpawner(config=baseline, _mock=True))
+    assert kube["spec"]["containers"] == workspace["spec"]["containers"]
+    assert kube["spec"]["initContainers"] == workspace["spec"]["initContainers"]
+    assert sorted(kube["spec"]["volumes"], key=lambda v: v["name"]) == sorted(workspace["spec"]["volumes"], key=lambda v: v["name"])
+    for field in set(kube["spec"]) | set(workspace["spec"]):
+        assert kube["spec"].get(field) == workspace["spec"].get(field), field
