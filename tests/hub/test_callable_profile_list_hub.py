@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import kubernetes
 import pytest
 
 from tests.support import planes
-from tests.support.hubharness import Hub, config_pieces
+from tests.support.hubharness import Hub, config_pieces, core_v1
 from workspacespawner.core import names
 
 pytestmark = pytest.mark.embedded_only
@@ -66,9 +65,8 @@ def test_a_start_calls_the_profile_list_once_and_applies_what_it_checked(hub, cl
     hub.create_user("ann")
     hub.start_server("ann", {"profile": "torch"})
     assert calls_of(calls, "ann") == 1
-    with kubernetes.config.new_client_from_config(str(cluster.kubeconfig)) as client:
-        pod, = kubernetes.client.CoreV1Api(client).list_namespaced_pod(
-            "default", label_selector=names.owner_selector("ann")).items
+    with core_v1(cluster) as core:
+        pod, = core.list_namespaced_pod("default", label_selector=names.owner_selector("ann")).items
     assert pod.spec.containers[0].image == IMAGE
     hub.stop_server("ann")
     hub.start_server("ann", {"profile": "torch"})
@@ -80,7 +78,6 @@ def test_a_profile_the_callable_does_not_offer_is_refused_before_anything_is_mad
     hub.create_user("bob")
     r = hub.spawn("bob", {"profile": "no-such-profile"})
     assert r.status_code == 400, r.text
-    with kubernetes.config.new_client_from_config(str(cluster.kubeconfig)) as client:
-        core = kubernetes.client.CoreV1Api(client)
+    with core_v1(cluster) as core:
         assert core.list_namespaced_pod("default", label_selector=names.owner_selector("bob")).items == []
         assert core.list_namespaced_persistent_volume_claim("default", label_selector=names.owner_selector("bob")).items == []

@@ -164,12 +164,13 @@ async def wait_claim_bound(core_api, *, namespace: str, claim: str, deadline: fl
             ) from None
     storage_class = (pvc.get("spec") or {}).get("storageClassName")
     mode = await binding_mode(core_api, storage_class)
-    if in_cache is not None:
-        pvc = in_cache = cached() or pvc  # as the cache holds it now: a wait below is for a version after this one
     loop = asyncio.get_running_loop()
     due = None  # the loop time by which the claim must be Bound, once it should be binding
     waited = False
     while True:
+        if in_cache is not None:  # as the cache holds it now: a wait below is for a version after this one
+            in_cache = cached()
+            pvc = in_cache or pvc
         if (pvc.get("status") or {}).get("phase") == "Bound":
             if waited:
                 _class_bound_at[storage_class or ""] = loop.time()
@@ -185,13 +186,9 @@ async def wait_claim_bound(core_api, *, namespace: str, claim: str, deadline: fl
             async with asyncio.timeout_at(due):
                 if in_cache is not None:
                     await _next_cached_version(claim, changed)
-                    in_cache = cached()
-                    pvc = in_cache or pvc
                 else:
                     pvc = await _next_version(core_api, namespace, claim, pvc["metadata"].get("resourceVersion")) or pvc
         except TimeoutError:
-            if in_cache is not None:
-                pvc = in_cache = cached() or pvc
             continue  # due, unless it is Bound now or another claim of its class was bound meanwhile: decided at the top
     event = await last_event(core_api, namespace, claim)
     raise WorkspaceError(
