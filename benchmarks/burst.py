@@ -46,6 +46,7 @@ the owner labels).
     python benchmarks/burst.py --users 100
     python benchmarks/burst.py --users 300 --rounds 3   # and the median of each ratio over the rounds
     python benchmarks/burst.py --users 50 --spawners WorkspaceSpawner
+    python benchmarks/burst.py --users 300 --rounds 3 --quotas off   # what the quotas cost
 
 One run's ratios move by several hundredths between runs of the same
 code on a shared 2-core machine (the hub CPU ratio at 300 has read from
@@ -206,6 +207,14 @@ SPAWNERS = {
     "KubeSpawner": KUBESPAWNER,
     "WorkspaceSpawner": config_pieces("10-workspace-spawner.py", "20-profiles.py"),
 }
+#: What ``--quotas off`` adds to WorkspaceSpawner's hub: no quota check, ledger or enforcer (the audit log stays).
+QUOTAS_OFF = "c.WorkspaceQuota.enabled = False\n"
+
+
+def spawner_config(name: str, *, quotas: bool = True) -> str:
+    """The config text of spawner ``name`` (a key of :data:`SPAWNERS`) in the burst; ``quotas`` False turns
+    WorkspaceSpawner's quotas off (:data:`QUOTAS_OFF`; KubeSpawner has none)."""
+    return SPAWNERS[name] + ("" if quotas or name != "WorkspaceSpawner" else QUOTAS_OFF)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -301,12 +310,12 @@ def garbage_collection(path: Path, since: float, until: float) -> tuple[float, i
     return during[-1][2] - before[-1][2], during[-1][3] - before[-1][3]
 
 
-def measure(name: str, users: int, workdir: Path) -> dict:
+def measure(name: str, users: int, workdir: Path, *, quotas: bool = True) -> dict:
     state = workdir / f"{name}-cluster"
     state.mkdir(parents=True)
     cluster, kubeconfig = start_cluster(state, cpu_nodes=-(-users // 100))
     lag_file = workdir / f"{name}-lag.jsonl"
-    config = COMMON.format(tiny=TINY_SERVER, proxy_token=PROXY_TOKEN) + SPAWNERS[name] + LAG_MONITOR.format(path=str(lag_file))
+    config = COMMON.format(tiny=TINY_SERVER, proxy_token=PROXY_TOKEN) + spawner_config(name, quotas=quotas) + LAG_MONITOR.format(path=str(lag_file))
     hub = Hub(workdir / f"{name}-hub", kubeconfig, config, start_timeout=600)
     hub.env["PYTHONPATH"] = str(HERE.parent)
     try:
@@ -408,12 +417,19 @@ def main(argv=None) -> int:
         help="rounds, each measuring every spawner afresh, the order alternating; with more than one, the median "
              "of each ratio is printed last (default: %(default)s)",
     )
+    parser.add_argument(
+        "--quotas", choices=("on", "off"), default="on",
+        help="WorkspaceSpawner's quotas: on as shipped (a SQLite ledger), or off, to see what they cost "
+             "(default: %(default)s)",
+    )
     args = parser.parse_args(argv)
-    order = args.spawners.split(",")
+    order, quotas = args.spawners.split(","), args.quotas == "on"
+    if not quotas:
+        print("WorkspaceSpawner with quotas off")
     every = []
     for number in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="burst-") as tmp:
-            results = {name: measure(name, args.users, Path(tmp)) for name in (order if number % 2 == 0 else order[::-1])}
+            results = {name: measure(name, args.users, Path(tmp), quotas=quotas) for name in (order if number % 2 == 0 else order[::-1])}
         if args.rounds > 1:
             print(f"\nround {number + 1} of {args.rounds}")
         found = print_round(args.users, results)

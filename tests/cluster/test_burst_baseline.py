@@ -17,6 +17,7 @@ from kubespawner import KubeSpawner
 from traitlets.config import Config, PyFileConfigLoader
 
 from tests.support.hubharness import CONFIG_D
+from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.spawner import WorkspaceSpawner
 
 BURST = Path(__file__).resolve().parents[2] / "benchmarks" / "burst.py"
@@ -47,11 +48,17 @@ def common_config(burst) -> Config:
     return config
 
 
+def shipped_config(burst) -> Config:
+    """WorkspaceSpawner's hub config in the burst: the common settings and the shipped pieces it loads."""
+    config = common_config(burst)
+    for piece in ("10-workspace-spawner.py", "20-profiles.py"):
+        config.merge(PyFileConfigLoader(piece, path=str(CONFIG_D)).load_config())
+    return config
+
+
 async def test_kubespawner_in_the_burst_makes_the_pod_workspacespawners_default_profile_makes(kube_env):
     burst = burst_module()
-    ours = common_config(burst)
-    for piece in ("10-workspace-spawner.py", "20-profiles.py"):
-        ours.merge(PyFileConfigLoader(piece, path=str(CONFIG_D)).load_config())
+    ours = shipped_config(burst)
     baseline = common_config(burst)
     exec(burst.KUBESPAWNER, {"c": baseline})
     workspace = await pod_of(WorkspaceSpawner(config=ours, _mock=True))
@@ -61,3 +68,15 @@ async def test_kubespawner_in_the_burst_makes_the_pod_workspacespawners_default_
     assert sorted(kube["spec"]["volumes"], key=lambda v: v["name"]) == sorted(workspace["spec"]["volumes"], key=lambda v: v["name"])
     for field in set(kube["spec"]) | set(workspace["spec"]):
         assert kube["spec"].get(field) == workspace["spec"].get(field), field
+
+
+def test_quotas_off_turns_off_workspacespawners_quotas_only():
+    """``--quotas off`` measures what the quotas cost: the shipped config with them off; KubeSpawner's is unchanged."""
+    burst = burst_module()
+    assert burst.spawner_config("KubeSpawner", quotas=False) == burst.KUBESPAWNER
+    shipped, off = burst.spawner_config("WorkspaceSpawner"), burst.spawner_config("WorkspaceSpawner", quotas=False)
+    assert off.startswith(shipped) and off != shipped
+    config = shipped_config(burst)
+    assert WorkspaceQuota(config=config).enabled
+    exec(off[len(shipped):], {"c": config})
+    assert not WorkspaceQuota(config=config).enabled
