@@ -53,9 +53,11 @@ from workspacespawner.config.workspace import IDE_ENV, KubeSpawnerGuards, Worksp
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.core.milestones import Milestone
+from workspacespawner.core.times import EPOCH
 from workspacespawner.hubcompat import as_spawn_failure, options_sent
 from workspacespawner.idle.settings import GPUIdle
 from workspacespawner.k8s import events, watches
+from workspacespawner.k8s.eventindex import events_involving
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.k8s.objects import node_of
 from workspacespawner.k8s.owned import forbidden_error, outage_error
@@ -604,6 +606,25 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
         """kubespawner's readiness check, failing fast when the Pod cannot run (no node, bad image, crash loop)."""
         self._container.check_pod(pod, fail_fast_unschedulable=self.fail_fast_unschedulable)
         return super().is_pod_running(pod)
+
+    @property
+    def events(self):
+        """kubespawner's ``events``: this Pod's Events after the start's marker (``_last_event``), oldest first.
+
+        Read through the Event cache's index by Pod (:mod:`.k8s.eventindex`):
+        kubespawner's sorts every cached Event of the namespace for it, and a
+        start reads it twice. Ordered by when each happened, as our progress
+        orders them (kubespawner compares the timestamps as strings).
+        """
+        if not self.event_reflector:
+            return []
+        found = []
+        for event in sorted(events_involving(self.event_reflector.resources, self.pod_name), key=lambda e: events.event_time(e) or EPOCH):
+            if self._last_event and event["metadata"]["uid"] == self._last_event:
+                found = []  # the marker: only what came after it
+            else:
+                found.append(event)
+        return found
 
     async def progress(self):
         """Spawn-page steps: ours (home volume, tiers, start) and this start's Pod or VMI Events in plain words."""

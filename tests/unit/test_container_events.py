@@ -17,6 +17,8 @@ from types import SimpleNamespace
 from kubespawner import KubeSpawner
 
 from workspacespawner.backends.container.backend import ContainerBackend
+from workspacespawner.k8s.eventindex import EventIndexedObjects
+from workspacespawner.spawner import WorkspaceSpawner
 
 
 class Spawner(SimpleNamespace):
@@ -40,3 +42,21 @@ def test_a_new_pods_events_in_the_second_of_the_old_pods_last_one_are_shown():
     )
     assert [e["reason"] for e in spawner.events] == ["Pulled"]  # kubespawner's view: "Scheduled" is lost
     assert [e["reason"] for e in ContainerBackend(spawner).compute_events()] == ["Scheduled", "Pulled"]
+
+
+class OurSpawner(SimpleNamespace):
+    events = WorkspaceSpawner.events  # ours, through the Event cache's index, on these attributes
+
+
+def test_workspacespawners_events_after_the_marker_read_its_pods_events_from_the_index():
+    killing = event("e1", "old-pod", "Killing", last="2026-12-03T23:40:05Z")
+    scheduled = event("e2", "new-pod", "Scheduled", time="2026-12-03T23:40:05.500000Z")
+    pulled = event("e3", "new-pod", "Pulled", last="2026-12-03T23:40:06Z")
+    others = [{**event(f"x{i}", f"pod-{i}", "Pulled", last="2026-12-03T23:40:07Z"),
+               "involvedObject": {"kind": "Pod", "name": f"jupyter-user{i}", "uid": f"pod-{i}"}} for i in range(50)]
+    cache = EventIndexedObjects({f"ns/{e['metadata']['uid']}": e for e in (pulled, *others, killing, scheduled)})
+    spawner = OurSpawner(pod_name="jupyter-ann", _last_event=None, event_reflector=SimpleNamespace(resources=cache))
+    assert [e["reason"] for e in spawner.events] == ["Killing", "Scheduled", "Pulled"]  # oldest first, its own only
+    spawner._last_event = "e1"  # the marker the start set: what came after it, by time ("Scheduled" kept)
+    assert [e["reason"] for e in spawner.events] == ["Scheduled", "Pulled"]
+    assert OurSpawner(pod_name="jupyter-ann", _last_event=None, event_reflector=None).events == []

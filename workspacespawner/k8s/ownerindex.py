@@ -9,7 +9,7 @@ a class that starts at once. :class:`OwnerIndexedObjects` keeps, next to
 the objects, the keys of each owner's (the value of the
 :data:`~workspacespawner.core.names.OWNER_LABEL` label, as
 :func:`~workspacespawner.core.names.owner_labels` sets it), updated with
-every list and watch event; :meth:`CachedKube.cached
+every list and watch event (:mod:`.indexed`); :meth:`CachedKube.cached
 <workspacespawner.k8s.cachedkube.CachedKube.cached>` reads a selector that
 names an owner through it.
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from workspacespawner.core.names import OWNER_LABEL
 from workspacespawner.k8s.changes import ChangeNotifyingObjects
+from workspacespawner.k8s.indexed import IndexedObjects
 from workspacespawner.k8s.interning import InterningReflector
 
 
@@ -27,50 +28,16 @@ def _owner(obj) -> str | None:
     return labels.get(OWNER_LABEL) if isinstance(labels, dict) else None
 
 
-class OwnerIndexedObjects(ChangeNotifyingObjects):
+class OwnerIndexedObjects(IndexedObjects, ChangeNotifyingObjects):
     """An interning cache that says when an object changes (:class:`~workspacespawner.k8s.changes.ChangeNotifyingObjects`)
-    and also knows each owner's keys (see the module docstring).
-
-    kubespawner's reflector changes its cache by ``cache[key] = obj`` and
-    ``cache.pop(key, None)`` and replaces it after a list (the reflector's
-    validator builds a new one); those, and ``del``, keep the index.
+    and also knows each owner's keys (:class:`~workspacespawner.k8s.indexed.IndexedObjects`; see the module docstring).
     """
 
-    def __init__(self, objects=(), previous: dict | None = None):
-        super().__init__(objects, previous)
-        self._keys_of: dict[str, set[str]] = {}
-        for key, obj in self.items():
-            self._index(key, obj)
-
-    def _index(self, key: str, obj) -> None:
-        owner = _owner(obj)
-        if owner is not None:
-            self._keys_of.setdefault(owner, set()).add(key)
-
-    def _unindex(self, key: str, obj) -> None:
-        owner = _owner(obj)
-        keys = self._keys_of.get(owner) if owner is not None else None
-        if keys is not None:
-            keys.discard(key)
-            if not keys:
-                del self._keys_of[owner]
-
-    def __setitem__(self, key: str, obj: dict) -> None:
-        self._unindex(key, self.get(key))
-        super().__setitem__(key, obj)
-        self._index(key, self[key])
-
-    def __delitem__(self, key: str) -> None:
-        self._unindex(key, self.get(key))
-        super().__delitem__(key)
-
-    def pop(self, key, *default):
-        self._unindex(key, self.get(key))
-        return super().pop(key, *default)
+    index_of = staticmethod(_owner)
 
     def owned_by(self, owner: str) -> list[dict]:
         """The cached objects whose owner label is ``owner`` (an owner id), in the order of their keys."""
-        return [self[key] for key in sorted(self._keys_of.get(owner, ()))]
+        return [self[key] for key in sorted(self.keys_of(owner))]
 
 
 class OwnerIndexedReflector(InterningReflector):

@@ -42,7 +42,7 @@ from kubespawner.spawner import EventReflector, PodReflector
 from traitlets import Any, Unicode
 
 from workspacespawner.core import names
-from workspacespawner.k8s.interning import InterningReflector
+from workspacespawner.k8s.eventindex import EventIndexedReflector, events_involving
 from workspacespawner.k8s.kinds import POD, VMI
 from workspacespawner.k8s.objects import counted_once
 from workspacespawner.k8s.ownerindex import OwnerIndexedReflector
@@ -126,8 +126,9 @@ class PersistentVolumeClaimReflector(OwnerIndexedReflector, NamespacedResourceRe
             self.api = self.core_api
 
 
-class VMIEventReflector(InterningReflector, NamespacedResourceReflector):
-    """core/v1 Events about VirtualMachineInstances (scheduling, scale-up, boot), for progress.
+class VMIEventReflector(EventIndexedReflector, NamespacedResourceReflector):
+    """core/v1 Events about VirtualMachineInstances (scheduling, scale-up, boot), for progress; its cache interned and
+    indexed by VMI (:mod:`.eventindex`).
 
     ``core_api``: the ``CoreV1Api`` to use (default: kubespawner's shared client).
     """
@@ -145,12 +146,7 @@ class VMIEventReflector(InterningReflector, NamespacedResourceReflector):
 
     def events_for(self, name: str, uid: str | None = None) -> list[dict]:
         """The cached Events of VMI ``name`` (of that ``uid`` when given), oldest first."""
-        found = [
-            e
-            for e in self.resources.values()
-            if (e.get("involvedObject") or {}).get("name") == name
-            and (uid is None or (e.get("involvedObject") or {}).get("uid") == uid)
-        ]
+        found = [e for e in events_involving(self.resources, name) if uid is None or e["involvedObject"].get("uid") == uid]
         return sorted(found, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or e["metadata"].get("creationTimestamp") or "")
 
 
@@ -159,8 +155,8 @@ class InterningPodReflector(OwnerIndexedReflector, PodReflector):
     volumes, about half of the ~30 KB each Pod takes in the hub) and indexed by owner."""
 
 
-class InterningEventReflector(InterningReflector, EventReflector):
-    """kubespawner's Pod-Event reflector, its cache interned."""
+class InterningEventReflector(EventIndexedReflector, EventReflector):
+    """kubespawner's Pod-Event reflector, its cache interned and indexed by Pod (:mod:`.eventindex`)."""
 
 
 #: What ``WorkspaceSpawner`` starts in place of kubespawner's own reflector classes (same watch, same registry key).

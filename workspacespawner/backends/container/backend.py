@@ -28,6 +28,7 @@ from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.core.times import EPOCH
 from workspacespawner.k8s import events
+from workspacespawner.k8s.eventindex import events_involving
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.k8s.models import to_model
 from workspacespawner.k8s.owned import TRANSIENT_STATUSES
@@ -204,11 +205,8 @@ class ContainerBackend(Backend):
         uid = _uid(pods.pods.get(f"{spawner.namespace}/{spawner.pod_name}") if pods is not None else None)
         if uid is None or cache is None:
             return []
-        def of_this_pod(event: dict) -> bool:
-            involved = event.get("involvedObject") or {}
-            return involved.get("name") == spawner.pod_name and involved.get("uid") in (uid, None)
-
-        return sorted(filter(of_this_pod, list(cache.resources.values())), key=lambda e: events.event_time(e) or EPOCH)
+        found = [e for e in events_involving(cache.resources, spawner.pod_name) if e["involvedObject"].get("uid") in (uid, None)]
+        return sorted(found, key=lambda e: events.event_time(e) or EPOCH)
 
     def event_object(self) -> dict:
         return {"apiVersion": "v1", "kind": "Pod", "name": self.spawner.pod_name}
