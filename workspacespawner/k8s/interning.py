@@ -127,7 +127,7 @@ class InterningReflector(HasTraits):
     interns what the watch stores.
     """
 
-    #: The class of the cache (a subclass of :class:`InterningObjects`; ``ownerindex`` adds an index by owner).
+    #: The class of the cache (a subclass of :class:`InterningObjects`; ``ownerindex`` and ``eventindex`` add an index).
     objects_class: type[InterningObjects] = InterningObjects
 
     @validate("resources")

@@ -22,7 +22,8 @@ keys and values, kept once each; ``WorkspaceSpawner`` starts kubespawner's
 Pod and Event reflectors as interning subclasses too
 (:data:`INTERNING_REFLECTORS`). The caches of objects a user owns (claims,
 VMs, VMIs, DataVolumes, Pods) also index them by owner
-(:mod:`workspacespawner.k8s.ownerindex`).
+(:mod:`workspacespawner.k8s.ownerindex`), and the Event caches by the
+object each Event is about (:mod:`workspacespawner.k8s.eventindex`).
 
 Unlike kubespawner's ``_start_reflector``, a reflector that gives up never
 exits the process: the next :func:`shared_reflector` call starts a new one
