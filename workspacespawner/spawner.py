@@ -53,11 +53,9 @@ from workspacespawner.config.workspace import IDE_ENV, KubeSpawnerGuards, Worksp
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.core.milestones import Milestone
-from workspacespawner.core.times import EPOCH
 from workspacespawner.hubcompat import as_spawn_failure, options_sent
 from workspacespawner.idle.settings import GPUIdle
 from workspacespawner.k8s import events, watches
-from workspacespawner.k8s.eventindex import events_involving
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.k8s.objects import node_of
 from workspacespawner.k8s.owned import forbidden_error, outage_error
@@ -611,15 +609,14 @@ class WorkspaceSpawner(KubeSpawner, KubeSpawnerGuards, WorkspaceTraits, HomeTrai
     def events(self):
         """kubespawner's ``events``: this Pod's Events after the start's marker (``_last_event``), oldest first.
 
-        Read through the Event cache's index by Pod (:mod:`.k8s.eventindex`):
+        Read through the Event cache's index by Pod (the container backend's
+        :meth:`~.backends.container.backend.ContainerBackend.pod_events`):
         kubespawner's sorts every cached Event of the namespace for it, and a
         start reads it twice. Ordered by when each happened, as our progress
         orders them (kubespawner compares the timestamps as strings).
         """
-        if not self.event_reflector:
-            return []
         found = []
-        for event in sorted(events_involving(self.event_reflector.resources, self.pod_name), key=lambda e: events.event_time(e) or EPOCH):
+        for event in self._container.pod_events():
             if self._last_event and event["metadata"]["uid"] == self._last_event:
                 found = []  # the marker: only what came after it
             else:

@@ -56,7 +56,10 @@ def test_workspacespawners_events_after_the_marker_read_its_pods_events_from_the
                "involvedObject": {"kind": "Pod", "name": f"jupyter-user{i}", "uid": f"pod-{i}"}} for i in range(50)]
     cache = EventIndexedObjects({f"ns/{e['metadata']['uid']}": e for e in (pulled, *others, killing, scheduled)})
     spawner = OurSpawner(pod_name="jupyter-ann", _last_event=None, event_reflector=SimpleNamespace(resources=cache))
+    spawner._container = ContainerBackend(spawner)
     assert [e["reason"] for e in spawner.events] == ["Killing", "Scheduled", "Pulled"]  # oldest first, its own only
     spawner._last_event = "e1"  # the marker the start set: what came after it, by time ("Scheduled" kept)
     assert [e["reason"] for e in spawner.events] == ["Scheduled", "Pulled"]
-    assert OurSpawner(pod_name="jupyter-ann", _last_event=None, event_reflector=None).events == []
+    without = OurSpawner(pod_name="jupyter-ann", _last_event=None, event_reflector=None)
+    without._container = ContainerBackend(without)
+    assert without.events == []

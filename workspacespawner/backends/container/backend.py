@@ -201,11 +201,20 @@ class ContainerBackend(Backend):
         # ``events``: its marker of a start sorts Events as strings, and a scheduler Event ("…:05.5Z") in the second
         # of the old Pod's last kubelet Event ("…:05Z") sorted before it and was dropped.
         spawner = self.spawner
-        pods, cache = spawner.pod_reflector, spawner.event_reflector
+        pods = spawner.pod_reflector
         uid = _uid(pods.pods.get(f"{spawner.namespace}/{spawner.pod_name}") if pods is not None else None)
-        if uid is None or cache is None:
+        return [] if uid is None else self.pod_events(uid)
+
+    def pod_events(self, uid: str | None = None) -> list[dict]:
+        """The Events of the spawner's Pod name in kubespawner's Event cache (through its index by involved object,
+        :mod:`~workspacespawner.k8s.eventindex`), oldest first; with ``uid``, only those of that Pod (or of none).
+        ``[]`` without an Event cache."""
+        spawner = self.spawner
+        cache = spawner.event_reflector
+        if not cache:
             return []
-        found = [e for e in events_involving(cache.resources, spawner.pod_name) if e["involvedObject"].get("uid") in (uid, None)]
+        found = [e for e in events_involving(cache.resources, spawner.pod_name)
+                 if uid is None or e["involvedObject"].get("uid") in (uid, None)]
         return sorted(found, key=lambda e: events.event_time(e) or EPOCH)
 
     def event_object(self) -> dict:
