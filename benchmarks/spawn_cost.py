@@ -35,9 +35,9 @@ sys.path.insert(0, str(HERE))
 
 import burst  # noqa: E402
 
+from localcluster import ClusterThread  # noqa: E402
 from tests.support.callcount import workspace_calls  # noqa: E402
 from tests.support.hubharness import Hub  # noqa: E402
-from workspacespawner.localcluster import ClusterThread  # noqa: E402
 
 STEPS = ("first start", "stop", "start again", "stop again")
 

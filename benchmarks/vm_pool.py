@@ -27,6 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from localcluster.goldenimage import make_golden_image  # noqa: E402
+
+from localcluster import ClusterThread  # noqa: E402
 from workspacespawner.backends.vm import manifests as vmmanifests  # noqa: E402
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings  # noqa: E402
 from workspacespawner.backends.vm.pool import POOL_SELECTOR, RootDiskPoolKeeper, shape_for  # noqa: E402
@@ -35,8 +38,6 @@ from workspacespawner.config.rootdiskpool import PoolEntry  # noqa: E402
 from workspacespawner.k8s import watches  # noqa: E402
 from workspacespawner.k8s.cachedkube import CachedKube  # noqa: E402
 from workspacespawner.k8s.kinds import DATA_VOLUME  # noqa: E402
-from workspacespawner.localcluster import ClusterThread  # noqa: E402
-from workspacespawner.localcluster.goldenimage import make_golden_image  # noqa: E402
 
 NS, GOLDEN_NS, IMAGE = "default", "golden-images", "ubuntu-24.04-bench-2026-11"
 SERVER = """\

@@ -1,12 +1,10 @@
-"""Shared fixtures: a local cluster on a loopback port, its kubeconfig, and clients for it.
+"""Shared fixtures of the product's tests: the control planes, kubespawner's clients, databases, the audit log.
 
-Importing this module needs no kubeconfig and no network. ``cluster_thread``
-takes the cluster's options through indirect parametrization::
-
-    @pytest.mark.parametrize("cluster_thread", [{"controllers": ()}], indirect=True)
-
-and every fixture built on it (``cluster``, ``kubeconfig``, ``kube_env``,
-``api``) follows.
+The local cluster's own fixtures (``cluster_thread``, ``cluster``,
+``kubeconfig``, ``api``, ``sync_api``, ``raw``, ``module_cluster``) come from
+its pytest plugin, :mod:`localcluster.pytest_plugin`, loaded because the
+distribution is installed. Importing this module needs no kubeconfig and no
+network.
 """
 
 from __future__ import annotations
@@ -71,32 +69,6 @@ def control_plane(request) -> str:
     return plane
 
 
-@pytest.fixture
-def cluster_thread(request, tmp_path):
-    """A started :class:`ClusterThread` with its state in ``tmp_path``; options from ``request.param``."""
-    from workspacespawner.localcluster import ClusterThread
-
-    options = dict(getattr(request, "param", None) or {})
-    thread = ClusterThread(state_dir=tmp_path / "cluster", **options)
-    thread.start()
-    try:
-        yield thread
-    finally:
-        thread.stop()
-
-
-@pytest.fixture
-def cluster(cluster_thread):
-    """The running :class:`LocalCluster` (its store, faults and request log)."""
-    return cluster_thread.cluster
-
-
-@pytest.fixture
-def kubeconfig(cluster) -> str:
-    """Path of the kubeconfig pointing at the cluster."""
-    return str(cluster.kubeconfig)
-
-
 def _reset_kubernetes_clients() -> None:
     """Forget kubespawner's loaded config and shared clients, and kubernetes_asyncio's default configuration."""
     from kubernetes_asyncio.client import Configuration
@@ -121,83 +93,6 @@ def kube_env(kubeconfig, monkeypatch):
         yield kubeconfig
     finally:
         _reset_kubernetes_clients()
-
-
-@pytest.fixture
-async def api(kubeconfig):
-    """A kubernetes_asyncio ``ApiClient`` loaded from the cluster's kubeconfig, closed after the test."""
-    from kubernetes_asyncio import client, config
-
-    configuration = client.Configuration()
-    await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    async with client.ApiClient(configuration) as api_client:
-        yield api_client
-
-
-@pytest.fixture
-def sync_api(kubeconfig):
-    """A synchronous ``kubernetes`` ``ApiClient`` for the cluster, closed after the test."""
-    import kubernetes
-
-    api_client = kubernetes.config.new_client_from_config(config_file=kubeconfig)
-    try:
-        yield api_client
-    finally:
-        api_client.close()
-
-
-class RawClient:
-    """Plain HTTP against the cluster, for what typed clients cannot send or show (bad bodies, headers, raw Status)."""
-
-    def __init__(self, url: str):
-        from tornado.httpclient import AsyncHTTPClient
-
-        self.url = url
-        self.http = AsyncHTTPClient(force_instance=True)
-
-    async def request(self, method: str, path: str, body=None, *, content_type: str = "application/json", headers=None):
-        """Send a request; returns ``(status code, parsed JSON body or text, response headers)``."""
-        import json
-
-        if body is not None and not isinstance(body, (str, bytes)):
-            body = json.dumps(body)
-        all_headers = {"Content-Type": content_type, **(headers or {})}
-        response = await self.http.fetch(
-            self.url + path,
-            method=method,
-            body=body,
-            headers=all_headers,
-            raise_error=False,
-            allow_nonstandard_methods=True,
-            request_timeout=30,
-        )
-        text = response.body.decode() if response.body else ""
-        try:
-            parsed = json.loads(text) if text else None
-        except ValueError:
-            parsed = text
-        return response.code, parsed, response.headers
-
-    async def watch(self, path: str, *, headers=None):
-        """GET a watch URL to its end; returns ``(status code, list of events, response headers)``."""
-        import json
-
-        response = await self.http.fetch(self.url + path, headers=headers, raise_error=False, request_timeout=30)
-        events = [json.loads(line) for line in response.body.decode().splitlines() if line]
-        return response.code, events, response.headers
-
-    def close(self) -> None:
-        self.http.close()
-
-
-@pytest.fixture
-async def raw(cluster):
-    """A :class:`RawClient` for the cluster's URL."""
-    client = RawClient(cluster.url)
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 @pytest.fixture
@@ -254,28 +149,12 @@ def audit_log(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def module_cluster_thread(tmp_path_factory):
-    """A started :class:`ClusterThread` for one test module (no golden image); ``.cluster`` is its cluster."""
-    from workspacespawner.localcluster import ClusterThread
-
-    thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
-    thread.start()
-    yield thread
-    thread.stop()
-
-
-@pytest.fixture(scope="module")
-def module_cluster(module_cluster_thread):
-    """The local cluster of :func:`module_cluster_thread`."""
-    return module_cluster_thread.cluster
-
-
-@pytest.fixture(scope="module")
 def golden_cluster(tmp_path_factory):
     """A local cluster on its own thread for one test module, holding the demo's golden image (for VM profiles)."""
+    from localcluster.goldenimage import make_golden_image
+
+    from localcluster import ClusterThread
     from workspacespawner.demo import GOLDEN_FILES, GOLDEN_IMAGE
-    from workspacespawner.localcluster import ClusterThread
-    from workspacespawner.localcluster.goldenimage import make_golden_image
 
     thread = ClusterThread(state_dir=tmp_path_factory.mktemp("cluster"))
     cluster = thread.start()

@@ -1,6 +1,6 @@
 """workspacespawner: a JupyterHub spawner for persistent GPU workspaces on Kubernetes.
 
-``WorkspaceSpawner`` is imported lazily, so that ``workspacespawner.localcluster``
+``WorkspaceSpawner`` is imported lazily, so that ``localcluster``
 (which imports nothing from the spawner side) stays light.
 """
 

@@ -18,7 +18,7 @@ import sys
 
 COMMANDS = {
     "demo": ("workspacespawner.demo", "run the local cluster and a demo JupyterHub on http://127.0.0.1:8000"),
-    "localcluster": ("workspacespawner.localcluster.__main__", "run the local Kubernetes API server until Ctrl-C"),
+    "localcluster": ("localcluster.__main__", "run the local Kubernetes API server until Ctrl-C"),
     "usage": ("workspacespawner.quota.cli", "card-hours used and left per user, and running workspaces"),
     "storage": ("workspacespawner.admin.storage", "which users mount which team folders (--team T, -f jupyterhub_config.py)"),
     "disk": ("workspacespawner.admin.disk", "expand, snapshot, restore, rebuild and list users' disks (audited)"),
@@ -29,6 +29,14 @@ COMMANDS = {
     "audit": ("workspacespawner.admin.audit", "the audit trail of disk operations (--user U --since DATE --json)"),
     "dashboard": ("workspacespawner.dashboard.app", "the Workspaces dashboard service (the hub starts it; -f jupyterhub_config.py)"),
 }
+
+
+#: What ``demo`` and ``localcluster`` say when the local cluster's distribution is not installed.
+LOCALCLUSTER_MISSING = (
+    "the local cluster is not installed: it is its own distribution, workspacespawner-localcluster, in the "
+    "folder localcluster/ of the workspacespawner repository (a hub image does not need it). "
+    "From a checkout: pip install -e ./localcluster"
+)
 
 
 def _usage() -> str:
@@ -50,7 +58,13 @@ def main(argv=None) -> int:
     if name not in COMMANDS:
         print(f"workspacespawner: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[name][0])
+    try:
+        module = importlib.import_module(COMMANDS[name][0])
+    except ModuleNotFoundError as e:
+        if e.name != "localcluster":
+            raise
+        print(f"workspacespawner {name}: {LOCALCLUSTER_MISSING}", file=sys.stderr)
+        return 2
     return module.main(rest) or 0
 
 

@@ -59,14 +59,15 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from workspacespawner import demoprometheus
+from localcluster.codeserver import INSTALL_HINT, code_server_bin
+from localcluster.controllers.gpumetrics import GPUReading
+from localcluster.controllers.scheduler import ECONOMY_NODES, GPU_TAINT
+from localcluster.goldenimage import make_golden_image
+from localcluster.prometheus import PrometheusServer, Target
+
+from localcluster import LocalCluster
+from localcluster import prometheus as demoprometheus
 from workspacespawner.core.rsttext import summary
-from workspacespawner.demoprometheus import PrometheusServer, Target
-from workspacespawner.localcluster import LocalCluster
-from workspacespawner.localcluster.codeserver import INSTALL_HINT, code_server_bin
-from workspacespawner.localcluster.controllers.gpumetrics import GPUReading
-from workspacespawner.localcluster.controllers.scheduler import ECONOMY_NODES, GPU_TAINT
-from workspacespawner.localcluster.goldenimage import make_golden_image
 
 log = logging.getLogger("workspacespawner.demo")
 

@@ -15,6 +15,7 @@ import os
 
 import pytest
 
+from localcluster import ClusterThread
 from tests.browser.test_browser_demo import CHROMIUM, launch, log_in
 from tests.hub.test_dashboard_hub import DashboardHub
 from tests.support.hubharness import core_and_custom, free_port
@@ -22,7 +23,6 @@ from tests.support.paths import ARTIFACTS
 from tests.support.prometheus import Prometheus
 from workspacespawner.core import names
 from workspacespawner.demo import DEMO_NODES, config_dir, demo_config
-from workspacespawner.localcluster import ClusterThread
 
 pytestmark = [
     pytest.mark.browser,

@@ -16,13 +16,13 @@ import shutil
 import time
 
 import pytest
+from localcluster.goldenimage import make_golden_image
+from localcluster.volumes import claim_path
 
+from localcluster import ClusterThread
 from tests.support.hubharness import Hub
 from tests.support.paths import ARTIFACTS
 from workspacespawner.demo import DEMO_NODES, GOLDEN_FILES, GOLDEN_IMAGE, config_dir, demo_config, npm_proxy
-from workspacespawner.localcluster import ClusterThread
-from workspacespawner.localcluster.goldenimage import make_golden_image
-from workspacespawner.localcluster.volumes import claim_path
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -142,3 +142,15 @@ async def test_invariants_see_a_disk_deleted_outside_a_purge(kube_objects, clust
     await kube_objects.delete(PVC, NS, HOME)
     assert violations(cluster) == [f"persistentvolumeclaims {NS}/{HOME} was deleted outside a purge"]
     assert_invariants(cluster, purged={HOME})
+
+
+async def test_invariants_see_two_pods_share_a_readwriteonce_home_on_one_node(kube_objects, cluster):
+    """Kubernetes lets two Pods on one node mount a ReadWriteOnce claim; the workspace's invariant does not."""
+    await make_home(kube_objects, USER, HOME)
+    first = await start_pod(kube_objects, USER, "sharer-first", HOME)
+    await start_pod(kube_objects, USER, "sharer-second", HOME, node=first["spec"]["nodeName"])
+    (found,) = violations(cluster)
+    assert f"claim {NS}/{HOME} (ReadWriteOnce) was used by Pod" in found and "at once" in found
+    assert violations(cluster, shared={HOME}) == []
+    for name in ("sharer-first", "sharer-second"):
+        await kube_objects.delete(POD, NS, name)

@@ -9,11 +9,12 @@ verdict: only a Pod no node can take is.
 
 from __future__ import annotations
 
-from tests.support.helpers import create_object as create
-from tests.support.helpers import get_object as get
-from tests.support.helpers import wait_for
+from localcluster.testing import create_object as create
+from localcluster.testing import get_object as get
+from localcluster.testing import wait_for
+
+from localcluster import LocalCluster
 from workspacespawner.backends.container import progress
-from workspacespawner.localcluster import LocalCluster
 
 PODS = ("", "v1", "pods")
 PVCS = ("", "v1", "persistentvolumeclaims")

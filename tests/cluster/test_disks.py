@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 import kubernetes
 import pytest
+from localcluster.volumes import claim_path
 
 from tests.support.lifecycleenv import (
     NS,
@@ -32,7 +33,6 @@ from tests.support.lifecycleenv import (
 from workspacespawner.admin import disk as disk_command
 from workspacespawner.core import names
 from workspacespawner.k8s.kinds import POD, PVC, VOLUME_SNAPSHOT
-from workspacespawner.localcluster.volumes import claim_path
 from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.workspace import disks, lifecycle
 from workspacespawner.workspace.audit import AuditLog

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import re
 
-from tests.support.helpers import wait_for
-from workspacespawner.localcluster import LocalCluster
-from workspacespawner.localcluster.controllers.scheduler import ECONOMY_NODES
+from localcluster.controllers.scheduler import ECONOMY_NODES
+from localcluster.testing import wait_for
+
+from localcluster import LocalCluster
 
 NS = "default"
 

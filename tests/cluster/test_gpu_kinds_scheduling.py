@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import kubernetes
 import pytest
+from localcluster.controllers.scheduler import ECONOMY_NODES
 
 from tests.support import planes
 from tests.support.faultcases import wait_until
-from workspacespawner.localcluster.controllers.scheduler import ECONOMY_NODES
 from workspacespawner.workspace.gpus import gpu_pools, shortage
 
 NS = "default"

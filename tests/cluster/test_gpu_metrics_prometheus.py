@@ -22,15 +22,15 @@ import asyncio
 import os
 
 import pytest
+from localcluster.testing import wait_for
+from localcluster.volumes import claim_path
 
-from tests.support.helpers import wait_for
+from localcluster import LocalCluster
 from tests.support.prometheus import Unavailable, running_prometheus
 from workspacespawner.core.names import OWNER_ANNOTATION, SERVER_ANNOTATION, owner_labels
 from workspacespawner.dashboard.cluster import idle_workspaces, node_views
 from workspacespawner.dashboard.gpumetrics import read_gpu_metrics, read_gpu_utilisation, read_volume_usage
 from workspacespawner.dashboard.prometheus import PrometheusClient, PrometheusError
-from workspacespawner.localcluster import LocalCluster
-from workspacespawner.localcluster.volumes import claim_path
 
 NS = "default"
 CONTROLLERS = ("storage", "scheduler", "nodeagent", "virt")

@@ -20,8 +20,11 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from localcluster.controllers.scheduler import ECONOMY_NODES
+from localcluster.testing import wait_for
 from traitlets.config import Config
 
+from localcluster import LocalCluster
 from tests.cluster.test_gpu_metrics_prometheus import (  # noqa: F401 (prometheus_required is a fixture)
     CONTROLLERS,
     GPU_NODE,
@@ -34,15 +37,12 @@ from tests.cluster.test_gpu_metrics_prometheus import (  # noqa: F401 (prometheu
     pvc,
     workspace_meta,
 )
-from tests.support.helpers import wait_for
 from tests.support.prometheus import Unavailable, running_prometheus
 from workspacespawner.core.prometheus import PrometheusClient
 from workspacespawner.idle.activity import HubServer, HubView
 from workspacespawner.idle.gpupass import IdlePass
 from workspacespawner.idle.notices import IdleNotices
 from workspacespawner.idle.settings import GPUIdle
-from workspacespawner.localcluster import LocalCluster
-from workspacespawner.localcluster.controllers.scheduler import ECONOMY_NODES
 
 
 def phase(store, plural: str, name: str, group: str = "") -> str | None:

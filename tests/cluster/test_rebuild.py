@@ -24,6 +24,8 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from localcluster.goldenimage import make_golden_image
+from localcluster.volumes import claim_path
 
 from tests.support.lifecycleenv import NS, admin_command_args, make_home, start_pod, wait_async, with_kube
 from workspacespawner.admin import disk as disk_command
@@ -31,8 +33,6 @@ from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, make_
 from workspacespawner.backends.vm.rootdisk import current_root_disk, slot_disks
 from workspacespawner.core import names
 from workspacespawner.k8s.kinds import DATA_VOLUME, PVC, VIRTUAL_MACHINE, VMI
-from workspacespawner.localcluster.goldenimage import make_golden_image
-from workspacespawner.localcluster.volumes import claim_path
 from workspacespawner.workspace import lifecycle, retention
 from workspacespawner.workspace.attach import Holder, holder_of
 from workspacespawner.workspace.audit import AuditLog

@@ -15,6 +15,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+from localcluster.controllers.refs import DATA_SOURCES, DATA_VOLUMES, PVCS, VMS
+from localcluster.goldenimage import make_golden_image
+
 from tests.cluster.test_vm_workspace import (
     COMMAND,
     GOLDEN_FILES,
@@ -37,8 +40,6 @@ from workspacespawner.config.rootdiskpool import PoolEntry
 from workspacespawner.core import names
 from workspacespawner.k8s.cachedkube import CachedKube
 from workspacespawner.k8s.kinds import DATA_VOLUME
-from workspacespawner.localcluster.controllers.refs import DATA_SOURCES, DATA_VOLUMES, PVCS, VMS
-from workspacespawner.localcluster.goldenimage import make_golden_image
 from workspacespawner.workspace.disks import user_disk_bytes
 from workspacespawner.workspace.lifecycle import Phase, Status
 from workspacespawner.workspace.retention import Purger
@@ -224,7 +225,7 @@ async def repoint_datasource(kube, name: str, pvc: str) -> None:
 
 def claim_file(cluster, name: str) -> str | None:
     """The root disk ``name``'s ``/etc/motd``, as its volume holds it (None: none)."""
-    from workspacespawner.localcluster.volumes import claim_path
+    from localcluster.volumes import claim_path
 
     root = claim_path(cluster, NS, name)
     motd = root / "etc" / "motd" if root is not None else None

@@ -26,8 +26,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from workspacespawner.localcluster.controllers import sandbox
+from localcluster.controllers import sandbox
 
 NOBODY = 65534
 

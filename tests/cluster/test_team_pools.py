@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import kubernetes
 import pytest
+from localcluster.controllers.scheduler import GPU_TAINT
 
 from tests.support import planes
 from tests.support.faultcases import wait_until
@@ -21,7 +22,6 @@ from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.teampools import TeamGPUPools
 from workspacespawner.core import names
 from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
-from workspacespawner.localcluster.controllers.scheduler import GPU_TAINT
 from workspacespawner.workspace.placement import apply, placement
 
 POOL_LABEL = "example.org/team-pool"

@@ -15,12 +15,13 @@ as the one holder of each disk. When the VMI goes, so does its Pod.
 
 from __future__ import annotations
 
-from tests.support.helpers import create_object as create
-from tests.support.helpers import get_object as get
-from tests.support.helpers import wait_for
+from localcluster.testing import create_object as create
+from localcluster.testing import get_object as get
+from localcluster.testing import wait_for
+
+from localcluster import LocalCluster
 from workspacespawner.core import names
 from workspacespawner.k8s.objects import holders
-from workspacespawner.localcluster import LocalCluster
 from workspacespawner.workspace.gpus import gpu_pools
 
 PODS = ("", "v1", "pods")

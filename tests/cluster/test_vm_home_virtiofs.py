@@ -10,10 +10,11 @@ Filesystem-mode claim), apart from the files a container sees there.
 
 from __future__ import annotations
 
+from localcluster.controllers.refs import VMIS
+from localcluster.volumes import DISK_IMAGE, claim_path
+
 from tests.cluster import test_vm_workspace
 from tests.cluster.test_vm_workspace import COMMAND, NS, fetch, guest_path, hub_env, stored, workspace
-from workspacespawner.localcluster.controllers.refs import VMIS
-from workspacespawner.localcluster.volumes import DISK_IMAGE, claim_path
 
 #: The fixture of test_vm_workspace: (cluster thread, CustomObjectsApi, CoreV1Api), a golden image, the home PVC.
 kube = test_vm_workspace.kube

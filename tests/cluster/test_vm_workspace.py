@@ -35,6 +35,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from localcluster.controllers.refs import DATA_VOLUMES, PVCS, VMIS, VMS, get_or_none
+from localcluster.goldenimage import make_golden_image
+from localcluster.volumes import claim_path
 
 from tests.support.paths import DATA
 from workspacespawner.backends.vm import manifests as vmmanifests
@@ -44,9 +47,6 @@ from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.core.milestones import LADDER, Milestone
 from workspacespawner.k8s import watches as reflectors
-from workspacespawner.localcluster.controllers.refs import DATA_VOLUMES, PVCS, VMIS, VMS, get_or_none
-from workspacespawner.localcluster.goldenimage import make_golden_image
-from workspacespawner.localcluster.volumes import claim_path
 from workspacespawner.storage import home
 
 NS = "default"
@@ -292,7 +292,7 @@ async def test_system_changes_stay_on_the_vms_root_disk(kube):
 
 async def restarted(cluster):
     """The cluster stopped and started again on its state folder and port, as a demo restart does (the same kubeconfig)."""
-    from workspacespawner.localcluster import LocalCluster
+    from localcluster import LocalCluster
 
     await cluster.stop()
     again = LocalCluster(state_dir=cluster.state_dir, port=cluster.port, persist=True, controllers=cluster.controller_names)

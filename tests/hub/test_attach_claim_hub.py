@@ -17,9 +17,9 @@ import time
 import pytest
 import requests
 
+from localcluster import ClusterThread
 from tests.support.hubharness import CONFIG_D, Hub
 from tests.support.invariants import assert_invariants
-from workspacespawner.localcluster import ClusterThread
 
 CONFIG = """
 c.JupyterHub.allow_named_servers = True

@@ -21,11 +21,11 @@ from collections import defaultdict
 import pytest
 import requests
 
+from localcluster import ClusterThread
 from tests.hub.test_dashboard_hub import DashboardHub, dashboard_config, token_of
 from tests.support.hubharness import core_and_custom, free_port, login
 from tests.support.prometheus import Prometheus, Unavailable
 from workspacespawner.core import names
-from workspacespawner.localcluster import ClusterThread
 
 NS = "default"
 GPU = "nvidia.com/gpu"

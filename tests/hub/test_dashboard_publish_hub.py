@@ -11,12 +11,12 @@ from __future__ import annotations
 import pytest
 import requests
 
+from localcluster import ClusterThread
 from tests.hub.test_dashboard_hub import DashboardHub, audit_records, dashboard_config, token_of
 from tests.support.hubharness import free_port
 from tests.support.lifecycleenv import with_kube
 from tests.support.vmworkspace import GOLDEN_NS, base_image, make_stopped_vm
 from workspacespawner.k8s.kinds import DATA_SOURCE, VOLUME_SNAPSHOT
-from workspacespawner.localcluster import ClusterThread
 
 
 @pytest.fixture(scope="module")

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 import requests
+from localcluster.codeserver import code_server_bin
 
 from tests.support.paths import REPO
 from workspacespawner.demo import main as demo_main
 from workspacespawner.demo import port_is_free
-from workspacespawner.localcluster.codeserver import code_server_bin
 
 
 def listening() -> socket.socket:

@@ -26,6 +26,7 @@ from types import SimpleNamespace
 
 import pytest
 import requests
+from localcluster.prometheus import find_program
 
 from tests.hub.test_demo_command import alive, children, read_url
 from tests.support.hubharness import core_and_custom, login
@@ -33,7 +34,6 @@ from tests.support.paths import REPO
 from workspacespawner.core import names
 from workspacespawner.dashboard.views.workspaces import NO_DISK_FILL
 from workspacespawner.demo import HELD_GPU
-from workspacespawner.demoprometheus import find_program
 
 JOBS = {"jupyterhub", "dcgm-exporter", "kubelet"}
 WRITTEN = 3 * 1024 * 1024

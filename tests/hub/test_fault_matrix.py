@@ -235,8 +235,7 @@ CASES = [
 def foreign_home(cluster, user):
     """A PVC named as the user's home but not ours (no owner labels): it must be refused and left alone."""
     from kubespawner.slugs import safe_slug
-
-    from tests.support.helpers import create_object
+    from localcluster.testing import create_object
 
     create_object(cluster, ("", "v1", "persistentvolumeclaims"), {
         "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": f"home-{safe_slug(user)}"},

@@ -3,7 +3,7 @@
 The embedded cluster runs every case of the matrix (tests/hub/test_fault_matrix.py);
 here the same cases reach a real kube-apiserver, controller-manager and
 scheduler, with the faults injected by the proxy in front of the API server
-(workspacespawner.localcluster.realplane.faultproxy) and the invariants
+(localcluster.realplane.faultproxy) and the invariants
 asserted after each one, as there: no disk deleted, one consumer per
 ReadWriteOnce disk, every GPU second metered, no open run without compute,
 and the next start works. Every row whose fault is an API answer (a

@@ -14,11 +14,11 @@ from __future__ import annotations
 import kubernetes
 import pytest
 
+from localcluster import ClusterThread
 from tests.support.faultcases import matrix_case, wait_until
 from tests.support.hubharness import Hub, config_pieces
 from tests.support.invariants import assert_invariants
 from workspacespawner.core import names
-from workspacespawner.localcluster import ClusterThread
 
 
 @pytest.fixture(scope="module")

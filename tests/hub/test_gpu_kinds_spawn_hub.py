@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import kubernetes
 import pytest
+from localcluster.controllers.scheduler import ECONOMY_NODES
 
 from tests.support import planes
 from tests.support.hubharness import Hub, config_pieces
 from workspacespawner.core import names
-from workspacespawner.localcluster.controllers.scheduler import ECONOMY_NODES
 
 
 def profile(slug: str, resource: str, product: str | None = None) -> dict:

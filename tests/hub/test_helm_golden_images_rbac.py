@@ -15,13 +15,13 @@ import pytest
 import yaml
 from kubernetes_validate import validate as validate_manifest
 
+from localcluster import ClusterThread
 from tests.support.chartvalues import HELM_VALUES
 from tests.support.lifecycleenv import NS, admin_command_args, with_kube
 from tests.support.rbacmap import access_for, uncovered, unused
 from tests.support.vmworkspace import GOLDEN_NS, base_image, make_stopped_vm
 from workspacespawner.admin import disk as disk_command
 from workspacespawner.admin import image as image_command
-from workspacespawner.localcluster import ClusterThread
 
 #: Granted but not a request of the command: (group, resource, verb) -> why.
 NOT_REQUESTED = {

@@ -22,6 +22,7 @@ import pytest
 import yaml
 from kubernetes_validate import validate as validate_manifest
 
+from localcluster import ClusterThread
 from tests.support.chartvalues import HELM_VALUES, our_values
 from tests.support.lifecycleenv import NS, make_home, make_root_and_vm, with_kube
 from tests.support.rbacmap import access_for, uncovered, unused
@@ -30,7 +31,6 @@ from workspacespawner.admin import retention as retention_command
 from workspacespawner.admin.common import namespace_of
 from workspacespawner.core import names
 from workspacespawner.k8s.kinds import SECRET, SERVICE
-from workspacespawner.localcluster import ClusterThread
 from workspacespawner.quota.cli import load_hub_config
 from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.workspace import retention

@@ -23,6 +23,7 @@ import urllib.parse
 import kubernetes
 import pytest
 import requests
+from localcluster.codeserver import code_server_bin
 
 from tests.support import codeserver, planes
 from tests.support.callcount import workspace_calls
@@ -30,7 +31,6 @@ from tests.support.faultcases import attempt_start, wait_until
 from tests.support.hubharness import CONFIG_D, Hub, login, progress_of_a_start
 from workspacespawner.core import names
 from workspacespawner.core.milestones import LADDER, Milestone
-from workspacespawner.localcluster.codeserver import code_server_bin
 
 A100 = "NVIDIA-A100-SXM4-80GB"
 

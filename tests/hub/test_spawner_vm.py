@@ -33,6 +33,8 @@ import time
 import pytest
 import requests
 import yaml
+from localcluster.codeserver import code_server_bin
+from localcluster.controllers.guest import parse_environment_file
 
 from tests.support import codeserver, planes
 from tests.support.faultcases import wait_until
@@ -42,8 +44,6 @@ from workspacespawner.config.goldenimages import parse_image_name
 from workspacespawner.core import names
 from workspacespawner.core.milestones import LADDER, Milestone
 from workspacespawner.demo import GOLDEN_IMAGE
-from workspacespawner.localcluster.codeserver import code_server_bin
-from workspacespawner.localcluster.controllers.guest import parse_environment_file
 
 EXTRA_PROFILES = """
 c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [

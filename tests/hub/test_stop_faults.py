@@ -15,9 +15,9 @@ import time
 import kubernetes
 import pytest
 
+from localcluster import ClusterThread
 from tests.support.hubharness import CONFIG_D, Hub
 from workspacespawner.core import names
-from workspacespawner.localcluster import ClusterThread
 
 
 @pytest.fixture(scope="module")

@@ -15,11 +15,11 @@ import html
 
 import kubernetes
 import pytest
+from localcluster.controllers.scheduler import DEFAULT_NODES, GPU_TAINT
 
 from tests.support import planes
 from tests.support.hubharness import Hub, config_pieces, login
 from workspacespawner.core import names
-from workspacespawner.localcluster.controllers.scheduler import DEFAULT_NODES, GPU_TAINT
 
 POOL_LABEL = "example.org/team-pool"
 VISION_TAINT = {"key": POOL_LABEL, "value": "vision", "effect": "NoSchedule"}

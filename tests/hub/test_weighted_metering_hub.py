@@ -14,11 +14,11 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from localcluster.controllers.scheduler import GPU_TAINT
 
 from tests.support import planes
 from tests.support.hubharness import Hub, config_pieces, login
 from tests.support.paths import REPO
-from workspacespawner.localcluster.controllers.scheduler import GPU_TAINT
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.quota.policy import CLOSED
 

@@ -3,7 +3,7 @@
 :class:`Probe` wraps a kubernetes_asyncio ``ApiClient`` (from a kubeconfig)
 with :meth:`Probe.call`, a raw request answering ``(status code, parsed
 JSON body)`` for any path, verb and content type, so a test can send the
-same request to :mod:`workspacespawner.localcluster` and to a real
+same request to :mod:`localcluster` and to a real
 kube-apiserver and compare the answers (``tests/cluster/realplane``).
 """
 

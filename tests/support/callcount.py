@@ -14,7 +14,7 @@ SHARED_LABEL_SELECTORS = frozenset({"component=singleuser-server", "app.kubernet
 
 
 def shared_watch_request(request) -> bool:
-    """Whether ``request`` (a :class:`~workspacespawner.localcluster.faults.Request`) is a shared watch's own."""
+    """Whether ``request`` (a :class:`~localcluster.faults.Request`) is a shared watch's own."""
     query = request.query
     if query.get("watch") in ("true", "1"):
         return True

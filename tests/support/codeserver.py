@@ -11,8 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-
-from workspacespawner.localcluster.codeserver import INSTALL_HINT, code_server_bin
+from localcluster.codeserver import INSTALL_HINT, code_server_bin
 
 #: What the VS Code workbench page code-server serves at its root holds (its configuration element).
 WORKBENCH_MARKER = 'id="vscode-workbench-web-configuration"'

@@ -21,7 +21,7 @@ checked (DESIGN.md, Invariants 1 and 2-3):
   ``uid`` and ``resourceVersion`` preconditions; once claimed it is a user's
   disk like any other.
 * **one consumer per ReadWriteOnce disk**: from the cluster's attacher
-  (:mod:`workspacespawner.localcluster.attacher`), no ReadWriteOnce or
+  (:mod:`localcluster.attacher`), no ReadWriteOnce or
   ReadWriteOncePod claim ever had two Pods or VMIs using it at once, on one
   node or two (the attacher lets two Pods of one node share an RWO volume,
   as Kubernetes does; the workspace must not). ``shared`` names claims
@@ -241,8 +241,8 @@ def open_runs_without_compute(cluster, ledger) -> list[str]:
 def assert_invariants(cluster, *, purged=(), shared=(), ledger=None, reconciled_within: float = 20.0, next_start=None) -> None:
     """Fail with every finding of :func:`violations` when any invariant is broken.
 
-    ``cluster`` is the :class:`~workspacespawner.localcluster.LocalCluster`
-    (for a :class:`~workspacespawner.localcluster.cluster.ClusterThread`,
+    ``cluster`` is the :class:`~localcluster.LocalCluster`
+    (for a :class:`~localcluster.cluster.ClusterThread`,
     its ``.cluster``), or a real plane's agents started with a fault proxy
     (tests/support/planes.py; the proxy keeps the request log); ``purged`` the disk names the test purged (or let
     retention purge) on purpose; ``shared`` claim names allowed more than one

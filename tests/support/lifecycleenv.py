@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+from localcluster.goldenimage import make_golden_image
+
 from workspacespawner.core import names
 from workspacespawner.k8s.api import Kube
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE
-from workspacespawner.localcluster.goldenimage import make_golden_image
 from workspacespawner.storage import home
 
 NS = "default"

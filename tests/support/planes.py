@@ -10,7 +10,7 @@ says so with ``@pytest.mark.embedded_only("why")`` and runs there only.
 
 :func:`running` gives the cluster object tests use either way: a
 ``LocalCluster`` (embedded) or the real plane's ``PlaneAgents``; both have
-``kubeconfig`` (admin), ``client`` (see ``workspacespawner.localcluster.client``)
+``kubeconfig`` (admin), ``client`` (see ``localcluster.client``)
 and ``controllers`` (their knobs).
 """
 
@@ -49,21 +49,22 @@ def skip_unless_real() -> Path:
 def running(plane: str, state_dir, golden: bool = False, **options):
     """A started cluster on ``plane`` (``embedded`` or ``real``), stopped on exit; with ``golden``, holding
     the demo's golden image (for VM profiles). Yields the cluster object (see the module docstring)."""
-    from workspacespawner.localcluster import ClusterThread
+    from localcluster import ClusterThread
 
     if plane == "embedded":
         thread = ClusterThread(state_dir=state_dir, **options)
         stop = thread.stop
         cluster = thread.start()
     else:
-        from workspacespawner.localcluster.realplane.agents import RealCluster
+        from localcluster.realplane.agents import RealCluster
 
         real = RealCluster(state_dir, skip_unless_real(), **options).start()
         thread, stop, cluster = real.thread, real.stop, real.agents
     try:
         if golden:
+            from localcluster.goldenimage import make_golden_image
+
             from workspacespawner.demo import GOLDEN_FILES, GOLDEN_IMAGE
-            from workspacespawner.localcluster.goldenimage import make_golden_image
 
             thread.call(make_golden_image, *GOLDEN_IMAGE, GOLDEN_FILES, timeout=120)
         yield cluster
@@ -92,10 +93,9 @@ def set_node_ready(cluster, node: str, ready: bool) -> None:
     import asyncio
 
     from kubernetes_asyncio import config
-
-    from workspacespawner.localcluster.client import ApiServerClient
-    from workspacespawner.localcluster.controllers.refs import NODES
-    from workspacespawner.localcluster.controllers.scheduler import set_node_ready as mark
+    from localcluster.client import ApiServerClient
+    from localcluster.controllers.refs import NODES
+    from localcluster.controllers.scheduler import set_node_ready as mark
 
     async def run() -> None:
         api = await config.new_client_from_config(config_file=str(cluster.kubeconfig))

@@ -1,6 +1,6 @@
 """A throw-away Prometheus server on a loopback port, scraping given targets, for tests of the GPU metrics.
 
-A thin wrapper of :mod:`workspacespawner.demoprometheus` (the demo runs the
+A thin wrapper of :mod:`localcluster.prometheus` (the demo runs the
 same server): :func:`running_prometheus` starts Debian's
 ``/usr/bin/prometheus`` (2.42; ``.ci/run`` installs the ``prometheus``
 package) scraping the given targets every second, its storage in a
@@ -21,7 +21,7 @@ import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from workspacespawner.demoprometheus import PROGRAM, PrometheusServer, Target, Unavailable, config_text
+from localcluster.prometheus import PROGRAM, PrometheusServer, Target, Unavailable, config_text
 
 __all__ = ["PROGRAM", "Prometheus", "Target", "Unavailable", "config_text", "running_prometheus"]
 
@@ -32,7 +32,7 @@ async def running_prometheus(targets: dict[str, str | Target], *, interval: floa
 
     Returns once the server answers ``/-/ready`` and every job's target has
     been scraped ``up``. Raises :class:`Unavailable` without the program,
-    :class:`~workspacespawner.demoprometheus.NotReady` (with the server's
+    :class:`~localcluster.prometheus.NotReady` (with the server's
     log) when it exits or is not ready in ``timeout`` seconds.
     """
     server = PrometheusServer(targets, Path(tempfile.mkdtemp(prefix="prometheus-")), interval=interval)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from localcluster.goldenimage import make_golden_image
+from localcluster.volumes import claim_path, disk_image_path
+
 from tests.support.lifecycleenv import NS, wait_async
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, make_root_datavolume, make_virtual_machine
 from workspacespawner.core import names
 from workspacespawner.k8s.kinds import DATA_VOLUME, VIRTUAL_MACHINE
-from workspacespawner.localcluster.goldenimage import make_golden_image
-from workspacespawner.localcluster.volumes import claim_path, disk_image_path
 
 GOLDEN_NS = names.GOLDEN_IMAGE_NAMESPACE
 BASE_IMAGE = "ubuntu"

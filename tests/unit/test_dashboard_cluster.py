@@ -19,12 +19,12 @@ import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from localcluster.controllers.gpumetrics import DeviceAssignments
 
 from workspacespawner.core.names import OWNER_ANNOTATION, SERVER_ANNOTATION, owner_labels
 from workspacespawner.dashboard.cluster import card_hour_trend, idle_workspaces, node_views, pool_views, top_users
 from workspacespawner.dashboard.gpumetrics import FB_USED, POWER, UTIL, holders, join_gpus, join_volumes
 from workspacespawner.dashboard.prometheus import PrometheusClient, Sample
-from workspacespawner.localcluster.controllers.gpumetrics import DeviceAssignments
 from workspacespawner.quota.policy import OPEN, Run, card_hours
 from workspacespawner.workspace.gpumetrics import ENGINE_ACTIVE
 

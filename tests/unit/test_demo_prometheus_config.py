@@ -18,10 +18,10 @@ import os
 import stat
 
 import pytest
+from localcluster.prometheus import Target, config_text
 from traitlets.config.loader import PyFileConfigLoader
 
 from workspacespawner.demo import METRICS_SERVICE, config_dir, demo_config, metrics_token, prometheus_targets
-from workspacespawner.demoprometheus import Target, config_text
 
 
 def test_one_job_per_target_with_labels_kept_and_a_token_only_where_given(tmp_path):

@@ -31,6 +31,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 import yaml
+from localcluster.kinds import by_kind
+from localcluster.validation import Validator
 
 from workspacespawner.backends.vm.manifests import (
     VMIdentity,
@@ -42,8 +44,6 @@ from workspacespawner.backends.vm.manifests import (
     singleuser_command,
     vm_update_body,
 )
-from workspacespawner.localcluster.kinds import by_kind
-from workspacespawner.localcluster.validation import Validator
 from workspacespawner.quota import events
 from workspacespawner.storage.home import home_volume, home_volume_mount, make_home_pvc
 from workspacespawner.storage.tiers import (

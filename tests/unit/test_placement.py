@@ -12,14 +12,14 @@ models; and the spawn page's sentence.
 from __future__ import annotations
 
 import pytest
+from localcluster.kinds import by_kind
+from localcluster.validation import Validator
 
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, make_virtual_machine, vm_spec_current
 from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.teampools import TeamGPUPools
 from workspacespawner.core import names
 from workspacespawner.k8s.models import to_model
-from workspacespawner.localcluster.kinds import by_kind
-from workspacespawner.localcluster.validation import Validator
 from workspacespawner.workspace.placement import apply, cheaper_first, placement, prefers_sentence
 
 LABEL = "example.org/team-pool"

@@ -8,8 +8,8 @@ as core/v1 reads them.
 
 from __future__ import annotations
 
-from workspacespawner.localcluster.controllers.scheduler import _term_matches
-from workspacespawner.localcluster.controllers.scoring import Placed, preference_score, selector_matches
+from localcluster.controllers.scheduler import _term_matches
+from localcluster.controllers.scoring import Placed, preference_score, selector_matches
 
 PRODUCT = "nvidia.com/gpu.product"
 

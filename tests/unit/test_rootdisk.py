@@ -7,12 +7,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from localcluster.kinds import by_kind
+from localcluster.validation import Validator
 
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, make_root_datavolume, make_virtual_machine
 from workspacespawner.config.goldenimages import cloned_from
 from workspacespawner.core import names
-from workspacespawner.localcluster.kinds import by_kind
-from workspacespawner.localcluster.validation import Validator
 from workspacespawner.workspace.lifecycle import Phase, Status
 from workspacespawner.workspace.rootdisk import (
     make_rebuilt_datavolume,

@@ -22,6 +22,8 @@ from types import SimpleNamespace
 
 import pytest
 from kubernetes_asyncio.client import ApiClient, V1Container, V1ObjectMeta, V1Pod, V1PodSpec, V1SecurityContext
+from localcluster.kinds import by_kind
+from localcluster.validation import Validator
 from traitlets import TraitError
 from traitlets.config import Config
 
@@ -30,8 +32,6 @@ from workspacespawner.backends.vm import tiers as vmtiers
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, cloud_config, make_virtual_machine
 from workspacespawner.config.check import traits_from_config
 from workspacespawner.core import names
-from workspacespawner.localcluster.kinds import by_kind
-from workspacespawner.localcluster.validation import Validator
 from workspacespawner.storage import tiers
 from workspacespawner.storage.prepare import PreparedTiers
 from workspacespawner.storage.settings import SETTINGS, check_storage_config, storage_settings

@@ -17,6 +17,8 @@ import base64
 
 import pytest
 import yaml
+from localcluster.kinds import by_kind
+from localcluster.validation import Validator
 from traitlets import TraitError
 
 from workspacespawner.backends.vm.manifests import (
@@ -29,8 +31,6 @@ from workspacespawner.backends.vm.manifests import (
 )
 from workspacespawner.backends.vm.traits import VMTraits
 from workspacespawner.config.profiles import ResolvedProfile
-from workspacespawner.localcluster.kinds import by_kind
-from workspacespawner.localcluster.validation import Validator
 
 IDENT = VMIdentity.for_workspace(namespace="jhub", user_name="alice", kubespawner_username="alice", base_name="vm-alice", home_pvc="home-alice")
 

@@ -21,6 +21,9 @@ import shlex
 
 import pytest
 import yaml
+from localcluster.controllers.guest import parse_environment_file, parse_unit
+from localcluster.kinds import by_kind
+from localcluster.validation import Validator
 
 from workspacespawner.backends.vm import status as vmstatus
 from workspacespawner.backends.vm.manifests import (
@@ -39,9 +42,6 @@ from workspacespawner.backends.vm.manifests import (
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core import names
 from workspacespawner.core.milestones import Milestone
-from workspacespawner.localcluster.controllers.guest import parse_environment_file, parse_unit
-from workspacespawner.localcluster.kinds import by_kind
-from workspacespawner.localcluster.validation import Validator
 from workspacespawner.workspace.rootdisk import root_disk_of
 
 ODD_USERS = ["alice", "Ann.O'Brien@school.example", "ünïcødé-用户", "x" * 70, "-lead$dash%"]

@@ -2,7 +2,7 @@
 
 NVIDIA's dcgm-exporter reports each GPU with the ``pod`` and ``namespace``
 of the Pod the device is allocated to (see
-:mod:`workspacespawner.localcluster.controllers.gpumetrics` for the labels).
+:mod:`localcluster.controllers.gpumetrics` for the labels).
 The join goes by labels and uids only, never by a name pattern:
 
 - ``(namespace, pod)`` is one of our server Pods: its owner labels and

@@ -63,7 +63,7 @@ def kubectl(k8s_bin) -> str:
 
 @pytest.fixture(scope="session")
 def plane(k8s_bin, tmp_path_factory):
-    from workspacespawner.localcluster.realplane import RealControlPlane
+    from localcluster.realplane import RealControlPlane
 
     with RealControlPlane(tmp_path_factory.mktemp("realplane"), k8s_bin) as p:
         yield p
@@ -115,8 +115,8 @@ async def namespace(api):
 def realcluster(k8s_bin, tmp_path_factory):
     """A second real control plane with our agents as its API clients (node agent,
     provisioner, snapshots, CDI, virt-controller, the VMI scheduler): see
-    workspacespawner.localcluster.realplane.agents."""
-    from workspacespawner.localcluster.realplane.agents import RealCluster
+    localcluster.realplane.agents."""
+    from localcluster.realplane.agents import RealCluster
 
     with RealCluster(tmp_path_factory.mktemp("realcluster"), k8s_bin) as cluster:
         yield cluster

@@ -39,7 +39,7 @@ def real_crds(plane):
     """The KubeVirt and CDI CRDs created on the real plane and Established."""
     import time
 
-    from workspacespawner.localcluster.realplane import CRDS_DIR
+    from localcluster.realplane import CRDS_DIR
 
     names = []
     for path in sorted(Path(CRDS_DIR).glob("*.yaml")):

@@ -1,4 +1,4 @@
-"""The fault proxy in front of the real kube-apiserver (workspacespawner.localcluster.realplane.faultproxy).
+"""The fault proxy in front of the real kube-apiserver (localcluster.realplane.faultproxy).
 
 It is how hub-level fault tests reach the real plane: requests and watch
 streams pass through unchanged, an injected fault is answered as a Status
@@ -16,8 +16,7 @@ import uuid
 import pytest
 import yaml
 from kubernetes_asyncio import client, config, watch
-
-from workspacespawner.localcluster.realplane.faultproxy import FaultProxy
+from localcluster.realplane.faultproxy import FaultProxy
 
 
 @pytest.fixture

@@ -19,9 +19,9 @@ import time
 
 import pytest
 from kubernetes_asyncio import client, watch
+from localcluster.realplane import CRDS_DIR
 
 from tests.support.apiprobe import eventually
-from workspacespawner.localcluster.realplane import CRDS_DIR
 
 
 def run_kubectl(kubectl, kubeconfig, *args, check=True, timeout=60):

@@ -28,7 +28,7 @@ def alive(pid: int) -> bool:
 
 
 def test_failed_start_leaves_no_orphans(k8s_bin, tmp_path):
-    from workspacespawner.localcluster.realplane import ControlPlaneError, RealControlPlane
+    from localcluster.realplane import ControlPlaneError, RealControlPlane
 
     plane = RealControlPlane(tmp_path / "bad", k8s_bin, extra_apiserver_args=["--no-such-flag=1"])
     seen: dict[str, int] = {}
@@ -47,7 +47,7 @@ def test_failed_start_leaves_no_orphans(k8s_bin, tmp_path):
 
 
 def test_clean_stop_leaves_no_process(k8s_bin, tmp_path):
-    from workspacespawner.localcluster.realplane import RealControlPlane
+    from localcluster.realplane import RealControlPlane
 
     with RealControlPlane(tmp_path / "plane", k8s_bin) as plane:
         pids = plane.pids()
@@ -72,7 +72,7 @@ def test_localcluster_control_plane_real_cli(k8s_bin, kubectl, tmp_path):
         [
             sys.executable,
             "-m",
-            "workspacespawner.localcluster",
+            "localcluster",
             "--control-plane",
             "real",
             "--state-dir",

@@ -21,6 +21,7 @@ import sys
 
 import pytest
 from kubernetes_asyncio import client
+from localcluster.realplane import CRDS_DIR
 
 from tests.cluster.realplane.test_realplane_api import eventually, run_kubectl
 from tests.support.chartvalues import HELM_VALUES
@@ -28,7 +29,6 @@ from tests.support.paths import REPO
 from workspacespawner.core import names
 from workspacespawner.k8s.api import Kube
 from workspacespawner.k8s.kinds import DATA_VOLUME, PVC, SECRET, SERVICE, VIRTUAL_MACHINE
-from workspacespawner.localcluster.realplane import CRDS_DIR
 from workspacespawner.storage import home
 from workspacespawner.workspace import retention
 from workspacespawner.workspace.lifecycle import Phase, Status, WorkspaceRef
