@@ -1,7 +1,7 @@
 """workspacespawner: a JupyterHub spawner for persistent GPU workspaces on Kubernetes.
 
-``WorkspaceSpawner`` is imported lazily, so that ``localcluster``
-(which imports nothing from the spawner side) stays light.
+``WorkspaceSpawner`` is imported lazily, so that the admin commands and the
+dashboard, which import this package, never load kubespawner or JupyterHub.
 """
 
 __all__ = ["WorkspaceSpawner"]

@@ -3,7 +3,7 @@
 kube-apiserver serves a continued page from etcd's snapshot at the first
 page's resourceVersion and answers 410 Expired, with a token that continues
 at the current state, once etcd has compacted that revision
-(``tests/cluster/realplane/test_api_semantics.py`` runs the rest of the
+(``localcluster/tests/realplane/test_api_semantics.py`` runs the rest of the
 paging probe on both planes).
 """
 

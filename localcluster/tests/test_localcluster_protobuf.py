@@ -1,7 +1,7 @@
 """Decoding Kubernetes' protobuf request bodies (:mod:`localcluster.protobuf`).
 
 The bodies are built here field by field from the ``generated.proto`` field
-numbers; ``tests/cluster/realplane/test_api_semantics.py`` has kubectl send
+numbers; ``localcluster/tests/realplane/test_api_semantics.py`` has kubectl send
 real ones to both planes.
 """
 

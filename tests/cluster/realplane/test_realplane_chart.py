@@ -12,7 +12,8 @@ listed.
 
 from __future__ import annotations
 
-from tests.support.apiprobe import eventually
+from localcluster.testing import eventually
+
 from tests.support.chart import our_values, render
 
 #: Kinds of the chart the embedded cluster does not serve (its README, "Differences from a real API server").
@@ -68,8 +69,7 @@ async def test_chart_objects_are_accepted(probe, ns):
 async def test_hub_serviceaccount_holds_the_charts_role(plane, api, namespace):
     """The real authorizer with the rendered Role and RoleBinding: the hub may list and create Pods, not patch them, not read ConfigMaps."""
     from kubernetes_asyncio import config
-
-    from tests.support.apiprobe import Probe
+    from localcluster.testing import Probe
 
     admin = Probe(api, "real")
     objects = render(our_values(), namespace=namespace)

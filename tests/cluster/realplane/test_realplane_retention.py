@@ -22,8 +22,8 @@ import sys
 import pytest
 from kubernetes_asyncio import client
 from localcluster.realplane import CRDS_DIR
+from localcluster.testing import eventually, run_kubectl
 
-from tests.cluster.realplane.test_realplane_api import eventually, run_kubectl
 from tests.support.chartvalues import HELM_VALUES
 from tests.support.paths import REPO
 from workspacespawner.core import names

@@ -20,26 +20,7 @@ import time
 import pytest
 from kubernetes_asyncio import client, watch
 from localcluster.realplane import CRDS_DIR
-
-from tests.support.apiprobe import eventually
-
-
-def run_kubectl(kubectl, kubeconfig, *args, check=True, timeout=60):
-    res = subprocess.run(
-        [kubectl, f"--kubeconfig={kubeconfig}", *args], capture_output=True, text=True, timeout=timeout
-    )
-    if check and res.returncode != 0:
-        raise AssertionError(f"kubectl {' '.join(args)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
-    return res
-
-
-async def gone(read, *args) -> bool:
-    """Whether ``await read(*args)`` answers 404."""
-    try:
-        await read(*args)
-    except client.ApiException as e:
-        return e.status == 404
-    return False
+from localcluster.testing import eventually, gone, run_kubectl
 
 
 def test_kubectl_version_shows_real_server(plane, kubectl):

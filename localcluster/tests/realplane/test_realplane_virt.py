@@ -16,8 +16,7 @@ import urllib.error
 import urllib.request
 
 from kubernetes_asyncio import client
-
-from .test_realplane_api import eventually, gone, run_kubectl
+from localcluster.testing import eventually, gone, run_kubectl
 
 SUBRESOURCES = "/apis/subresources.kubevirt.io/v1"
 

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from localcluster.testing import eventually
 
-from tests.support.apiprobe import eventually
-from tests.support.paths import REPO
+#: The repository's root (tools/k8s/versions.env names the real plane's versions).
+REPO = Path(__file__).resolve().parents[3]
 
 VM_PATH = "/apis/kubevirt.io/v1/namespaces/{ns}/virtualmachines"
 

