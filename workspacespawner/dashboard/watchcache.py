@@ -19,9 +19,10 @@ from traitlets import Any, Unicode
 
 from workspacespawner.k8s import watches
 from workspacespawner.k8s.kinds import DATA_VOLUME, NODE, POD, PVC, VIRTUAL_MACHINE, VMI, VOLUME_SNAPSHOT, Kind
+from workspacespawner.k8s.watchloop import RecoveringReflector
 
 
-class PodReflector(NamespacedResourceReflector):
+class PodReflector(RecoveringReflector, NamespacedResourceReflector):
     """core/v1 Pods of one namespace, all of them (singleuser Pods and virt-launchers); ``core_api``: a ``CoreV1Api``."""
 
     kind = "pods"
@@ -78,7 +79,7 @@ class _NodesApi:
         return _Response(await self._core.list_node(**kwargs))
 
 
-class NodeReflector(ResourceReflector):
+class NodeReflector(RecoveringReflector, ResourceReflector):
     """core/v1 Nodes (cluster-scoped; cached under ``/<name>``); ``core_api``: a ``CoreV1Api``."""
 
     kind = "nodes"

@@ -25,11 +25,14 @@ VMs, VMIs, DataVolumes, Pods) also index them by owner
 (:mod:`workspacespawner.k8s.ownerindex`), and the Event caches by the
 object each Event is about (:mod:`workspacespawner.k8s.eventindex`).
 
-Unlike kubespawner's ``_start_reflector``, a reflector that gives up never
-exits the process: the next :func:`shared_reflector` call starts a new one
-(:func:`alive`); ``WorkspaceSpawner`` does the same for kubespawner's own
-Pod and Event reflectors. A 410 Gone on a watch resume (history compacted)
-makes the reflector list again, as kubespawner's does.
+Every one of them (kubespawner's Pod and Event reflectors too, as the
+interning subclasses ``WorkspaceSpawner`` starts) runs the watch loop of
+:mod:`workspacespawner.k8s.watchloop`: it never gives up, retries at most
+every few seconds, and lists again at once after a 410 Gone, so its cache is
+fresh within seconds of an API server outage ending. Should a reflector's
+task end all the same, the next :func:`shared_reflector` call starts a new
+one (:func:`alive`); ``WorkspaceSpawner`` does the same for kubespawner's own
+Pod and Event reflectors, and never exits the process for it.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from workspacespawner.k8s.eventindex import EventIndexedReflector, events_involv
 from workspacespawner.k8s.kinds import POD, VMI
 from workspacespawner.k8s.objects import counted_once
 from workspacespawner.k8s.ownerindex import OwnerIndexedReflector
+from workspacespawner.k8s.watchloop import RecoveringReflector
 
 log = logging.getLogger("workspacespawner")
 
@@ -64,7 +68,7 @@ class _BoundCustomObjectsApi:
         return await self.api.list_namespaced_custom_object(self.group, self.version, namespace, self.plural, **kwargs)
 
 
-class CustomObjectReflector(OwnerIndexedReflector, NamespacedResourceReflector):
+class CustomObjectReflector(RecoveringReflector, OwnerIndexedReflector, NamespacedResourceReflector):
     """A kubespawner reflector for one custom resource (``group``/``version``/``plural``) in one namespace.
 
     ``custom_api``: the ``CustomObjectsApi`` to use (default: kubespawner's
@@ -110,7 +114,7 @@ class DataVolumeReflector(CustomObjectReflector):
     plural = "datavolumes"
 
 
-class PersistentVolumeClaimReflector(OwnerIndexedReflector, NamespacedResourceReflector):
+class PersistentVolumeClaimReflector(RecoveringReflector, OwnerIndexedReflector, NamespacedResourceReflector):
     """core/v1 PersistentVolumeClaims of ours (homes, root-disk PVCs, scratch and shared tiers) in one namespace.
 
     ``core_api``: the ``CoreV1Api`` to use (default: kubespawner's shared client).
@@ -127,7 +131,7 @@ class PersistentVolumeClaimReflector(OwnerIndexedReflector, NamespacedResourceRe
             self.api = self.core_api
 
 
-class VMIEventReflector(EventIndexedReflector, NamespacedResourceReflector):
+class VMIEventReflector(RecoveringReflector, EventIndexedReflector, NamespacedResourceReflector):
     """core/v1 Events about VirtualMachineInstances (scheduling, scale-up, boot), for progress; its cache interned and
     indexed by VMI (:mod:`.eventindex`).
 
@@ -151,12 +155,12 @@ class VMIEventReflector(EventIndexedReflector, NamespacedResourceReflector):
         return sorted(found, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or e["metadata"].get("creationTimestamp") or "")
 
 
-class InterningPodReflector(OwnerIndexedReflector, PodReflector):
+class InterningPodReflector(RecoveringReflector, OwnerIndexedReflector, PodReflector):
     """kubespawner's Pod reflector, its cache interned (every user's Pod repeats the same keys, image, labels and
     volumes, about half of the ~30 KB each Pod takes in the hub) and indexed by owner."""
 
 
-class InterningEventReflector(EventIndexedReflector, EventReflector):
+class InterningEventReflector(RecoveringReflector, EventIndexedReflector, EventReflector):
     """kubespawner's Pod-Event reflector, its cache interned and indexed by Pod (:mod:`.eventindex`)."""
 
 
