@@ -40,6 +40,6 @@ html_theme_options = {
 html_sidebars = {"index": []}
 
 # -n checks every cross-reference. The reference documents settings (traits) only, so a help text's reference to a
-# function, method or class of the code is a pointer for developers, not a page: those are not checked.
+# function, method, class, module or constant of the code is a pointer for developers, not a page: not checked.
 nitpicky = True
-nitpick_ignore_regex = [(r"py:(func|meth|class)", r".*")]
+nitpick_ignore_regex = [(r"py:(func|meth|class|data|mod|exc)", r".*")]

@@ -5,9 +5,10 @@
 else: a trait appears under the class that defines it, once. A trait of a
 mixin of ``WorkspaceSpawner`` (``HomeTraits``, ``VMTraits``, ...) is named as
 it is set, ``c.WorkspaceSpawner.<trait>``. Each trait says where a
-zero-to-jupyterhub deployment sets it: the chart's own values key when the
-chart's ``jupyterhub_config.py`` sets a trait of that name, else
-``hub.config.<Class>.<trait>``.
+zero-to-jupyterhub deployment sets it: the values key the trait declares
+(``z2jh``: a deprecated alias of a kubespawner setting names the chart's
+key), else the chart's own key when the chart's ``jupyterhub_config.py`` sets a
+trait of that name, else ``hub.config.<Class>.<trait>``.
 """
 
 from __future__ import annotations
@@ -99,9 +100,13 @@ class SettingDocumenter(TraitDocumenter):
 
     def add_directive_header(self, sig):
         trait = self.object
-        default = "" if trait.default_value is Undefined else repr(trait.default_value)
-        section = section_of(self.parent)
-        self.options.annotation = f"c.{section}.{self.objpath[-1]} = {type(trait).__name__}({default})"
+        section, name = section_of(self.parent), self.objpath[-1]
+        new = getattr(trait, "new", None)
+        if new:  # a deprecated alias (config.traittypes.DeprecatedAlias) has no value of its own
+            self.options.annotation = f"c.{section}.{name}, an alias of c.{getattr(trait, 'section', section)}.{new}"
+        else:
+            default = "" if trait.default_value is Undefined else repr(trait.default_value)
+            self.options.annotation = f"c.{section}.{name} = {type(trait).__name__}({default})"
         AttributeDocumenter.add_directive_header(self, sig)
 
     def add_content(self, more_content):
@@ -109,10 +114,6 @@ class SettingDocumenter(TraitDocumenter):
         source = self.get_sourcename()
         name, trait = self.objpath[-1], self.object
         section = section_of(self.parent)
-        new = getattr(trait, "new", None)
-        if new:
-            self.add_line("", source)
-            self.add_line(f"Deprecated: an alias of ``c.{getattr(trait, 'section', section)}.{new}``.", source)
         self.add_line("", source)
         self.add_line(f"z2jh values: ``{values_path(section, name, trait)}``", source)
 
