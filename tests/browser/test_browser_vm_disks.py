@@ -14,7 +14,7 @@ student (stu) each start and stop the "Ubuntu VM, JupyterLab" profile, so each h
 
 Screenshots for a person to look at, in ``test-artifacts/``: ``dashboard-vm-disks.png`` (tina's card with both
 forms), ``dashboard-vm-disks-rebuilt.png`` (her page after the rebuild) and ``spawn-page-system-image.png`` (the VM
-profile card); the copies of the first and last in ``tests/browser/screenshots/`` are the README's.
+profile card); the copies of the first and last in ``tests/browser/screenshots/`` are the documentation's.
 """
 
 from __future__ import annotations

@@ -38,6 +38,8 @@ from workspacespawner.core import names
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.quota.policy import OPEN
 
+#: The docs page holding the table of the matrix's cases.
+RELIABILITY_PAGE = REPO / "docs" / "source" / "explanation" / "reliability.md"
 PODS = r"/namespaces/default/pods$"
 
 
@@ -344,12 +346,12 @@ def test_hub_killed_while_a_stop_is_under_way(hub, cluster, ledger):
     finish(hub, cluster, ledger, user)
 
 
-def test_the_readme_lists_the_matrix():
-    """The README's reliability table is generated from the matrix (paste ``reliability_table`` after a change)."""
+def test_the_docs_list_the_matrix():
+    """The docs' reliability table is generated from the matrix (paste ``reliability_table`` after a change)."""
     importlib.import_module("tests.hub.test_fence_refusal_hub")  # its case is a row of the table too
-    text = (REPO / "README.md").read_text()
+    text = RELIABILITY_PAGE.read_text()
     start, end = text.index(faultcases.TABLE_BEGIN), text.index(faultcases.TABLE_END) + len(faultcases.TABLE_END)
-    assert text[start:end] == faultcases.reliability_table(CASES), "paste faultcases.reliability_table(CASES) into README.md"
+    assert text[start:end] == faultcases.reliability_table(CASES), f"paste faultcases.reliability_table(CASES) into {RELIABILITY_PAGE}"
     assert len(CASES) + len(faultcases.SPECIAL) >= 40
 
 

@@ -9,8 +9,8 @@ kubespawner PVC, the Pod it would create) and pass ``check_hub_config``;
 the quota settings, service and role equal ``40-quota.py`` with the
 service's token kept by the chart; the OAuth client secret comes from a
 Kubernetes Secret; culling never deletes users or named servers; the
-Dockerfile, README and values name the same chart release; the README's
-golden-image example passes an API server's validation; the dashboard's
+Dockerfile, the operator tutorial and values name the same chart release; the
+tutorial's golden-image example passes an API server's validation; the dashboard's
 prometheus_url is a value (null by default) whose commented example works.
 """
 
@@ -46,6 +46,8 @@ from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.spawner import WorkspaceSpawner, check_hub_config
 
 CONFIG_D = ROOT / "jupyterhub_config.d"
+#: The operator's tutorial: the helm command and the golden-image example it shows.
+OPERATOR_TUTORIAL = ROOT / "docs" / "source" / "tutorials" / "operator-z2jh.md"
 SECRETS = {("school-oauth", "client-secret"): "s3cret-from-kubernetes"}
 #: The chart release these files target (hub image tag, helm --version).
 CHART_VERSION = "4.4.0"
@@ -281,16 +283,16 @@ def test_files_name_the_same_chart_release():
     dockerfile = (HELM_VALUES / "Dockerfile").read_text()
     assert re.search(rf"^ARG HUB_IMAGE=quay\.io/jupyterhub/k8s-hub:{re.escape(CHART_VERSION)}$", dockerfile, re.M)
     helm = f"helm upgrade --install jupyterhub jupyterhub/jupyterhub --version {CHART_VERSION} -f helm-values/values.yaml -n jhub"
-    assert helm in " ".join((ROOT / "README.md").read_text().replace("\\\n", " ").split())
+    assert helm in " ".join(OPERATOR_TUTORIAL.read_text().replace("\\\n", " ").split())
     assert f"--version {CHART_VERSION}" in (HELM_VALUES / "values.yaml").read_text()
 
 
 @pytest.mark.kubectl
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 @pytest.mark.parametrize("cluster_thread", [{"controllers": ()}], indirect=True)
-def test_readme_golden_image_example_is_accepted(kubeconfig, tmp_path):
-    """The README's DataVolume and DataSource pass an API server's validation (the local cluster's)."""
-    section = (ROOT / "README.md").read_text().split("## Deploy on Kubernetes", 1)[1]
+def test_operator_tutorial_golden_image_example_is_accepted(kubeconfig, tmp_path):
+    """The operator tutorial's DataVolume and DataSource pass an API server's validation (the local cluster's)."""
+    section = OPERATOR_TUTORIAL.read_text()
     example = tmp_path / "golden-image.yaml"
     blocks = [block.split("```", 1)[0] for block in section.split("```yaml\n")[1:]]
     [golden] = [block for block in blocks if "kind: DataVolume" in block]  # the golden image's, not the KubeVirt CR's patch

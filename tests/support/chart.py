@@ -18,9 +18,9 @@ import yaml
 from tests.support.paths import DATA, REPO
 
 CHART = DATA / "z2jh-chart-4.4.0" / "jupyterhub"
-#: The project's chart values (README "Deploy on Kubernetes").
+#: The project's chart values (the operator tutorial, docs/source/tutorials/operator-z2jh.md).
 VALUES = REPO / "helm-values" / "values.yaml"
-#: What the README's ``helm upgrade --install`` names the release.
+#: What the operator tutorial's ``helm upgrade --install`` names the release.
 RELEASE = "jupyterhub"
 
 

@@ -13,7 +13,7 @@ faults, then the stop with the faults on), ``start-stop`` (both with the
 faults on). ``expect``: ``ready`` (the start reached the server), or
 ``failed`` (the start was refused or failed); ``words``: text the user
 must read (the spawn answer or the spawn-page progress). ``category``
-groups the rows in the README's reliability table.
+groups the rows in the docs' reliability table (docs/source/explanation/reliability.md).
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def run_case(case: Case, *, hub: Hub, cluster, ledger) -> None:
     assert_invariants(cluster, ledger=ledger, next_start=next_start(hub, user) if case.next_start else None)
 
 
-#: ``(id, category, fault)`` of the matrix's cases written as their own tests (races, hub crashes), for the README's table.
+#: ``(id, category, fault)`` of the matrix's cases written as their own tests (races, hub crashes), for the docs' table.
 SPECIAL: list[tuple[str, str, str]] = []
 
 
@@ -198,7 +198,7 @@ TABLE_END = "<!-- fault-matrix:end -->"
 
 
 def reliability_table(cases: list[Case]) -> str:
-    """The README's table of the faults tested: one row per case of the table and of :data:`SPECIAL`, by category."""
+    """The docs' table of the faults tested: one row per case of the table and of :data:`SPECIAL`, by category."""
     def outcome(case: Case) -> str:
         if case.expect != "failed":
             return "starts"

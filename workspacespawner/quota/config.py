@@ -123,7 +123,9 @@ class WorkspaceQuota(Configurable):
     user_limits = Dict(
         {},
         config=True,
-        help="""Limits per user name, winning over the defaults and every group. Example::
+        help="""Limits per user name, winning over the defaults and every group.
+
+        Keys as in ``group_limits``. Example::
 
             c.WorkspaceQuota.user_limits = {"ann": {"card_hours_per_month": 120}}
         """,
