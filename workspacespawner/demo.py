@@ -139,7 +139,11 @@ def config_dir() -> Path:
     raise FileNotFoundError("the sample jupyterhub_config.d was not found; reinstall workspacespawner")
 
 
-async def npm_proxy(state_dir: Path) -> list[str] | None:
+#: Seconds the first run waits for npm to install configurable-http-proxy (a machine without network would wait forever).
+NPM_INSTALL_TIMEOUT = 180
+
+
+async def npm_proxy(state_dir: Path, *, timeout: float | None = None) -> list[str] | None:
     """The npm ``configurable-http-proxy`` command, installed under ``state_dir/proxy`` on first use; None without npm.
 
     JupyterHub's reference proxy streams the spawn page's progress events as
@@ -147,6 +151,9 @@ async def npm_proxy(state_dir: Path) -> list[str] | None:
     them in one burst when the server is ready, and forwards the browser's
     binary WebSocket frames as text frames (code-server closes the
     connection: VS Code's workbench stays blank), so the demo prefers npm's.
+    An install that fails, or takes longer than ``timeout`` seconds
+    (:data:`NPM_INSTALL_TIMEOUT`; npm retries for minutes without a network),
+    is stopped and the Python proxy is used, with a warning that says so.
     """
     prefix = state_dir / "proxy"
     command = prefix / "node_modules" / ".bin" / "configurable-http-proxy"
@@ -155,12 +162,24 @@ async def npm_proxy(state_dir: Path) -> list[str] | None:
     npm = shutil.which("npm")
     if npm is None:
         return None
-    print("Installing configurable-http-proxy from npm (once) ...", flush=True)
+    timeout = NPM_INSTALL_TIMEOUT if timeout is None else timeout
+    print(f"Installing configurable-http-proxy from npm (once; at most {timeout:g} s) ...", flush=True)
     installer = await asyncio.create_subprocess_exec(
         npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), "configurable-http-proxy@4",
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, start_new_session=True,
     )
-    _, err = await installer.communicate()
+    try:
+        _, err = await asyncio.wait_for(installer.communicate(), timeout)
+    except (TimeoutError, asyncio.CancelledError) as e:
+        with suppress(ProcessLookupError):
+            os.killpg(installer.pid, signal.SIGKILL)  # npm and the node processes it started
+        await installer.wait()
+        if isinstance(e, asyncio.CancelledError):
+            raise
+        log.warning("npm did not install configurable-http-proxy within %g s (is the npm registry reachable?); "
+                    "using the Python proxy, behind which VS Code's workbench stays blank. The next run tries npm "
+                    "again; --proxy python skips it", timeout)
+        return None
     if installer.returncode != 0 or not command.exists():
         log.warning("npm install of configurable-http-proxy failed (%s); using the Python proxy", err.decode()[-300:])
         return None
@@ -219,20 +238,24 @@ class DemoPorts:
     OPTIONS = {"public": "--port", "proxy_api": "--proxy-api-port", "hub": "--hub-port", "dashboard": "--dashboard-port"}
 
     def checked(self) -> DemoPorts:
-        """These ports with each 0 replaced by a free one; raises :class:`DemoError` naming a busy or repeated port."""
+        """These ports with each 0 replaced by a free one; raises :class:`DemoError` naming every busy or repeated
+        port at once."""
         chosen: dict[str, int] = {}
+        problems = []
         for name, option in self.OPTIONS.items():
             port = getattr(self, name)
             if port == 0:
                 port = free_port()
             elif port in chosen.values():
-                raise DemoError(f"port {port} is given twice ({option} and another port option); give each its own")
+                problems.append(f"port {port} is given twice ({option} and another port option); give each its own")
             elif not port_is_free(port):
-                raise DemoError(
+                problems.append(
                     f"port {port} on 127.0.0.1 ({option}) is in use by another program; "
                     f"choose another with {option} PORT, or {option} 0 for a free one"
                 )
             chosen[name] = port
+        if problems:
+            raise DemoError("\n".join(problems))
         return DemoPorts(**chosen)
 
 
@@ -275,12 +298,16 @@ HELD_GPU = GPUReading(util=65.0, fb_used_mib=24576.0, power_watts=310.0)
 
 def metrics_config(prometheus_url: str, token_file: Path) -> str:
     """The demo config's lines for metrics: the dashboard's ``prometheus_url`` and the service, with the token in
-    ``token_file``, whose role lets Prometheus read ``/hub/metrics`` (JupyterHub asks for ``read:metrics`` there)."""
+    ``token_file``, whose role lets Prometheus read ``/hub/metrics`` (JupyterHub asks for ``read:metrics`` there),
+    and a filter that keeps its successful scrapes out of the hub's log."""
     return f"""# GPU metrics and disk fill: the demo's Prometheus, which scrapes /hub/metrics with this service's token.
 from pathlib import Path
 c.WorkspacesDashboard.prometheus_url = {prometheus_url!r}
 c.JupyterHub.services.append({{"name": {METRICS_SERVICE!r}, "api_token": Path({str(token_file)!r}).read_text().strip()}})
 c.JupyterHub.load_roles.append({{"name": {METRICS_SERVICE!r}, "scopes": ["read:metrics"], "services": [{METRICS_SERVICE!r}]}})
+# It scrapes every {SCRAPE_INTERVAL:g} s: its successful scrapes stay out of the terminal (a failed one is still logged).
+import logging
+logging.getLogger("tornado.access").addFilter(lambda record: record.levelno > logging.INFO or " /hub/metrics " not in record.getMessage())
 """
 
 
@@ -574,5 +601,6 @@ def main(argv=None) -> int:
     try:
         return asyncio.run(run_demo(Path(args.state_dir).resolve(), ports, args.proxy, args.prometheus))
     except DemoError as e:
-        print(f"workspacespawner demo: {e}", file=sys.stderr)
+        for line in str(e).splitlines():
+            print(f"workspacespawner demo: {line}", file=sys.stderr)
         return 1

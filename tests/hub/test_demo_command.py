@@ -1,7 +1,7 @@
 """``workspacespawner demo`` as a person runs it: ports, a second instance, the URL, cleaning up.
 
 Covers: a busy port (public, proxy API or hub) named with its option before
-anything starts, and the same port given twice; the whole demo in a process
+anything starts, every busy port in one refusal, and the same port given twice; the whole demo in a process
 of its own with every port picked free: the URL printed only once the hub
 answers there; a second demo in the same folder refusing at once, naming the
 first's PID, and changing nothing (the first keeps its kubeconfig, proxy and
@@ -46,6 +46,15 @@ def test_a_busy_port_is_named_before_anything_starts(tmp_path, capsys, option):
     assert f"port {port} on 127.0.0.1 ({option}) is in use by another program" in err, err
     assert f"{option} 0 for a free one" in err
     assert [p.name for p in state.iterdir()] == ["demo.lock"]  # no cluster, no config, no hub database
+
+
+def test_every_busy_port_is_named_at_once(tmp_path, capsys):
+    """Two programs in the way: both named in one refusal, not one per try."""
+    with listening() as public, listening() as hub:
+        ports = public.getsockname()[1], hub.getsockname()[1]
+        assert demo_main(["--state-dir", str(tmp_path / "demo"), "--port", str(ports[0]), "--hub-port", str(ports[1])]) == 1
+    err = capsys.readouterr().err
+    assert f"port {ports[0]} on 127.0.0.1 (--port) is in use" in err and f"port {ports[1]} on 127.0.0.1 (--hub-port) is in use" in err, err
 
 
 def test_the_same_port_twice_is_refused(tmp_path, capsys):

@@ -92,6 +92,25 @@ def test_the_hub_config_with_prometheus_names_it_and_lets_its_token_read_metrics
     assert "workspaces" in {s["name"] for s in services}  # the dashboard is still there
 
 
+def test_the_hub_config_keeps_successful_scrapes_out_of_the_log(tmp_path, monkeypatch):
+    """A line every 5 s in the demo's terminal was all a person saw of a healthy hub; a failed scrape stays."""
+    import logging
+
+    monkeypatch.chdir(tmp_path)
+    access = logging.getLogger("tornado.access")
+    monkeypatch.setattr(access, "filters", list(access.filters))  # what the config adds goes with the test
+    load(tmp_path, demo_config(tmp_path, config_dir(), 8000, prometheus_url="http://127.0.0.1:9999",
+                               metrics_token=metrics_token(tmp_path)))
+
+    def shown(level: int, message: str) -> bool:
+        return access.filter(logging.LogRecord("tornado.access", level, __file__, 1, message, (), None))
+
+    assert not shown(logging.INFO, "200 GET /hub/metrics (demo-prometheus@127.0.0.1) 3.10ms")
+    assert shown(logging.WARNING, "403 GET /hub/metrics (@127.0.0.1) 1.20ms")
+    assert shown(logging.INFO, "200 GET /hub/home (student1@127.0.0.1) 12.00ms")
+    assert shown(logging.INFO, "302 GET /hub/metrics-explained (@127.0.0.1) 1.00ms")
+
+
 def test_the_hub_config_without_prometheus_has_none_of_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     c, services, roles = load(tmp_path, demo_config(tmp_path, config_dir(), 8000))
