@@ -341,16 +341,19 @@ def test_the_workspaces_dashboard_is_the_config_pieces():
     assert "custom:workspaces:read" in c.JupyterHub.custom_scopes.get_value({})
 
 
-def test_the_dashboards_prometheus_url_is_a_value_and_its_example_works():
-    """hub.config.WorkspacesDashboard.prometheus_url is in the values (null: no Prometheus), and the commented
-    kube-prometheus-stack example, set there, is the URL the dashboard asks."""
+def test_the_prometheus_url_is_a_value_and_its_example_works():
+    """hub.config.GPUIdle.prometheus_url is in the values (null: no Prometheus), and the commented
+    kube-prometheus-stack example, set there, is the URL the idle-GPU pass and the dashboard both ask."""
     from workspacespawner.dashboard.traits import dashboard_settings
+    from workspacespawner.idle.settings import GPUIdle
 
     values = without_config_files(our_values())
-    assert "prometheus_url" in values["hub"]["config"]["WorkspacesDashboard"]
-    assert dashboard_settings(z2jh_config(values, secrets=SECRETS)).prometheus_url is None
+    assert "prometheus_url" in values["hub"]["config"]["GPUIdle"]
+    assert "prometheus_url" not in values["hub"]["config"]["WorkspacesDashboard"]  # deprecated there
+    assert dashboard_settings(z2jh_config(values, secrets=SECRETS)).prometheus() is None
     text = (HELM_VALUES / "values.yaml").read_text()
     [example] = re.findall(r"#\s*prometheus_url:\s*(\S+)", text)
-    values["hub"]["config"]["WorkspacesDashboard"]["prometheus_url"] = example
+    values["hub"]["config"]["GPUIdle"]["prometheus_url"] = example
     assert example.startswith("http://") and ".monitoring:9090" in example
-    assert dashboard_settings(z2jh_config(values, secrets=SECRETS)).prometheus_url == example
+    loaded = z2jh_config(values, secrets=SECRETS)
+    assert dashboard_settings(loaded).prometheus() == GPUIdle(config=loaded).prometheus() == example
