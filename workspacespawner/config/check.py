@@ -51,10 +51,13 @@ def check_spawner_config(config, spawner_class: type[HasTraits]) -> None:
     traits = spawner_class.class_traits()
     for name, value in merged_settings(config).items():
         trait = traits.get(name)
-        shown = f"{section_of(config, name)}.{name}"
+        shown, written = f"{section_of(config, name)}.{name}", value
         if isinstance(trait, DeprecatedAlias):
             log.warning("%s", trait.deprecation(spawner_class.__name__))
-            name, value, trait = trait.new, trait.to_new(value), traits.get(trait.new)
+            try:
+                name, value, trait = trait.new, trait.convert(value), traits.get(trait.new)
+            except TraitError as e:
+                raise TraitError(f"{shown} = {written!r} is invalid: {e}") from None
         if trait is None:
             continue
         if name == "profile_list":
@@ -68,7 +71,7 @@ def check_spawner_config(config, spawner_class: type[HasTraits]) -> None:
         try:
             trait.validate(_PROBE, value)
         except TraitError as e:
-            raise TraitError(f"{shown} = {value!r} is invalid: {e}") from None
+            raise TraitError(f"{shown} = {written!r} is invalid: {e}") from None
 
 
 def traits_from_config(traits_class: type[HasTraits], config):

@@ -71,6 +71,13 @@ class DeprecatedAlias(TraitType):
         """The warning for setting the alias on ``owner`` (a class name)."""
         return f"{owner}.{self.name} is deprecated; use {self.replacement()}"
 
+    def convert(self, value):
+        """``value`` in the new setting's unit; ``TraitError`` when it cannot be converted (not a number, say)."""
+        try:
+            return self.to_new(value)
+        except (TypeError, ValueError):
+            raise TraitError(f"The {self.name!r} setting cannot be {value!r}; use {self.replacement()}") from None
+
     def get(self, obj, cls=None):
         return self.from_new(getattr(obj, self.new))
 
@@ -79,10 +86,30 @@ class DeprecatedAlias(TraitType):
         if (owner, self.name) not in DeprecatedAlias.warned:
             DeprecatedAlias.warned.add((owner, self.name))
             (getattr(obj, "log", None) or log).warning("%s", self.deprecation(owner))
-        setattr(obj, self.new, self.to_new(value))
+        setattr(obj, self.new, self.convert(value))
 
     def instance_init(self, obj):
         """Nothing to initialise: the value lives in the replacement trait."""
+
+
+def minutes(value):
+    """Minutes (an old setting's unit) in seconds (the settings' unit); None stays None."""
+    return None if value is None else value * 60
+
+
+def in_minutes(seconds):
+    """Seconds back in minutes, as an old minutes setting reads."""
+    return None if seconds is None else seconds / 60
+
+
+def days(value):
+    """Days (an old setting's unit) in seconds (the settings' unit); None stays None."""
+    return None if value is None else value * 86400
+
+
+def in_days(seconds):
+    """Seconds back in days, as an old days setting reads."""
+    return None if seconds is None else seconds / 86400
 
 
 def resolve_aliases(settings: dict, traits: dict) -> tuple[dict, dict[str, str]]:
@@ -92,7 +119,7 @@ def resolve_aliases(settings: dict, traits: dict) -> tuple[dict, dict[str, str]]
     resolved, written = {}, {}
     for name, value in settings.items():
         trait = traits.get(name)
-        new, value = (trait.new, trait.to_new(value)) if isinstance(trait, DeprecatedAlias) else (name, value)
+        new, value = (trait.new, trait.convert(value)) if isinstance(trait, DeprecatedAlias) else (name, value)
         resolved.pop(new, None)
         resolved[new], written[new] = value, name
     return resolved, written

@@ -70,8 +70,8 @@ c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
 ]
 c.JupyterHub.tornado_settings = {"slow_spawn_timeout": 15}
 c.WorkspaceQuota.user_limits = {"rita": {"card_hours_per_month": 0.002}}
-c.WorkspaceQuota.min_gpu_start_minutes = 0
-c.WorkspaceQuota.grace_minutes = 600
+c.WorkspaceQuota.min_gpu_start_time = 0
+c.WorkspaceQuota.grace_period = 36000
 c.WorkspaceQuota.enforce_interval = 1
 """
 
