@@ -92,12 +92,17 @@ class WorkspaceTraits(HasTraits):
     )
 
 
+#: What the guards have said once in this process.
+_said = {"storage_pvc_ensure": False}
+
+
 class KubeSpawnerGuards(HasTraits):
     """What WorkspaceSpawner changes in KubeSpawner's own settings: profile_list checked whole, its PVC logic kept off.
 
-    ``storage_pvc_ensure`` and ``delete_pvc`` are forced off (with a warning
-    when set): the home PersistentVolumeClaim is ours (``home_*``) and is
-    never deleted with a user or a server.
+    ``storage_pvc_ensure`` and ``delete_pvc`` are forced off (said when
+    set): the home PersistentVolumeClaim is created by WorkspaceSpawner from
+    kubespawner's ``storage_*`` settings and is never deleted with a user or
+    a server.
     """
 
     @validate("profile_list")
@@ -114,8 +119,10 @@ class KubeSpawnerGuards(HasTraits):
 
     @validate("storage_pvc_ensure")
     def _keep_storage_pvc_ensure_off(self, proposal):
-        if proposal.value:
-            self.log.warning("KubeSpawner.storage_pvc_ensure=True ignored: WorkspaceSpawner manages the home PVC itself (home_*).")
+        if proposal.value and not _said["storage_pvc_ensure"]:  # z2jh's storage type "dynamic" sets it: said once
+            _said["storage_pvc_ensure"] = True
+            self.log.info("KubeSpawner.storage_pvc_ensure=True left off: WorkspaceSpawner creates the home PVC itself, "
+                          "from the same storage_* settings.")
         return False
 
     @validate("delete_pvc")

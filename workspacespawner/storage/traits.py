@@ -47,7 +47,12 @@ class HomeTraits(HasTraits):
     default is z2jh's ``singleuser.storage.homeMountPath`` (the mount of
     kubespawner's ``{pvc_name}`` volume). Where kubespawner's defaults differ
     from today's home, :data:`HOME_DEFAULTS` applies (set before the config
-    is loaded, so any configured value wins). The template names a new home
+    is loaded, so any configured value wins). In the name template,
+    ``{username}`` is kubespawner's safe slug of the user name, so odd names
+    (capitals, ``@``, unicode, 60+ characters) still give a valid, stable,
+    distinct name; ``home-{username}`` gives one home per user, shared by the
+    default and named servers (mounted by one at a time: RBD is
+    ReadWriteOnce), ``home-{user_server}`` one per server. The template names a new home
     only: homes are found by their owner labels
     (:func:`~workspacespawner.storage.home.find_home`). kubespawner never
     creates nor deletes it (``storage_pvc_ensure`` and ``delete_pvc`` stay off).
