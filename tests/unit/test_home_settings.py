@@ -23,7 +23,7 @@ from traitlets.config import Config
 
 from tests.support.chartvalues import z2jh_config
 from workspacespawner.backends.container.backend import ContainerBackend
-from workspacespawner.config.traittypes import DeprecatedAlias
+from workspacespawner.config import traittypes
 from workspacespawner.core import names
 from workspacespawner.storage import home
 from workspacespawner.storage.prepare import PreparedTiers
@@ -53,9 +53,9 @@ def spawner_from(kube_env, tmp_path, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def fresh_warnings():
-    DeprecatedAlias.warned.clear()
+    traittypes.said.clear()
     yield
-    DeprecatedAlias.warned.clear()
+    traittypes.said.clear()
 
 
 async def test_nothing_set_is_todays_home(spawner_from):

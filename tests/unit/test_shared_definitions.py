@@ -21,11 +21,11 @@ import pytest
 from traitlets.config import Config
 
 from tests.unit.test_dashboard_cluster import node, pod, series
+from workspacespawner.config import traittypes
 from workspacespawner.config.teampools import TeamGPUPools, pool_of_node
 from workspacespawner.dashboard.gpumetrics import UTIL
 from workspacespawner.dashboard.traits import dashboard_settings
 from workspacespawner.dashboard.views import cluster as cluster_view
-from workspacespawner.idle import settings as idle_settings
 from workspacespawner.idle.activity import read_utilisation
 from workspacespawner.idle.decision import ACTIVE, GPUServer, Policy, decide
 from workspacespawner.idle.settings import GPUIdle
@@ -53,7 +53,7 @@ class PeakyPrometheus:
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch):
     PeakyPrometheus.asked = []
-    idle_settings._warned.clear()
+    traittypes.said.clear()
     monkeypatch.setattr(cluster_view, "PrometheusClient", PeakyPrometheus)
 
 

@@ -17,6 +17,7 @@ import pytest
 from traitlets import TraitError
 from traitlets.config import Config, Configurable
 
+from workspacespawner.config import traittypes
 from workspacespawner.config.traittypes import DeprecatedAlias
 from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.workspace.traits import LifecycleTraits
@@ -66,7 +67,7 @@ def reader(section: str, config: Config):
 
 @pytest.mark.parametrize("section, old, value, new, seconds", RENAMED)
 def test_an_old_name_sets_the_new_setting_in_seconds(caplog, section, old, value, new, seconds):
-    DeprecatedAlias.warned.clear()
+    traittypes.said.clear()
     config = Config()
     config[section][old] = value
     with caplog.at_level(logging.WARNING):

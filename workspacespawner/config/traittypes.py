@@ -41,6 +41,17 @@ class Quantity(Unicode):
         return value
 
 
+#: Messages :func:`warn_once` has logged in this process.
+said: set[str] = set()
+
+
+def warn_once(logger, message: str, level: int = logging.WARNING) -> None:
+    """Log ``message`` on ``logger`` the first time only in this process (a deprecation, say, seen by every spawner)."""
+    if message not in said:
+        said.add(message)
+        logger.log(level, "%s", message)
+
+
 class DeprecatedAlias(TraitType):
     """An old setting kept as an alias of its replacement: reading gives the replacement's value, setting sets it.
 
@@ -52,9 +63,6 @@ class DeprecatedAlias(TraitType):
     (config, a profile's ``kubespawner_override``) logs once per process
     which setting to use instead.
     """
-
-    #: (class name, alias) already warned about in this process.
-    warned: set[tuple[str, str]] = set()
 
     def __init__(self, new: str, *, section: str, z2jh: str | None = None, to_new=None, from_new=None, **kwargs):
         self.new, self.section, self.z2jh = new, section, z2jh
@@ -82,10 +90,7 @@ class DeprecatedAlias(TraitType):
         return self.from_new(getattr(obj, self.new))
 
     def set(self, obj, value):
-        owner = type(obj).__name__
-        if (owner, self.name) not in DeprecatedAlias.warned:
-            DeprecatedAlias.warned.add((owner, self.name))
-            (getattr(obj, "log", None) or log).warning("%s", self.deprecation(owner))
+        warn_once(getattr(obj, "log", None) or log, self.deprecation(type(obj).__name__))
         setattr(obj, self.new, self.convert(value))
 
     def instance_init(self, obj):

@@ -7,10 +7,13 @@ A trait-only class (``HasTraits``) mixed into WorkspaceSpawner, so these are
 
 from __future__ import annotations
 
+import logging
+
 from traitlets import Bool, Enum, Float, HasTraits, TraitError, Unicode, default, validate
 
 from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.profiles import IDES, WORKSPACE_KINDS, validate_profile_list
+from workspacespawner.config.traittypes import warn_once
 
 #: Environment every workspace gets unless ``environment`` sets it: code-server behind jupyter-server-proxy on a
 #: Unix socket (jupyter-vscode-proxy >= 0.7), not a TCP port (see :attr:`WorkspaceTraits.ide`).
@@ -92,10 +95,6 @@ class WorkspaceTraits(HasTraits):
     )
 
 
-#: What the guards have said once in this process.
-_said = {"storage_pvc_ensure": False}
-
-
 class KubeSpawnerGuards(HasTraits):
     """What WorkspaceSpawner changes in KubeSpawner's own settings: profile_list checked whole, its PVC logic kept off.
 
@@ -119,10 +118,9 @@ class KubeSpawnerGuards(HasTraits):
 
     @validate("storage_pvc_ensure")
     def _keep_storage_pvc_ensure_off(self, proposal):
-        if proposal.value and not _said["storage_pvc_ensure"]:  # z2jh's storage type "dynamic" sets it: said once
-            _said["storage_pvc_ensure"] = True
-            self.log.info("KubeSpawner.storage_pvc_ensure=True left off: WorkspaceSpawner creates the home PVC itself, "
-                          "from the same storage_* settings.")
+        if proposal.value:  # z2jh's storage type "dynamic" sets it for every spawner: said once
+            warn_once(self.log, "KubeSpawner.storage_pvc_ensure=True left off: WorkspaceSpawner creates the home PVC "
+                                "itself, from the same storage_* settings.", logging.INFO)
         return False
 
     @validate("delete_pvc")

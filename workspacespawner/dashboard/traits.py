@@ -11,11 +11,10 @@ from traitlets import Dict, Float, Integer, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
 from workspacespawner.config.teampools import TeamGPUPools, pool_of_node
+from workspacespawner.config.traittypes import warn_once
 from workspacespawner.idle.settings import GPUIdle
 
 log = logging.getLogger("workspacespawner.dashboard")
-#: Deprecated settings already warned about in this process.
-_warned: set[str] = set()
 
 #: What a JupyterHub service name may be: it becomes a URL segment and an OAuth client id.
 _SERVICE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -161,10 +160,8 @@ class WorkspacesDashboard(Configurable):
         if pools:
             return lambda node: pool_of_node(node, pools)
         if self.gpu_pool_label:
-            if "gpu_pool_label" not in _warned:
-                _warned.add("gpu_pool_label")
-                log.warning("WorkspacesDashboard.gpu_pool_label is deprecated; use c.TeamGPUPools.pools (the "
-                            "Cluster view then groups nodes by the team pools the spawner places workspaces on)")
+            warn_once(log, "WorkspacesDashboard.gpu_pool_label is deprecated; use c.TeamGPUPools.pools (the Cluster "
+                           "view then groups nodes by the team pools the spawner places workspaces on)")
             label = self.gpu_pool_label
             return lambda node: ((node.get("metadata") or {}).get("labels") or {}).get(label)
         return None

@@ -25,6 +25,8 @@ import re
 from traitlets import Bool, Float, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
+from workspacespawner.config.traittypes import warn_once
+
 log = logging.getLogger("workspacespawner")
 
 #: The settings' section: ``c.GPUIdle``.
@@ -37,8 +39,6 @@ DASHBOARD_ALIASES = {"prometheus_url": "prometheus_url", "idle_gpu_threshold": "
 #: How a GPU's utilisation over the window is read for "idle" (PromQL range function): its highest reading, so
 #: under the threshold means under it for the whole window.
 IDLE_READING = "max_over_time"
-#: Deprecated settings already warned about in this process.
-_warned: set[str] = set()
 
 
 def gpu_is_idle(utilisation: float | None, threshold: float) -> bool:
@@ -137,10 +137,8 @@ class GPUIdle(Configurable):
         for old, new in DASHBOARD_ALIASES.items():
             if old not in dashboard or new in own or dashboard[old] is None:
                 continue
-            if old not in _warned:
-                _warned.add(old)
-                log.warning("%s.%s is deprecated; use c.%s.%s (the dashboard and the idle-GPU pass share it)",
-                            DASHBOARD_SECTION, old, SECTION, new)
+            warn_once(log, f"{DASHBOARD_SECTION}.{old} is deprecated; use c.{SECTION}.{new} "
+                           "(the dashboard and the idle-GPU pass share it)")
             try:
                 setattr(self, new, dashboard[old])
             except TraitError as e:
