@@ -6,12 +6,14 @@
 c.JupyterHub.spawner_class = "workspace"  # the entry point of workspacespawner
 
 # The home PersistentVolumeClaim: one per user, on Ceph RBD, never deleted by
-# a stop, a failed start or a user deletion.
-c.WorkspaceSpawner.home_pvc_name_template = "home-{username}"
-c.WorkspaceSpawner.home_storage_class = "ceph-rbd"
-c.WorkspaceSpawner.home_size = "10Gi"
-c.WorkspaceSpawner.home_access_modes = ["ReadWriteOnce"]
-c.WorkspaceSpawner.home_mount_path = "/home/jovyan"
+# a stop, a failed start or a user deletion. Its settings are kubespawner's
+# own (zero-to-jupyterhub: singleuser.storage.*); the template names a new
+# home only, an existing one is found by its owner labels. The home is
+# mounted at c.WorkspaceSpawner.home_mount_path (default /home/jovyan).
+c.KubeSpawner.pvc_name_template = "home-{username}"
+c.KubeSpawner.storage_class = "ceph-rbd"
+c.KubeSpawner.storage_capacity = "10Gi"
+c.KubeSpawner.storage_access_modes = ["ReadWriteOnce"]
 
 # Fail a start at once when no node has the GPUs asked for (unless the
 # cluster autoscaler is adding one), instead of waiting out start_timeout.

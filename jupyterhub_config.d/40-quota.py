@@ -16,7 +16,7 @@ c.WorkspaceQuota.group_limits = {
     "research": {"card_hours_per_month": 500, "max_concurrent": 4, "max_disk": "500Gi"},
 }
 c.WorkspaceQuota.timezone = "Europe/Berlin"  # months start at midnight of the 1st there
-c.WorkspaceQuota.grace_minutes = 15
+c.WorkspaceQuota.grace_period = 900  # seconds GPU servers keep running once the card-hours ran out
 c.WorkspaceQuota.contact = "the platform team (gpu-help@example.edu)"
 # The ledger: a SQLite file next to the hub's database, or the hub's own PostgreSQL:
 # c.WorkspaceQuota.ledger_url = "postgresql+psycopg://jupyterhub:...@db/jupyterhub"

@@ -10,14 +10,10 @@ from workspacespawner.dashboard.traits import configure_hub
 c.WorkspacesDashboard.team_groups = []  # e.g. ["research"]
 # Department -> its JupyterHub groups, for the Reports view.
 c.WorkspacesDashboard.departments = {}  # e.g. {"Physics": ["students", "research"]}
-# GPU utilisation and disk fill from Prometheus (dcgm-exporter, kubelet); None: without them.
-c.WorkspacesDashboard.prometheus_url = None  # e.g. "http://prometheus-server.monitoring:9090"
 c.WorkspacesDashboard.port = 10101  # on 127.0.0.1, where the proxy reaches it
-# The Cluster view: a node label naming a team's node pool (None: no pools), and when a GPU workspace counts as
-# idle (every GPU under idle_gpu_threshold % over idle_gpu_window seconds; needs Prometheus).
-c.WorkspacesDashboard.gpu_pool_label = None  # e.g. "example.org/gpu-pool"
-c.WorkspacesDashboard.idle_gpu_threshold = 5.0
-c.WorkspacesDashboard.idle_gpu_window = 3600
+# GPU utilisation and disk fill come from the hub's Prometheus (c.GPUIdle.prometheus_url); the Cluster
+# view flags the GPUs the hub's idle-GPU pass calls idle (c.GPUIdle, 45-gpu-idle.py) and groups nodes by
+# the team pools of c.TeamGPUPools.pools.
 c.WorkspacesDashboard.prometheus_timeout = 10.0  # seconds
 
 configure_hub(c)

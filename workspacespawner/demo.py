@@ -33,7 +33,7 @@ auto``, the default), the demo runs it on a free loopback port, its storage
 in ``prometheus/`` in the state directory, scraping every 5 s the hub's
 ``/hub/metrics`` (with the token of a demo service holding ``read:metrics``)
 and the local cluster's dcgm-exporter-format GPU metrics and kubelet volume
-stats; the Workspaces dashboard asks it (``prometheus_url``) for GPU
+stats; the Workspaces dashboard asks it (``c.GPUIdle.prometheus_url``) for GPU
 utilisation and how full each disk is. A GPU a workspace holds reports a
 steady load (:data:`HELD_GPU`). Prometheus stops with the demo, and gets
 SIGTERM if the demo is killed. Without it (or ``--prometheus off``) the
@@ -297,12 +297,12 @@ HELD_GPU = GPUReading(util=65.0, fb_used_mib=24576.0, power_watts=310.0)
 
 
 def metrics_config(prometheus_url: str, token_file: Path) -> str:
-    """The demo config's lines for metrics: the dashboard's ``prometheus_url`` and the service, with the token in
-    ``token_file``, whose role lets Prometheus read ``/hub/metrics`` (JupyterHub asks for ``read:metrics`` there),
-    and a filter that keeps its successful scrapes out of the hub's log."""
+    """The demo config's lines for metrics: the hub's ``prometheus_url`` (the dashboard's and the idle-GPU pass's) and
+    the service, with the token in ``token_file``, whose role lets Prometheus read ``/hub/metrics`` (JupyterHub asks
+    for ``read:metrics`` there), and a filter that keeps its successful scrapes out of the hub's log."""
     return f"""# GPU metrics and disk fill: the demo's Prometheus, which scrapes /hub/metrics with this service's token.
 from pathlib import Path
-c.WorkspacesDashboard.prometheus_url = {prometheus_url!r}
+c.GPUIdle.prometheus_url = {prometheus_url!r}
 c.JupyterHub.services.append({{"name": {METRICS_SERVICE!r}, "api_token": Path({str(token_file)!r}).read_text().strip()}})
 c.JupyterHub.load_roles.append({{"name": {METRICS_SERVICE!r}, "scopes": ["read:metrics"], "services": [{METRICS_SERVICE!r}]}})
 # It scrapes every {SCRAPE_INTERVAL:g} s: its successful scrapes stay out of the terminal (a failed one is still logged).

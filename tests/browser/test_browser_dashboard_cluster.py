@@ -48,7 +48,7 @@ def demo(tmp_path_factory):
         state = tmp_path_factory.mktemp("demo")
         port = free_port()
         config = demo_config(state, config_dir(), port=8000, dashboard_port=port)
-        config += f"\nc.WorkspacesDashboard.prometheus_url = {prometheus.url!r}\n"
+        config += f"\nc.GPUIdle.prometheus_url = {prometheus.url!r}\n"
         hub = DashboardHub(state, cluster.kubeconfig, config, dashboard_port=port).start()
         try:
             hub.wait_service()

@@ -216,7 +216,7 @@ async def test_restore_refuses_someone_elses_snapshot(kube_objects, audit_log):
 
 def test_disk_command(cluster, tmp_path, capsys):
     common, url = admin_command_args(
-        tmp_path, cluster, "c.WorkspaceQuota.enabled = False\nc.WorkspaceSpawner.disk_limit = '5Gi'\nc.WorkspaceSpawner.retention_days = 3\n"
+        tmp_path, cluster, "c.WorkspaceQuota.enabled = False\nc.WorkspaceSpawner.disk_limit = '5Gi'\nc.WorkspaceSpawner.retention_period = 3 * 86400\n"
     )
     api = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
     kubernetes.client.CoreV1Api(api).create_namespaced_persistent_volume_claim(NS, home_manifest("gil"))

@@ -29,8 +29,9 @@ from localcluster import LocalCluster
 from tests.support.prometheus import Unavailable, running_prometheus
 from workspacespawner.core.names import OWNER_ANNOTATION, SERVER_ANNOTATION, owner_labels
 from workspacespawner.dashboard.cluster import idle_workspaces, node_views
-from workspacespawner.dashboard.gpumetrics import read_gpu_metrics, read_gpu_utilisation, read_volume_usage
+from workspacespawner.dashboard.gpumetrics import read_gpu_metrics, read_volume_usage
 from workspacespawner.dashboard.prometheus import PrometheusClient, PrometheusError
+from workspacespawner.idle.activity import read_idle_readings
 
 NS = "default"
 CONTROLLERS = ("storage", "scheduler", "nodeagent", "virt")
@@ -159,7 +160,7 @@ async def test_gpu_metrics_join_container_and_vm_through_prometheus(tmp_path, pr
                 assert (gpu_node.gpu_capacity, gpu_node.gpus_held, gpu_node.gpus_free) == (8, 3, 5)
                 assert [(h.user, h.kind, h.gpus) for h in gpu_node.holdings] == [("ann", "container", 2), ("bob", "vm", 1)]
 
-                utilisation = await read_gpu_utilisation(client, pods, vmis, window_seconds=60)
+                utilisation = await read_idle_readings(client, pods, vmis, window_seconds=60)
                 idle = idle_workspaces(views, utilisation, threshold=10)
                 assert [(w.holding.user, w.holding.server, w.holding.kind) for w in idle] == [("bob", "gpu", "vm")]
 

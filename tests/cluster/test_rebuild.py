@@ -281,7 +281,7 @@ async def test_a_rerun_finishes_a_rebuild_that_stopped_after_pointing_the_vm(kub
 
 
 def test_disk_rebuild_command(cluster_thread, cluster, tmp_path, capsys):
-    common, url = admin_command_args(tmp_path, cluster, "c.WorkspaceQuota.enabled = False\nc.WorkspaceSpawner.retention_days = 3\n"
+    common, url = admin_command_args(tmp_path, cluster, "c.WorkspaceQuota.enabled = False\nc.WorkspaceSpawner.retention_period = 3 * 86400\n"
                                      f"c.WorkspaceSpawner.vm_golden_image_namespace = {GOLDEN!r}\n")
 
     async def setup(kube):

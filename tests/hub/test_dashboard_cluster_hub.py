@@ -55,9 +55,9 @@ def setup(tmp_path_factory, prometheus_required):
             pytest.skip(str(e))
         prometheus.wait_ready()
         ledger = f"sqlite:///{tmp_path_factory.mktemp('ledger') / 'ledger.sqlite'}"
-        config = dashboard_config(ledger) + (f"c.WorkspacesDashboard.prometheus_url = {prometheus.url!r}\n"
-                                             "c.WorkspacesDashboard.idle_gpu_window = 600\n"
-                                             "c.WorkspacesDashboard.idle_gpu_threshold = 5\n")
+        config = dashboard_config(ledger) + (f"c.GPUIdle.prometheus_url = {prometheus.url!r}\n"
+                                             "c.GPUIdle.gpu_idle_timeout = 600\n"
+                                             "c.GPUIdle.utilisation_threshold = 5\n")
         hub = DashboardHub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, config, dashboard_port=free_port())
         hub.start()
         try:

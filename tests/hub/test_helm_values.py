@@ -110,8 +110,8 @@ def test_schema_rejects_broken_values(path, value, words):
 def test_broken_copy_of_the_file_fails(tmp_path):
     broken = tmp_path / "values.yaml"
     text = (HELM_VALUES / "values.yaml").read_text()
-    assert "    type: none\n" in text
-    broken.write_text(text.replace("    type: none\n", "    type: ephemeral\n"))
+    assert "    type: dynamic\n" in text
+    broken.write_text(text.replace("    type: dynamic\n", "    type: ephemeral\n"))
     assert any("singleuser.storage.type" in error for error in schema_errors(load_yaml(broken)))
 
 
@@ -176,9 +176,13 @@ async def test_chart_settings_reach_workspace_spawner_unchanged(spawner):
     assert spawner.image == f"{image['name']}:{image['tag']}"
     assert chart_defaults()["singleuser"]["memory"]["guarantee"] == "1G"
     assert spawner.mem_guarantee == 2**30  # JupyterHub's ByteSpecification: "1G" is 1 GiB
-    # singleuser.storage.type none: none of kubespawner's own PVC machinery
+    # singleuser.storage configures the home (kubespawner's own PVC machinery stays off)
+    storage = values["singleuser"]["storage"]
+    assert (spawner.storage_capacity, spawner.storage_class, spawner.storage_access_modes, spawner.pvc_name_template) == (
+        storage["capacity"], storage["dynamic"]["storageClass"], storage["dynamic"]["storageAccessModes"],
+        storage["dynamic"]["pvcNameTemplate"])
+    assert spawner.home_mount_path == storage["homeMountPath"]
     assert spawner.storage_pvc_ensure is False and spawner.delete_pvc is False
-    assert spawner.volumes == {} and spawner.volume_mounts == {}
 
 
 async def test_pod_from_chart_config_mounts_home(spawner):
@@ -187,7 +191,7 @@ async def test_pod_from_chart_config_mounts_home(spawner):
     await spawner.load_user_options()
     pod = await spawner.get_pod_manifest()
     claims = {v.name: v.persistent_volume_claim.claim_name for v in pod.spec.volumes if v.persistent_volume_claim}
-    assert claims == {"home": spawner.home_pvc_name}  # no kubespawner PVC (and no team folder: the mock user has no groups)
+    assert claims == {"home": spawner.home_pvc_name}  # ours in place of kubespawner's {pvc_name} volume (and no team folder)
     assert spawner.home_pvc_name.startswith("home-")
     container = pod.spec.containers[0]
     assert ("home", "/home/jovyan") in [(m.name, m.mount_path) for m in container.volume_mounts]
@@ -339,16 +343,19 @@ def test_the_workspaces_dashboard_is_the_config_pieces():
     assert "custom:workspaces:read" in c.JupyterHub.custom_scopes.get_value({})
 
 
-def test_the_dashboards_prometheus_url_is_a_value_and_its_example_works():
-    """hub.config.WorkspacesDashboard.prometheus_url is in the values (null: no Prometheus), and the commented
-    kube-prometheus-stack example, set there, is the URL the dashboard asks."""
+def test_the_prometheus_url_is_a_value_and_its_example_works():
+    """hub.config.GPUIdle.prometheus_url is in the values (null: no Prometheus), and the commented
+    kube-prometheus-stack example, set there, is the URL the idle-GPU pass and the dashboard both ask."""
     from workspacespawner.dashboard.traits import dashboard_settings
+    from workspacespawner.idle.settings import GPUIdle
 
     values = without_config_files(our_values())
-    assert "prometheus_url" in values["hub"]["config"]["WorkspacesDashboard"]
-    assert dashboard_settings(z2jh_config(values, secrets=SECRETS)).prometheus_url is None
+    assert "prometheus_url" in values["hub"]["config"]["GPUIdle"]
+    assert "prometheus_url" not in values["hub"]["config"]["WorkspacesDashboard"]  # deprecated there
+    assert dashboard_settings(z2jh_config(values, secrets=SECRETS)).prometheus() is None
     text = (HELM_VALUES / "values.yaml").read_text()
     [example] = re.findall(r"#\s*prometheus_url:\s*(\S+)", text)
-    values["hub"]["config"]["WorkspacesDashboard"]["prometheus_url"] = example
+    values["hub"]["config"]["GPUIdle"]["prometheus_url"] = example
     assert example.startswith("http://") and ".monitoring:9090" in example
-    assert dashboard_settings(z2jh_config(values, secrets=SECRETS)).prometheus_url == example
+    loaded = z2jh_config(values, secrets=SECRETS)
+    assert dashboard_settings(loaded).prometheus() == GPUIdle(config=loaded).prometheus() == example

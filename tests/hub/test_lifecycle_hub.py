@@ -33,8 +33,8 @@ from workspacespawner.workspace.audit import AuditLog
 
 LIFECYCLE_CONFIG = """
 c.JupyterHub.allow_named_servers = True
-c.WorkspaceSpawner.home_pvc_name_template = "home-{user_server}"
-c.WorkspaceSpawner.retention_days = 30
+c.KubeSpawner.pvc_name_template = "home-{user_server}"
+c.WorkspaceSpawner.retention_period = 30 * 86400
 c.WorkspaceSpawner.reclaim_policy = "automatic"
 c.WorkspaceQuota.ledger_url = "sqlite:///{ledger}"
 """

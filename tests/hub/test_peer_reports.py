@@ -4,7 +4,7 @@ Covers: saved options naming a profile an admin removed start the default
 profile, a removed profile asked for is a 400 naming it, and the form
 selects the default (z2jh#3297, kubespawner#758); environment values with
 line breaks and braces reach the server as written (harvester#760); a home
-made under an older ``home_pvc_name_template`` or by hand with the user's
+made under an older ``pvc_name_template`` or by hand with the user's
 owner labels is found by owner, and two candidates are a refusal naming
 both (z2jh#3536); a full storage ResourceQuota is named with its numbers
 and never blocks an existing home (kubespawner#188); a claim that never
@@ -39,7 +39,7 @@ def hub_config(*, retired_profile: bool = True, template: str = "home-{username}
     profiles = [
         {"display_name": "Odd environment", "slug": "odd-env", "kubespawner_override": {"environment": ENVIRONMENT}},
         {"display_name": "Home that never binds", "slug": "stuck-home",
-         "kubespawner_override": {"home_storage_class": "nowhere", "claim_binding_timeout": 3}},
+         "kubespawner_override": {"storage_class": "nowhere", "claim_binding_timeout": 3}},
         {"display_name": "A claim that does not exist", "slug": "extra-claim", "kubespawner_override": {
             "volumes": [{"name": "extra", "persistentVolumeClaim": {"claimName": "no-such-claim"}}],
             "volume_mounts": [{"name": "extra", "mountPath": "/srv/extra"}]}},
@@ -49,7 +49,7 @@ def hub_config(*, retired_profile: bool = True, template: str = "home-{username}
     return (
         config_pieces("10-workspace-spawner.py", "20-profiles.py")
         + f"c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + {profiles!r}\n"
-        + f"c.WorkspaceSpawner.home_pvc_name_template = {template!r}\n"
+        + f"c.KubeSpawner.pvc_name_template = {template!r}\n"
     )
 
 

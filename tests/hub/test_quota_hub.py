@@ -73,8 +73,8 @@ c.WorkspaceQuota.card_hours_per_month = 0
 c.WorkspaceQuota.max_gpus = 8
 c.WorkspaceQuota.group_limits = {{"research": {{"card_hours_per_month": 100}}}}
 c.WorkspaceQuota.user_limits = {{"dee": {{"max_gpus": 1}}, "bob": {{"card_hours_per_month": 0.01}}, "fay": {{"max_disk": "5Gi"}}}}
-c.WorkspaceQuota.min_gpu_start_minutes = 0
-c.WorkspaceQuota.grace_minutes = 0
+c.WorkspaceQuota.min_gpu_start_time = 0
+c.WorkspaceQuota.grace_period = 0
 c.WorkspaceQuota.enforce_interval = 1
 c.WorkspaceQuota.contact = "the GPU team"
 

@@ -67,7 +67,7 @@ c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
     {
         "display_name": "Home on a WaitForFirstConsumer class",
         "slug": "late-binding",
-        "kubespawner_override": {"home_storage_class": "ceph-rbd-wffc"},
+        "kubespawner_override": {"storage_class": "ceph-rbd-wffc"},
     },
     {
         "display_name": "VS Code on an image without code-server",

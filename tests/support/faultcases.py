@@ -66,7 +66,7 @@ c.WorkspaceSpawner.reconcile_interval = 1
 c.WorkspaceQuota.ledger_url = "sqlite:///{ledger}"
 c.WorkspaceQuota.card_hours_per_month = 1000
 c.WorkspaceQuota.max_gpus = 8
-c.WorkspaceQuota.min_gpu_start_minutes = 0
+c.WorkspaceQuota.min_gpu_start_time = 0
 c.WorkspaceQuota.enforce_interval = 1
 """
 

@@ -32,6 +32,11 @@ NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 POOL = "example.org/pool"
 
 
+def pool_by_label(node: dict):
+    """A node's pool as the value of its :data:`POOL` label (what ``TeamGPUPools`` pools on that label give)."""
+    return ((node.get("metadata") or {}).get("labels") or {}).get(POOL)
+
+
 def meta(name: str, user: str | None = None, server: str = "", uid: str | None = None, **extra) -> dict:
     found = {"name": name, "namespace": "jhub", "uid": uid or f"uid-{name}", **extra}
     if user is not None:
@@ -193,7 +198,7 @@ def test_a_cordoned_or_not_ready_node_has_no_free_gpus(state):
 def test_pools_sum_their_nodes():
     nodes = [node("a", labels={POOL: "vision"}), node("b", allocatable=6, labels={POOL: "vision"}), node("c", gpus=4)]
     compute = [pod("jupyter-ann", "ann", gpus=2, node="a"), pod("jupyter-bob", "bob", gpus=1, node="c")]
-    vision, unpooled = pool_views(node_views(nodes, compute, pool_label=POOL))
+    vision, unpooled = pool_views(node_views(nodes, compute, pool_of=pool_by_label))
     assert (vision.name, vision.nodes, vision.gpu_capacity, vision.gpus_free, vision.gpus_unhealthy) == ("vision", ("a", "b"), 16, 12, 2)
     assert (unpooled.name, unpooled.nodes, unpooled.gpus_held, unpooled.gpus_free) == (None, ("c",), 1, 3)
 

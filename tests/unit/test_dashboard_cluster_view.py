@@ -15,7 +15,7 @@ import pytest
 from traitlets import TraitError
 from traitlets.config import Config
 
-from tests.unit.test_dashboard_cluster import NOW, POOL, launcher, node, pod, run, series, vmi
+from tests.unit.test_dashboard_cluster import NOW, POOL, launcher, node, pod, pool_by_label, run, series, vmi
 from workspacespawner.dashboard.access import Grant, Viewer
 from workspacespawner.dashboard.app import templates
 from workspacespawner.dashboard.cluster import idle_workspaces, node_views, pool_views, top_users
@@ -33,7 +33,7 @@ def readings(*, prometheus: bool = True, error: str | None = None) -> ClusterRea
     ann, other = pod("jupyter-ann", "ann", gpus=1), pod("miner", gpus=1)
     compute = [ann, bob, launcher("virt-launcher-bob-gpu-q", bob, gpus=2), other]
     nodes = [node("gpu-1", labels={POOL: "lab"}), node("gpu-2", gpus=4, allocatable=3, labels={POOL: "lab"}), node("cpu-1", gpus=0)]
-    views = node_views(nodes, compute, pool_label=POOL)
+    views = node_views(nodes, compute, pool_of=pool_by_label)
     stats = join_gpus({UTIL: [series(UTIL, 0, 1, pod_name="jupyter-ann"), series(UTIL, 1, 0, pod_name="virt-launcher-bob-gpu-q"),
                               series(UTIL, 2, 0, pod_name="virt-launcher-bob-gpu-q"), series(UTIL, 3, 99, pod_name="miner")]},
                       [p for p in compute if p.get("kind") == "Pod"], [bob]) if prometheus else None
@@ -110,8 +110,9 @@ def test_bad_cluster_settings_are_refused_naming_them(name, value):
 
 def test_cluster_settings_have_working_defaults():
     settings = dashboard_settings(Config())
-    assert (settings.gpu_pool_label, settings.idle_gpu_threshold, settings.idle_gpu_window, settings.prometheus_timeout) == (
-        None, 5.0, 3600, 10.0)
+    idle = settings.gpu_idle()
+    assert (settings.pool_of(), settings.prometheus(), idle.utilisation_threshold, idle.gpu_idle_timeout, settings.prometheus_timeout) == (
+        None, None, 5.0, 3600.0, 10.0)
 
 
 def render(viewer: Viewer, found: dict) -> str:

@@ -83,7 +83,7 @@ def test_the_hub_config_with_prometheus_names_it_and_lets_its_token_read_metrics
     token = metrics_token(tmp_path)
     c, services, roles = load(tmp_path, demo_config(tmp_path, config_dir(), 8000, prometheus_url="http://127.0.0.1:9999",
                                                     metrics_token=token))
-    assert c.WorkspacesDashboard.prometheus_url == "http://127.0.0.1:9999"
+    assert c.GPUIdle.prometheus_url == "http://127.0.0.1:9999"  # the dashboard's and the idle-GPU pass's
     [service] = [s for s in services if s["name"] == METRICS_SERVICE]
     assert service["api_token"] == token.read_text().strip()
     assert "url" not in service and "command" not in service  # a token holder, nothing the hub runs or routes
@@ -114,7 +114,7 @@ def test_the_hub_config_keeps_successful_scrapes_out_of_the_log(tmp_path, monkey
 def test_the_hub_config_without_prometheus_has_none_of_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     c, services, roles = load(tmp_path, demo_config(tmp_path, config_dir(), 8000))
-    assert "prometheus_url" not in c.WorkspacesDashboard
+    assert "prometheus_url" not in c.GPUIdle and "prometheus_url" not in c.WorkspacesDashboard
     assert METRICS_SERVICE not in {s["name"] for s in services} | {r["name"] for r in roles}
     with pytest.raises(ValueError, match="both"):
         demo_config(tmp_path, config_dir(), 8000, prometheus_url="http://127.0.0.1:9999")

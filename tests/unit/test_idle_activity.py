@@ -13,6 +13,7 @@ from workspacespawner.core.prometheus import Sample
 from workspacespawner.idle import serverext
 from workspacespawner.idle.activity import gpu_servers, gpu_servers_held, hub_view, utilisation_by_server
 from workspacespawner.k8s.objects import counted_once
+from workspacespawner.workspace.gpumetrics import UTIL, join_gpus
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
@@ -46,7 +47,7 @@ def test_utilisation_is_the_highest_of_a_workspaces_gpus():
     samples = [Sample({"gpu": "0", "pod": "jupyter-ann", "namespace": "jhub", "Hostname": "gpu-1"}, 3.0),
                Sample({"gpu": "1", "pod": "jupyter-ann", "namespace": "jhub", "Hostname": "gpu-1"}, 40.0),
                Sample({"gpu": "2", "pod": "other", "namespace": "jhub", "Hostname": "gpu-1"}, 0.0)]
-    assert utilisation_by_server(samples, pods, []) == {("ann", ""): 40.0}
+    assert utilisation_by_server(join_gpus({UTIL: samples}, pods, [])) == {("ann", ""): 40.0}
 
 
 def test_gpu_servers_join_the_cluster_and_the_hub():

@@ -22,11 +22,13 @@ from workspacespawner.workspace.tracker import LifecycleSettings, WorkspaceLifec
 
 def test_settings_from_the_hub_config():
     settings = lifecycle_settings(Config({"KubeSpawner": {"namespace": "jhub"}, "WorkspaceSpawner": {
-        "retention_days": 7, "reclaim_policy": "admin-only", "disk_limit": "200Gi", "fence_wait_seconds": 30}}))
-    assert (settings.retention_days, settings.reclaim_policy, settings.disk_limit, settings.fence_wait_seconds) == (7, "admin-only", "200Gi", 30)
+        "retention_period": 7 * 86400, "reclaim_policy": "admin-only", "disk_limit": "200Gi", "fence_timeout": 30}}))
+    assert (settings.retention_period, settings.reclaim_policy, settings.disk_limit, settings.fence_timeout) == (
+        7 * 86400, "admin-only", "200Gi", 30)
+    assert settings.retention_days == 7  # the deprecated name reads in its own unit
     defaults = lifecycle_settings(Config())
-    assert (defaults.retention_days, defaults.reclaim_policy, defaults.disk_limit) == (30, "automatic", None)
-    for bad in ({"reclaim_policy": "never"}, {"disk_limit": "lots"}, {"retention_days": -1}):
+    assert (defaults.retention_period, defaults.reclaim_policy, defaults.disk_limit) == (30 * 86400, "automatic", None)
+    for bad in ({"reclaim_policy": "never"}, {"disk_limit": "lots"}, {"retention_period": -1}, {"retention_days": -1}):
         with pytest.raises(TraitError):
             lifecycle_settings(Config({"WorkspaceSpawner": bad}))
 

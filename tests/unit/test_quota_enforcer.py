@@ -77,8 +77,8 @@ async def service(tmp_path):
     config = Config()
     config.WorkspaceQuota.card_hours_per_month = 1
     config.WorkspaceQuota.group_limits = {"research": {"card_hours_per_month": 100}}
-    config.WorkspaceQuota.warn_minutes = 30
-    config.WorkspaceQuota.grace_minutes = 15
+    config.WorkspaceQuota.warn_before = 1800
+    config.WorkspaceQuota.grace_period = 900
     config.WorkspaceQuota.max_concurrent = 3
     service = QuotaService(WorkspaceQuota(config=config), ledger=Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}"))
     yield service

@@ -245,7 +245,7 @@ def test_enforcement_warns_then_grace_then_stop():
 
     def verdict(hour, minute):
         return enforcement(
-            runs, period, 4, at(2025, 6, 10, hour, minute), warn_minutes=30, grace_minutes=15, grace_card_hours=0
+            runs, period, 4, at(2025, 6, 10, hour, minute), warn_before=1800, grace_period=900, grace_card_hours=0
         )
 
     assert verdict(11, 0).action == "none"
@@ -255,7 +255,7 @@ def test_enforcement_warns_then_grace_then_stop():
     assert verdict(12, 15).action == "stop"
     # a card-hour grace of 1 at 2 per hour lasts 30 minutes: the more generous grace wins
     longer = enforcement(
-        runs, period, 4, at(2025, 6, 10, 12, 20), warn_minutes=30, grace_minutes=15, grace_card_hours=1
+        runs, period, 4, at(2025, 6, 10, 12, 20), warn_before=1800, grace_period=900, grace_card_hours=1
     )
     assert longer.action == "grace" and longer.stop_at == at(2025, 6, 10, 12, 30)
 
@@ -267,7 +267,7 @@ def test_enforcement_ignores_users_without_gpu_servers():
         Run(gpus=1, started=at(2025, 6, 2), stopped=at(2025, 6, 9)),
     ]
     assert (
-        enforcement(runs, period, 1, at(2025, 6, 10), warn_minutes=30, grace_minutes=0, grace_card_hours=0).action
+        enforcement(runs, period, 1, at(2025, 6, 10), warn_before=1800, grace_period=0, grace_card_hours=0).action
         == "none"
     )
 

@@ -391,7 +391,7 @@ async def test_container_backend_adds_home_and_tiers_to_kubespawners_pod():
     traits = traits_from_config(StorageTraits, config_with(team_folders=TEAMS, model_cache={"claim": "model-cache"}, scratch_size="40Gi"))
     prepared = PreparedTiers(traits.storage_settings(), frozenset({"physics", "course-101", "students"}))
     api = SimpleNamespace(api_client=ApiClient())
-    backend = ContainerBackend(SimpleNamespace(api=api))
+    backend = ContainerBackend(SimpleNamespace(api=api, pvc_name="home-a"))
     pod = V1Pod(
         metadata=V1ObjectMeta(name="jupyter-a"),
         spec=V1PodSpec(containers=[V1Container(name="notebook", image="img", security_context=V1SecurityContext(run_as_user=1000))],

@@ -140,7 +140,7 @@ def test_the_enforcer_counts_time_left_and_grace_at_the_weighted_rate():
     period = month(2026, 6)
     t0 = at(2026, 6, 10, 12)
     runs = [run(2, t0, product=V100, weight=0.5)]  # 1 card-hour per hour, 2 GPU units
-    kwargs = dict(warn_minutes=30, grace_minutes=10, grace_card_hours=0.5)
+    kwargs = dict(warn_before=1800, grace_period=600, grace_card_hours=0.5)
     ok = policy.enforcement(runs, period, 2.0, t0 + timedelta(minutes=60), **kwargs)
     assert (ok.action, ok.running_gpus, ok.rate, ok.left) == ("none", 2, 1.0, 1.0)
     assert ok.stop_at == t0 + timedelta(hours=2, minutes=30)  # out at 14:00, then 0.5 card-hours at 1 per hour

@@ -10,11 +10,16 @@ hub's spawner would see it, for the admin commands.
 
 from __future__ import annotations
 
+import logging
+
 from traitlets import HasTraits, TraitError
 from traitlets.config import Config, Configurable
 
 from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.profiles import validate_profile_list
+from workspacespawner.config.traittypes import DeprecatedAlias
+
+log = logging.getLogger("workspacespawner")
 
 #: The config sections a WorkspaceSpawner reads, later ones winning.
 SECTIONS = ("Spawner", "KubeSpawner", "WorkspaceSpawner")
@@ -46,6 +51,13 @@ def check_spawner_config(config, spawner_class: type[HasTraits]) -> None:
     traits = spawner_class.class_traits()
     for name, value in merged_settings(config).items():
         trait = traits.get(name)
+        shown, written = f"{section_of(config, name)}.{name}", value
+        if isinstance(trait, DeprecatedAlias):
+            log.warning("%s", trait.deprecation(spawner_class.__name__))
+            try:
+                name, value, trait = trait.new, trait.convert(value), traits.get(trait.new)
+            except TraitError as e:
+                raise TraitError(f"{shown} = {written!r} is invalid: {e}") from None
         if trait is None:
             continue
         if name == "profile_list":
@@ -59,7 +71,7 @@ def check_spawner_config(config, spawner_class: type[HasTraits]) -> None:
         try:
             trait.validate(_PROBE, value)
         except TraitError as e:
-            raise TraitError(f"{section_of(config, name)}.{name} = {value!r} is invalid: {e}") from None
+            raise TraitError(f"{shown} = {written!r} is invalid: {e}") from None
 
 
 def traits_from_config(traits_class: type[HasTraits], config):

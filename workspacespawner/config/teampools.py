@@ -168,6 +168,12 @@ class TeamGPUPools(Configurable):
         return None if spec is None else _pool(name, spec)
 
 
+def pool_of_node(node: dict, pools: Mapping[str, TeamPool]) -> str | None:
+    """The team pool Node ``node`` (a core/v1 Node dict) belongs to (:meth:`TeamPool.holds`), or None: the one
+    definition of a node's team pool, for the spawner's placement and the dashboard's Cluster view alike."""
+    return next((name for name, pool in pools.items() if pool.holds(node)), None)
+
+
 def profile_pool_names(profile: dict) -> list[tuple[str, object]]:
     """``[(field, pool name)]`` of every ``team_pool`` a profile_list entry names (its override and its choices')."""
     found = []

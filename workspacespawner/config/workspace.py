@@ -7,10 +7,13 @@ A trait-only class (``HasTraits``) mixed into WorkspaceSpawner, so these are
 
 from __future__ import annotations
 
+import logging
+
 from traitlets import Bool, Enum, Float, HasTraits, TraitError, Unicode, default, validate
 
 from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.profiles import IDES, WORKSPACE_KINDS, validate_profile_list
+from workspacespawner.config.traittypes import warn_once
 
 #: Environment every workspace gets unless ``environment`` sets it: code-server behind jupyter-server-proxy on a
 #: Unix socket (jupyter-vscode-proxy >= 0.7), not a TCP port (see :attr:`WorkspaceTraits.ide`).
@@ -95,9 +98,10 @@ class WorkspaceTraits(HasTraits):
 class KubeSpawnerGuards(HasTraits):
     """What WorkspaceSpawner changes in KubeSpawner's own settings: profile_list checked whole, its PVC logic kept off.
 
-    ``storage_pvc_ensure`` and ``delete_pvc`` are forced off (with a warning
-    when set): the home PersistentVolumeClaim is ours (``home_*``) and is
-    never deleted with a user or a server.
+    ``storage_pvc_ensure`` and ``delete_pvc`` are forced off (said when
+    set): the home PersistentVolumeClaim is created by WorkspaceSpawner from
+    kubespawner's ``storage_*`` settings and is never deleted with a user or
+    a server.
     """
 
     @validate("profile_list")
@@ -114,8 +118,9 @@ class KubeSpawnerGuards(HasTraits):
 
     @validate("storage_pvc_ensure")
     def _keep_storage_pvc_ensure_off(self, proposal):
-        if proposal.value:
-            self.log.warning("KubeSpawner.storage_pvc_ensure=True ignored: WorkspaceSpawner manages the home PVC itself (home_*).")
+        if proposal.value:  # z2jh's storage type "dynamic" sets it for every spawner: said once
+            warn_once(self.log, "KubeSpawner.storage_pvc_ensure=True left off: WorkspaceSpawner creates the home PVC "
+                                "itself, from the same storage_* settings.", logging.INFO)
         return False
 
     @validate("delete_pvc")

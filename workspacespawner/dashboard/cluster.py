@@ -24,7 +24,7 @@ Prometheus readings the answer is None (unknown), never "none idle".
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
@@ -34,6 +34,7 @@ from workspacespawner.core.names import labelled_for, server_of
 from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.dashboard import cardhours
 from workspacespawner.dashboard.gpumetrics import CONTAINER, VM, GPUStat
+from workspacespawner.idle.settings import gpu_is_idle
 from workspacespawner.k8s.kinds import VMI
 from workspacespawner.k8s.objects import FINISHED_PHASES, counted_once, node_of, ready_condition
 from workspacespawner.workspace.gpus import gpus_held, node_gpu_units, node_usable
@@ -138,7 +139,7 @@ class UserUse:
 
 @dataclass(frozen=True)
 class IdleWorkspace:
-    """A workspace holding GPUs that stayed below the threshold: its holding and the highest GPU mean (%) among its GPUs."""
+    """A workspace holding GPUs that stayed below the threshold: its holding and the highest GPU reading (%) among its GPUs."""
 
     holding: Holding
     max_util: float
@@ -188,12 +189,13 @@ def holding_of(obj: dict) -> Holding:
                    meta.get("name", ""), node_of(obj) or "", gpus_held(obj))
 
 
-def node_views(nodes: list[dict], compute: list[dict], *, pool_label: str | None = None) -> list[NodeView]:
+def node_views(nodes: list[dict], compute: list[dict], *, pool_of: Callable[[dict], str | None] | None = None) -> list[NodeView]:
     """One :class:`NodeView` per node, sorted by name.
 
     ``nodes``: Node dicts; ``compute``: Pods and VMIs (``kind`` set), as the
     watch caches hold them (a virt-launcher Pod counts as its VMI:
-    :func:`~workspacespawner.k8s.objects.counted_once`); ``pool_label``: the node label naming a team pool, or None.
+    :func:`~workspacespawner.k8s.objects.counted_once`); ``pool_of``: a Node's team pool (None: in none), or None: no
+    pools (:meth:`WorkspacesDashboard.pool_of <workspacespawner.dashboard.traits.WorkspacesDashboard.pool_of>`).
     """
     placed: dict[str, list[dict]] = defaultdict(list)
     for obj in counted_once(compute):
@@ -216,7 +218,7 @@ def node_views(nodes: list[dict], compute: list[dict], *, pool_label: str | None
         memory = sum((requested(obj)[1] for obj in placed.get(name, [])), Decimal(0))
         views.append(NodeView(
             name=name,
-            pool=labels.get(pool_label) if pool_label else None,
+            pool=pool_of(node) if pool_of else None,
             product=labels.get("nvidia.com/gpu.product", ""),
             ready=ready_condition(node) is True,
             schedulable=not (node.get("spec") or {}).get("unschedulable"),
@@ -291,12 +293,13 @@ def top_users(views: list[NodeView], runs_by_user: Mapping[str, Sequence], now: 
 
 
 def idle_workspaces(views: list[NodeView], utilisation: list[GPUStat] | None, *, threshold: float) -> list[IdleWorkspace] | None:
-    """Our workspaces holding GPUs whose every reported GPU averaged below ``threshold`` % (None: unknown).
+    """Our workspaces holding GPUs whose every reported GPU is idle at ``threshold`` % (None: unknown), as the hub's
+    idle-GPU pass judges (:func:`~workspacespawner.idle.settings.gpu_is_idle`).
 
-    ``utilisation``: each GPU's mean over the window
-    (:func:`~workspacespawner.dashboard.gpumetrics.read_gpu_utilisation`),
-    None without Prometheus. A workspace none of whose GPUs is reported is
-    not flagged (unknown for it).
+    ``utilisation``: each GPU's reading over the window
+    (:func:`~workspacespawner.idle.activity.read_idle_readings`: its
+    highest), None without Prometheus. A workspace none of whose GPUs is
+    reported is not flagged (unknown for it).
     """
     if utilisation is None:
         return None
@@ -308,6 +311,6 @@ def idle_workspaces(views: list[NodeView], utilisation: list[GPUStat] | None, *,
     for view in views:
         for holding in view.holdings:
             stats = by_workspace.get((holding.user, holding.server, holding.kind)) if holding.user is not None else None
-            if stats and all(stat.util < threshold for stat in stats):
+            if stats and all(gpu_is_idle(stat.util, threshold) for stat in stats):
                 idle.append(IdleWorkspace(holding, max(stat.util for stat in stats), tuple(sorted(s.gpu for s in stats))))
     return idle

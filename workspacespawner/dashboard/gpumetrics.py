@@ -21,12 +21,11 @@ from workspacespawner.workspace.gpumetrics import (
     join_gpus,
     join_volumes,
     read_gpu_metrics,
-    read_gpu_utilisation,
     read_volume_usage,
 )
 
 __all__ = [
     "CONTAINER", "FB_FREE", "FB_USED", "GPU_METRICS", "POWER", "UTIL", "VM", "VOLUME_CAPACITY", "VOLUME_USED",
     "GPUStat", "Holder", "VolumeUsage", "holders", "join_gpus", "join_volumes", "read_gpu_metrics",
-    "read_gpu_utilisation", "read_volume_usage",
+    "read_volume_usage",
 ]

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+from collections.abc import Callable
 
 from traitlets import Dict, Float, Integer, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
+
+from workspacespawner.config.teampools import TeamGPUPools, pool_of_node
+from workspacespawner.config.traittypes import warn_once
+from workspacespawner.idle.settings import GPUIdle
+
+log = logging.getLogger("workspacespawner.dashboard")
 
 #: What a JupyterHub service name may be: it becomes a URL segment and an OAuth client id.
 _SERVICE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -17,7 +25,15 @@ _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[
 
 
 class WorkspacesDashboard(Configurable):
-    """Settings of the Workspaces dashboard service; read from the hub's config file (:func:`dashboard_settings`)."""
+    """Settings of the Workspaces dashboard service; read from the hub's config file (:func:`dashboard_settings`).
+
+    What an idle GPU is and which Prometheus to ask are the hub's idle-GPU
+    settings (:meth:`gpu_idle`), and a node's team pool is
+    ``c.TeamGPUPools.pools``'s (:meth:`pool_of`): the dashboard shows what
+    the hub acts on.
+    """
+
+    _gpu_idle: GPUIdle | None = None
 
     service_name = Unicode(
         "workspaces",
@@ -35,9 +51,8 @@ class WorkspacesDashboard(Configurable):
     prometheus_url = Unicode(
         None,
         allow_none=True,
-        help="""Base URL of the Prometheus the dashboard asks for GPU utilisation and disk fill (an http or
-        https URL). None: no Prometheus; pages show what the cluster and the ledger know.
-        Example: "http://prometheus-server.monitoring:9090".""",
+        help="""Deprecated: use c.GPUIdle.prometheus_url, the one Prometheus of the dashboard and the idle-GPU
+        pass (this value applies there when that is not set, with a warning).""",
     ).tag(config=True)
 
     departments = Dict(
@@ -67,21 +82,21 @@ class WorkspacesDashboard(Configurable):
     gpu_pool_label = Unicode(
         None,
         allow_none=True,
-        help="""The node label whose value names a team's node pool: the Cluster view groups nodes by it and
-        sums each pool. None: no pools (every node listed alone). Example: "workspacespawner.io/pool".""",
+        help="""Deprecated: the Cluster view groups nodes by the team pools of c.TeamGPUPools.pools, as the
+        spawner places workspaces. Only without any pool there, the node label whose value names a node's
+        pool (with a warning). None: none.""",
     ).tag(config=True)
 
     idle_gpu_threshold = Float(
         5.0,
-        help="""GPU utilisation in percent (0-100) below which a GPU counts as idle: the Cluster view flags a
-        workspace whose every GPU averaged less over idle_gpu_window. 0: nothing is ever idle. Example: 5.""",
+        help="""Deprecated: use c.GPUIdle.utilisation_threshold, the one definition of an idle GPU (this value
+        applies there when that is not set, with a warning). A percentage, 0-100.""",
     ).tag(config=True)
 
     idle_gpu_window = Integer(
         3600,
-        help="""Seconds (at least 60) over which the Cluster view averages each GPU's utilisation to call it
-        idle (Prometheus's avg_over_time; a GPU holder younger than that is judged on what there is).
-        Example: 3600 (an hour).""",
+        help="""Deprecated: use c.GPUIdle.gpu_idle_timeout, the window of the one definition of an idle GPU
+        (this value applies there when that is not set, with a warning). Seconds, at least 60.""",
     ).tag(config=True)
 
     prometheus_timeout = Float(
@@ -125,6 +140,31 @@ class WorkspacesDashboard(Configurable):
         if value is not None and not re.match(r"^https?://[^/\s]+", value):
             raise TraitError(f"WorkspacesDashboard.url must be an http(s) URL or None, not {value!r}")
         return value
+
+    def gpu_idle(self) -> GPUIdle:
+        """The hub's idle-GPU settings (``c.GPUIdle``) from the same config: the one definition of an idle GPU
+        (its threshold and window) and the one Prometheus URL, shared with the hub's idle-GPU pass."""
+        if self._gpu_idle is None:
+            self._gpu_idle = GPUIdle(config=self.config)
+        return self._gpu_idle
+
+    def prometheus(self) -> str | None:
+        """The Prometheus URL to ask (``c.GPUIdle.prometheus_url``), or None."""
+        return self.gpu_idle().prometheus()
+
+    def pool_of(self) -> Callable[[dict], str | None] | None:
+        """A node's team pool as the spawner places workspaces (``c.TeamGPUPools.pools``,
+        :func:`~workspacespawner.config.teampools.pool_of_node`); without pools, the deprecated
+        :attr:`gpu_pool_label`'s value; None: no pools."""
+        pools = TeamGPUPools(config=self.config).all()
+        if pools:
+            return lambda node: pool_of_node(node, pools)
+        if self.gpu_pool_label:
+            warn_once(log, "WorkspacesDashboard.gpu_pool_label is deprecated; use c.TeamGPUPools.pools (the Cluster "
+                           "view then groups nodes by the team pools the spawner places workspaces on)")
+            label = self.gpu_pool_label
+            return lambda node: ((node.get("metadata") or {}).get("labels") or {}).get(label)
+        return None
 
     def service_url(self) -> str:
         """Where the proxy reaches the service: :attr:`url`, else ``http://<ip>:<port>``."""

@@ -47,7 +47,8 @@ from workspacespawner.core import names
 from workspacespawner.core.prometheus import PrometheusClient
 from workspacespawner.core.times import parse_time
 from workspacespawner.idle.decision import GPUServer
-from workspacespawner.workspace.gpumetrics import UTIL, join_gpus, utilisation_over
+from workspacespawner.idle.settings import IDLE_READING
+from workspacespawner.workspace.gpumetrics import UTIL, GPUStat, join_gpus, utilisation_over
 from workspacespawner.workspace.gpus import units_held
 
 #: Users asked for per page of the hub's user list.
@@ -162,14 +163,10 @@ def gpu_servers_held(objects: list[dict], declared=()) -> dict[tuple[str, str], 
     return held
 
 
-def utilisation_by_server(samples, pods: list[dict], vmis: list[dict]) -> dict[tuple[str, str], float]:
-    """``{(user, server): percent}``: the highest of each workspace's GPUs' readings in ``samples``.
-
-    ``samples``: the Prometheus samples of a range function of ``DCGM_FI_DEV_GPU_UTIL`` (one per GPU and Pod);
-    ``pods``/``vmis``: the watch caches' Pods (virt-launcher Pods included) and VMIs, for the join.
-    """
+def utilisation_by_server(gpus: list[GPUStat]) -> dict[tuple[str, str], float]:
+    """``{(user, server): percent}``: the highest of each workspace's GPUs' readings in ``gpus`` (:func:`read_idle_readings`)."""
     found: dict[tuple[str, str], float] = {}
-    for gpu in join_gpus({UTIL: samples}, pods, vmis):
+    for gpu in gpus:
         if gpu.holder is None or gpu.util is None:
             continue
         key = (gpu.holder.user, gpu.holder.server)
@@ -177,15 +174,24 @@ def utilisation_by_server(samples, pods: list[dict], vmis: list[dict]) -> dict[t
     return found
 
 
-async def read_utilisation(prometheus: PrometheusClient, pods: list[dict], vmis: list[dict], *,
-                           window_seconds: float) -> dict[tuple[str, str], float]:
-    """:func:`utilisation_by_server` of ``max_over_time(DCGM_FI_DEV_GPU_UTIL[window])`` (for a MIG slice, which has no
-    ``DCGM_FI_DEV_GPU_UTIL``, its ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` × 100: :func:`~workspacespawner.workspace.gpumetrics.utilisation_over`); one query.
+async def read_idle_readings(prometheus: PrometheusClient, pods: list[dict], vmis: list[dict], *,
+                             window_seconds: float) -> list[GPUStat]:
+    """Each GPU's reading for "idle" (:data:`~workspacespawner.idle.settings.IDLE_READING` of
+    ``DCGM_FI_DEV_GPU_UTIL`` over the window; for a MIG slice, which has no ``DCGM_FI_DEV_GPU_UTIL``, its
+    ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` × 100: :func:`~workspacespawner.workspace.gpumetrics.utilisation_over`),
+    joined to ``pods``/``vmis`` (the watch caches', virt-launcher Pods included); one query. The idle-GPU pass
+    and the dashboard's Cluster view both judge from it (:func:`~workspacespawner.idle.settings.gpu_is_idle`).
 
     Raises :class:`~workspacespawner.core.prometheus.PrometheusError`.
     """
-    samples = await prometheus.query(utilisation_over("max_over_time", max(1, int(window_seconds))))
-    return utilisation_by_server(samples, pods, vmis)
+    samples = await prometheus.query(utilisation_over(IDLE_READING, max(1, int(window_seconds))))
+    return join_gpus({UTIL: samples}, pods, vmis)
+
+
+async def read_utilisation(prometheus: PrometheusClient, pods: list[dict], vmis: list[dict], *,
+                           window_seconds: float) -> dict[tuple[str, str], float]:
+    """:func:`utilisation_by_server` of :func:`read_idle_readings`. Raises PrometheusError."""
+    return utilisation_by_server(await read_idle_readings(prometheus, pods, vmis, window_seconds=window_seconds))
 
 
 def gpu_servers(held: dict[tuple[str, str], int], hub: HubView, utilisation: dict[tuple[str, str], float] | None,

@@ -31,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 
+from workspacespawner.idle.settings import gpu_is_idle
+
 EXEMPT, ACTIVE, WARN, STOP = "exempt", "active", "warn", "stop"
 
 #: The audit log's and the ledger's reason for an idle stop.
@@ -126,7 +128,7 @@ def last_used(server: GPUServer, policy: Policy, now: datetime) -> tuple[datetim
     """When ``server`` was last used, and whether GPU utilisation decided it (see the module docstring)."""
     start = server.started or now
     if server.gpu_util is not None and policy.threshold > 0:
-        if server.gpu_util >= policy.threshold:
+        if not gpu_is_idle(server.gpu_util, policy.threshold):
             return now, True
         return max(start, now - timedelta(seconds=policy.timeout)), True
     newest = max(start, server.last_activity) if server.last_activity else start

@@ -5,17 +5,46 @@ is warned on the hub's home page; :attr:`GPUIdle.gpu_idle_grace` later it
 is stopped (its disks kept), if the hub can read GPU utilisation from
 Prometheus or :attr:`GPUIdle.stop_without_prometheus` says to stop anyway.
 A bad value raises ``traitlets.TraitError`` naming the setting and the value.
+
+These settings are also the one definition of an idle GPU and the one
+Prometheus URL, shared by the hub's idle-GPU pass and the Workspaces
+dashboard (its Cluster view flags the GPUs the pass would find idle): a
+GPU is idle when its highest utilisation over the last ``gpu_idle_timeout``
+(:data:`IDLE_READING`) stayed under ``utilisation_threshold``
+(:func:`gpu_is_idle`). The dashboard's former ``prometheus_url``,
+``idle_gpu_threshold`` and ``idle_gpu_window`` are deprecated aliases of
+``prometheus_url``, ``utilisation_threshold`` and ``gpu_idle_timeout``
+(:data:`DASHBOARD_ALIASES`).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 
 from traitlets import Bool, Float, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
+from workspacespawner.config.traittypes import warn_once
+
+log = logging.getLogger("workspacespawner")
+
 #: The settings' section: ``c.GPUIdle``.
 SECTION = "GPUIdle"
+#: The Workspaces dashboard's section, whose older copies of these settings are read as deprecated aliases.
+DASHBOARD_SECTION = "WorkspacesDashboard"
+#: ``c.WorkspacesDashboard.<old>`` -> ``c.GPUIdle.<new>``: the dashboard's copies, now these settings.
+DASHBOARD_ALIASES = {"prometheus_url": "prometheus_url", "idle_gpu_threshold": "utilisation_threshold",
+                     "idle_gpu_window": "gpu_idle_timeout"}
+#: How a GPU's utilisation over the window is read for "idle" (PromQL range function): its highest reading, so
+#: under the threshold means under it for the whole window.
+IDLE_READING = "max_over_time"
+
+
+def gpu_is_idle(utilisation: float | None, threshold: float) -> bool:
+    """Whether a GPU whose :data:`IDLE_READING` over the window is ``utilisation`` (percent; None: not read) is idle
+    at ``threshold`` (percent; 0: utilisation is not used, so no GPU is idle by it)."""
+    return threshold > 0 and utilisation is not None and utilisation < threshold
 
 
 class GPUIdle(Configurable):
@@ -61,10 +90,10 @@ class GPUIdle(Configurable):
         None,
         allow_none=True,
         config=True,
-        help="""Base URL of the Prometheus that scrapes dcgm-exporter (an http or https URL). None: the Workspaces
-        dashboard's ``c.WorkspacesDashboard.prometheus_url`` when the config sets it, else no Prometheus (only
-        activity counts, and ``stop_without_prometheus`` decides whether idle servers are stopped).
-        Example: ``"http://prometheus-server.monitoring:9090"``.""",
+        help="""Base URL of the Prometheus that scrapes dcgm-exporter and the kubelets (an http or https URL), for
+        the idle-GPU pass and the Workspaces dashboard alike. None: no Prometheus (only activity counts, and
+        ``stop_without_prometheus`` decides whether idle servers are stopped; the dashboard shows what the cluster
+        and the ledger know). Example: ``"http://prometheus-server.monitoring:9090"``.""",
     )
 
     stop_without_prometheus = Bool(
@@ -101,6 +130,20 @@ class GPUIdle(Configurable):
         hub API request, one Prometheus query), so warnings and stops come up to this late.""",
     )
 
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        own = self.config.get(SECTION, {})
+        dashboard = self.config.get(DASHBOARD_SECTION, {})
+        for old, new in DASHBOARD_ALIASES.items():
+            if old not in dashboard or new in own or dashboard[old] is None:
+                continue
+            warn_once(log, f"{DASHBOARD_SECTION}.{old} is deprecated; use c.{SECTION}.{new} "
+                           "(the dashboard and the idle-GPU pass share it)")
+            try:
+                setattr(self, new, dashboard[old])
+            except TraitError as e:
+                raise TraitError(f"c.{DASHBOARD_SECTION}.{old} = {dashboard[old]!r} is invalid: {e}") from None
+
     @validate("prometheus_url")
     def _check_prometheus_url(self, proposal):
         value = proposal["value"]
@@ -122,18 +165,8 @@ class GPUIdle(Configurable):
         return self.gpu_idle_timeout > 0
 
     def prometheus(self) -> str | None:
-        """The Prometheus URL to ask: :attr:`prometheus_url`, else the dashboard's from the same config; None: none.
-
-        The dashboard's setting is read from this object's config (``c.WorkspacesDashboard.prometheus_url``)
-        without loading the dashboard.
-        """
-        if self.prometheus_url:
-            return self.prometheus_url
-        section = self.config.get("WorkspacesDashboard", {}) if self.config is not None else {}
-        url = section.get("prometheus_url") if hasattr(section, "get") else None
-        if isinstance(url, str) and re.match(r"^https?://[^/\s]+", url):
-            return url.rstrip("/")
-        return None
+        """The Prometheus URL to ask (:attr:`prometheus_url`, the deprecated dashboard copy applied); None: none."""
+        return self.prometheus_url
 
     def stops(self) -> bool:
         """Whether idle servers are stopped after the grace (Prometheus known, or ``stop_without_prometheus``)."""

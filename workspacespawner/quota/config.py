@@ -17,6 +17,7 @@ from pathlib import Path
 from traitlets import Bool, Dict, Float, Integer, TraitError, Unicode, default, validate
 from traitlets.config import Configurable
 
+from workspacespawner.config.traittypes import DeprecatedAlias, in_minutes, minutes
 from workspacespawner.db.engine import DatabaseUnavailable
 from workspacespawner.db.location import resolved_url, sqlite_file
 from workspacespawner.quota import policy
@@ -137,34 +138,41 @@ class WorkspaceQuota(Configurable):
         help="""IANA timezone whose calendar months card-hours count in (``"Europe/Berlin"``); they reset at its midnight of the 1st.""",
     )
 
-    min_gpu_start_minutes = Float(
-        15.0,
+    min_gpu_start_time = Float(
+        900.0,
         min=0,
-        max=1440,
+        max=86400,
         config=True,
-        help="""Minutes of GPU time a GPU start needs left, for all the user's GPU workspaces together, in minutes.
+        help="""Seconds of GPU time a GPU start needs left, for all the user's GPU workspaces together.
 
-        A user with 2 GPUs running who asks for 1 more needs 3 × 15 minutes =
+        A user with 2 GPUs running who asks for 1 more needs 3 × 900 seconds =
         0.75 card-hours left. 0: any card-hours left will do (two racing
         starts may then both take the last of them).
         """,
     )
 
-    warn_minutes = Float(
-        30.0,
+    warn_before = Float(
+        1800.0,
         min=0,
-        max=1440,
+        max=86400,
         config=True,
-        help="""Warn a user this many minutes (at their current GPU use) before their card-hours run out. 0: no early warning.""",
+        help="""Warn a user this many seconds (at their current GPU use) before their card-hours run out. 0: no early warning.""",
     )
 
-    grace_minutes = Float(
-        15.0,
+    grace_period = Float(
+        900.0,
         min=0,
-        max=10080,
+        max=604800,
         config=True,
-        help="""Minutes GPU servers keep running after the card-hours ran out, before they are stopped.""",
+        help="""Seconds GPU servers keep running after the card-hours ran out, before they are stopped. 0: stopped at once.""",
     )
+
+    min_gpu_start_minutes = DeprecatedAlias("min_gpu_start_time", section="WorkspaceQuota", to_new=minutes, from_new=in_minutes,
+                                            help="Deprecated: use ``c.WorkspaceQuota.min_gpu_start_time``, in seconds.")
+    warn_minutes = DeprecatedAlias("warn_before", section="WorkspaceQuota", to_new=minutes, from_new=in_minutes,
+                                   help="Deprecated: use ``c.WorkspaceQuota.warn_before``, in seconds.")
+    grace_minutes = DeprecatedAlias("grace_period", section="WorkspaceQuota", to_new=minutes, from_new=in_minutes,
+                                    help="Deprecated: use ``c.WorkspaceQuota.grace_period``, in seconds.")
 
     grace_card_hours = Float(
         0.0,
@@ -172,7 +180,7 @@ class WorkspaceQuota(Configurable):
         config=True,
         help="""Card-hours of overrun allowed after the month's card-hours ran out, before GPU servers are stopped.
 
-        Together with ``grace_minutes``, the more generous grace applies.
+        Together with ``grace_period``, the more generous grace applies.
         """,
     )
 
@@ -357,4 +365,4 @@ class WorkspaceQuota(Configurable):
 
     @property
     def min_start_hours(self) -> float:
-        return self.min_gpu_start_minutes / 60
+        return self.min_gpu_start_time / 3600

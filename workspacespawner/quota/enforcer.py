@@ -212,8 +212,8 @@ class Enforcer(PeriodicPass):
             period,
             limits.card_hours_per_month,
             now,
-            warn_minutes=settings.warn_minutes,
-            grace_minutes=settings.grace_minutes,
+            warn_before=settings.warn_before,
+            grace_period=settings.grace_period,
             grace_card_hours=settings.grace_card_hours,
         )
         message = verdict_message(verdict, period[1], policy.zone(settings.timezone))

@@ -591,17 +591,17 @@ def enforcement(
     limit: float,
     now: datetime,
     *,
-    warn_minutes: float,
-    grace_minutes: float,
+    warn_before: float,
+    grace_period: float,
     grace_card_hours: float,
 ) -> Verdict:
     """The :class:`Verdict` for one user's ``runs`` (this period's, open ones included).
 
     GPU servers are stopped once the overrun beyond ``limit`` has lasted
-    ``grace_minutes`` *and* reached ``grace_card_hours``: the more generous
+    ``grace_period`` (seconds) *and* reached ``grace_card_hours``: the more generous
     grace applies. A warning comes when, at the current weighted rate
     (card-hours per hour of the open runs), card-hours run out within
-    ``warn_minutes``. Open runs whose weight is 0 (free GPUs) never run out.
+    ``warn_before`` (seconds). Open runs whose weight is 0 (free GPUs) never run out.
     """
     runs = list(runs)
     start, _end = period
@@ -613,12 +613,12 @@ def enforcement(
         return Verdict("none", used, limit, left, gpus, rate=rate)
     if left > 0:
         out_at = now + timedelta(hours=left / rate)
-        stop_at = max(out_at + timedelta(minutes=grace_minutes), out_at + timedelta(hours=grace_card_hours / rate))
-        action = "warn" if (out_at - now) <= timedelta(minutes=warn_minutes) else "none"
+        stop_at = max(out_at + timedelta(seconds=grace_period), out_at + timedelta(hours=grace_card_hours / rate))
+        action = "warn" if (out_at - now) <= timedelta(seconds=warn_before) else "none"
         return Verdict(action, used, limit, left, gpus, stop_at, rate)
     out_at = exhausted_at(runs, start, limit, now) or now
     overrun = used - limit
-    by_minutes = out_at + timedelta(minutes=grace_minutes)
+    by_minutes = out_at + timedelta(seconds=grace_period)
     by_hours = now + timedelta(hours=max(0.0, grace_card_hours - overrun) / rate)
     stop_at = max(by_minutes, by_hours)
     action = "stop" if now >= by_minutes and overrun >= grace_card_hours else "grace"

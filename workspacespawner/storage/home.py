@@ -38,6 +38,7 @@ def make_home_pvc(
     access_modes: list[str],
     status: Status | None = None,
     annotations: dict[str, str] | None = None,
+    extra_labels: dict[str, str] | None = None,
 ) -> dict:
     """The home PVC manifest (a plain dict, core/v1 PersistentVolumeClaim).
 
@@ -46,7 +47,9 @@ def make_home_pvc(
     ``status``: the lifecycle status it is made in (a new home is
     ``Stopped`` at once: nothing provisions it before a Pod uses it), so no
     write has to record it after the create; ``annotations``: more of them
-    (the start's attach claim).
+    (the start's attach claim); ``extra_labels``: the admin's
+    (``KubeSpawner.storage_extra_labels``, expanded), under ours: an extra
+    label never changes whose disk it is.
     """
     spec = {
         "accessModes": list(access_modes),
@@ -60,7 +63,7 @@ def make_home_pvc(
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": names.disk_labels(user_name, kubespawner_username, names.HOME_DISK),
+            "labels": {**(extra_labels or {}), **names.disk_labels(user_name, kubespawner_username, names.HOME_DISK)},
             "annotations": {**(annotations or {}), **names.owner_annotations(user_name)},
         },
         "spec": spec,

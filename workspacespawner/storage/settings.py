@@ -15,7 +15,9 @@ from collections.abc import Mapping
 
 from traitlets import TraitError
 
-from workspacespawner.config.check import merged_settings
+from workspacespawner.config.check import merged_settings, section_of
+from workspacespawner.config.traittypes import resolve_aliases
+from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.storage import tiers
 from workspacespawner.storage.tiers import Scratch, StorageSettings, TierConfigError
 
@@ -34,6 +36,72 @@ SETTINGS = (
     "cache_environment",
 )
 
+#: The claim of kubespawner's own per-user volume in its ``volumes`` setting (z2jh's ``singleuser.storage.type: dynamic``).
+KUBESPAWNER_HOME_CLAIM = "{pvc_name}"
+#: Where the home is mounted when nothing says otherwise.
+DEFAULT_HOME_MOUNT_PATH = "/home/jovyan"
+
+
+def _entries(setting) -> list:
+    """The entries of kubespawner's ``volumes`` or ``volume_mounts`` setting, a dict (z2jh's) or a list."""
+    entries = setting.values() if isinstance(setting, Mapping) else setting or ()
+    return [entry for entry in entries if isinstance(entry, Mapping)]
+
+
+def kubespawner_home_volumes(volumes) -> set[str]:
+    """Names (templates, as configured) of the volumes in kubespawner's ``volumes`` that claim ``{pvc_name}``.
+
+    That is kubespawner's own per-user PVC, which z2jh's ``singleuser.storage.type: dynamic`` mounts at
+    ``homeMountPath``: for WorkspaceSpawner, the home.
+    """
+    return {entry.get("name") for entry in _entries(volumes)
+            if (entry.get("persistentVolumeClaim") or {}).get("claimName") == KUBESPAWNER_HOME_CLAIM}
+
+
+def home_mount_default(volumes, volume_mounts) -> str:
+    """The home's mount path when ``home_mount_path`` is not set: the ``mountPath`` of kubespawner's home volume
+    (:func:`kubespawner_home_volumes`) in ``volume_mounts`` (z2jh's ``singleuser.storage.homeMountPath``), else
+    :data:`DEFAULT_HOME_MOUNT_PATH`."""
+    homes = kubespawner_home_volumes(volumes)
+    for mount in _entries(volume_mounts):
+        if mount.get("name") in homes and mount.get("mountPath"):
+            return mount["mountPath"]
+    return DEFAULT_HOME_MOUNT_PATH
+
+
+def check_capacity(value, setting: str = "c.KubeSpawner.storage_capacity"):
+    """``value`` if it is a positive Kubernetes quantity (the home's size), else ``TraitError`` naming ``setting``."""
+    amount = None
+    if isinstance(value, str):
+        try:
+            amount = parse_quantity(value)
+        except ValueError:
+            amount = None
+    if amount is None or amount <= 0:
+        raise TraitError(f"{setting} = {value!r} is invalid: the home's size must be a positive Kubernetes quantity such as '10Gi'")
+    return value
+
+
+def check_access_modes(value, setting: str = "c.KubeSpawner.storage_access_modes"):
+    """``value`` if it is a non-empty list of PersistentVolumeClaim access modes, else ``TraitError`` naming ``setting``."""
+    from workspacespawner.storage.traits import ACCESS_MODES
+
+    if not value or not isinstance(value, list | tuple) or any(mode not in ACCESS_MODES for mode in value):
+        raise TraitError(f"{setting} = {value!r} is invalid: the home's access modes must be a list of {', '.join(ACCESS_MODES)}")
+    return value
+
+
+def check_home_config(merged: Mapping, shown=lambda name: f"c.KubeSpawner.{name}") -> None:
+    """Check the home's settings among a hub's ``merged`` spawner settings (aliases resolved); ``TraitError`` names the
+    setting as ``shown(name)`` gives it (the config's own spelling) and the value."""
+    from workspacespawner.storage.traits import HOME_DEFAULTS
+
+    values = {**HOME_DEFAULTS, **merged}
+    check_capacity(values["storage_capacity"], shown("storage_capacity"))
+    check_access_modes(values.get("storage_access_modes", ["ReadWriteOnce"]), shown("storage_access_modes"))
+    path = values.get("home_mount_path") or home_mount_default(values.get("volumes"), values.get("volume_mounts"))
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise TraitError(f"{shown('home_mount_path')} = {path!r} is invalid: the home's mount path must be absolute")
 
 
 def setting_name(name: str) -> str:
@@ -41,7 +109,7 @@ def setting_name(name: str) -> str:
     return f"c.WorkspaceSpawner.{name}"
 
 
-def storage_settings(values: Mapping, *, home_mount_path: str = "/home/jovyan") -> StorageSettings:
+def storage_settings(values: Mapping, *, home_mount_path: str = DEFAULT_HOME_MOUNT_PATH) -> StorageSettings:
     """Resolve and check the storage settings in ``values`` (``{trait name: value}``, all of :data:`SETTINGS`).
 
     Raises :class:`TierConfigError` naming the setting and the value; also
@@ -110,12 +178,13 @@ def check_storage_config(config) -> StorageSettings:
     apply in that order, as a spawner reads them. Every ``kubespawner_override`` in ``profile_list`` that sets one of
     these settings is checked with it applied. Returns the resolved settings.
     """
-    merged = merged_settings(config)
-    from workspacespawner.storage.traits import StorageTraits
+    from workspacespawner.storage.traits import HomeTraits, StorageTraits
 
+    merged, written = resolve_aliases(merged_settings(config), HomeTraits.class_traits())
+    check_home_config(merged, lambda name: f"{section_of(config, written.get(name, name))}.{written.get(name, name)}")
     traits = StorageTraits.class_traits()
     values = {name: merged.get(name, traits[name].default()) for name in SETTINGS}
-    home = merged.get("home_mount_path", "/home/jovyan")
+    home = merged.get("home_mount_path") or home_mount_default(merged.get("volumes"), merged.get("volume_mounts"))
     try:
         settings = storage_settings(values, home_mount_path=home)
     except TierConfigError as e:

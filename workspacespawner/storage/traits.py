@@ -1,5 +1,10 @@
 """The storage settings of WorkspaceSpawner as traits: the home PersistentVolumeClaim and the storage tiers.
 
+The home's size, class, access modes, labels and name template are
+kubespawner's own ``storage_*`` and ``pvc_name_template`` settings (what
+zero-to-jupyterhub's ``singleuser.storage`` values set); the ``home_*``
+names that once duplicated them are deprecated aliases.
+
 Trait-only classes (``HasTraits``, not ``Configurable``): mixed into
 ``WorkspaceSpawner``, their settings are ``c.WorkspaceSpawner.*`` and
 nothing else, and the start-up check sees every one of them.
@@ -7,49 +12,72 @@ nothing else, and the start-up check sees every one of them.
 
 from __future__ import annotations
 
-from traitlets import Dict, Float, HasTraits, List, TraitError, Unicode, validate
+from traitlets import Dict, Float, HasTraits, TraitError, Unicode, default, validate
 
-from workspacespawner.config.traittypes import Quantity
+from workspacespawner.config.traittypes import DeprecatedAlias
 from workspacespawner.storage import tiers
-from workspacespawner.storage.settings import SETTINGS, setting_name, storage_settings
+from workspacespawner.storage.settings import (
+    DEFAULT_HOME_MOUNT_PATH,
+    SETTINGS,
+    check_access_modes,
+    check_capacity,
+    home_mount_default,
+    setting_name,
+    storage_settings,
+)
 from workspacespawner.storage.tiers import StorageSettings, TierConfigError
+
+#: Today's home where kubespawner's own defaults differ (kubespawner: ``claim-{user_server}``, no class, no size).
+HOME_DEFAULTS = {"pvc_name_template": "home-{username}", "storage_class": "ceph-rbd", "storage_capacity": "10Gi"}
+
+#: Every access mode a PersistentVolumeClaim may ask for.
+ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
 
 
 class HomeTraits(HasTraits):
-    """Settings of the user's home PersistentVolumeClaim (``c.WorkspaceSpawner.home_*``)."""
+    """Settings of the user's home PersistentVolumeClaim: kubespawner's own storage settings, as z2jh sets them.
 
-    home_pvc_name_template = Unicode(
-        "home-{username}",
-        config=True,
-        help="""Name of the user's home PersistentVolumeClaim, expanded like ``pvc_name_template``.
+    The home is configured by kubespawner's traits, which zero-to-jupyterhub's
+    ``singleuser.storage`` values set: ``storage_capacity``
+    (``singleuser.storage.capacity``), ``storage_class``
+    (``singleuser.storage.dynamic.storageClass``), ``storage_access_modes``
+    (``...dynamic.storageAccessModes``), ``storage_extra_labels``
+    (``singleuser.storage.extraLabels``) and ``pvc_name_template``
+    (``...dynamic.pvcNameTemplate``), plus :attr:`home_mount_path`, whose
+    default is z2jh's ``singleuser.storage.homeMountPath`` (the mount of
+    kubespawner's ``{pvc_name}`` volume). Where kubespawner's defaults differ
+    from today's home, :data:`HOME_DEFAULTS` applies (set before the config
+    is loaded, so any configured value wins). In the name template,
+    ``{username}`` is kubespawner's safe slug of the user name, so odd names
+    (capitals, ``@``, unicode, 60+ characters) still give a valid, stable,
+    distinct name; ``home-{username}`` gives one home per user, shared by the
+    default and named servers (mounted by one at a time: RBD is
+    ReadWriteOnce), ``home-{user_server}`` one per server. The template names a new home
+    only: homes are found by their owner labels
+    (:func:`~workspacespawner.storage.home.find_home`). kubespawner never
+    creates nor deletes it (``storage_pvc_ensure`` and ``delete_pvc`` stay off).
+    The ``home_*`` names of these settings are deprecated aliases.
+    """
 
-        ``{username}`` is kubespawner's safe slug of the user name, so odd
-        names (capitals, ``@``, unicode, 60+ characters) still give a valid,
-        stable, distinct name. The default gives one home per user, shared by
-        the default and named servers (mounted by one at a time: RBD is
-        ReadWriteOnce). Use ``home-{user_server}`` for one per server.
-        """,
-    )
+    def __init__(self, *args, **kwargs):
+        for name, value in HOME_DEFAULTS.items():
+            setattr(self, name, value)
+        super().__init__(*args, **kwargs)
 
-    home_storage_class = Unicode(
-        "ceph-rbd",
-        allow_none=True,
-        config=True,
-        help="""StorageClass of the home PVC. ``None`` uses the cluster's default StorageClass.""",
-    )
+    home_pvc_name_template = DeprecatedAlias("pvc_name_template", section="KubeSpawner",
+                                             z2jh="singleuser.storage.dynamic.pvcNameTemplate")
+    home_storage_class = DeprecatedAlias("storage_class", section="KubeSpawner", z2jh="singleuser.storage.dynamic.storageClass")
+    home_size = DeprecatedAlias("storage_capacity", section="KubeSpawner", z2jh="singleuser.storage.capacity")
+    home_access_modes = DeprecatedAlias("storage_access_modes", section="KubeSpawner",
+                                        z2jh="singleuser.storage.dynamic.storageAccessModes")
 
-    home_size = Quantity(
-        "10Gi",
-        positive=True,
-        config=True,
-        help="""Requested size of the home PVC, a Kubernetes quantity such as ``"10Gi"``.""",
-    )
+    @validate("storage_capacity")
+    def _check_storage_capacity(self, proposal):
+        return check_capacity(proposal.value)
 
-    home_access_modes = List(
-        ["ReadWriteOnce"],
-        config=True,
-        help="""accessModes of the home PVC; Ceph RBD filesystems are ``["ReadWriteOnce"]``.""",
-    )
+    @validate("storage_access_modes")
+    def _check_storage_access_modes(self, proposal):
+        return check_access_modes(proposal.value)
 
     claim_binding_timeout = Float(
         30.0,
@@ -71,10 +99,20 @@ class HomeTraits(HasTraits):
     )
 
     home_mount_path = Unicode(
-        "/home/jovyan",
         config=True,
-        help="""Where the home PVC is mounted in the server's container (also its working directory).""",
+        help="""Where the home PVC is mounted in the server's container (also its working directory), an absolute path.
+
+        Default: the ``mountPath`` of kubespawner's own home volume (the one
+        claiming ``{pvc_name}``) in ``volume_mounts``, which is how z2jh's
+        ``singleuser.storage.homeMountPath`` arrives; else ``/home/jovyan``.
+        That volume itself is left out of the Pod: this home replaces it.
+        """,
     )
+
+    @default("home_mount_path")
+    def _home_mount_path_default(self):
+        return home_mount_default(getattr(self, "volumes", None), getattr(self, "volume_mounts", None))
+
 
 class StorageTraits(HasTraits):
     """The storage-tier settings of ``c.WorkspaceSpawner``: team folders, scratch, the model cache, cache variables.
@@ -232,7 +270,7 @@ class StorageTraits(HasTraits):
         Raises :class:`~workspacespawner.storage.tiers.TierConfigError` naming the setting.
         """
         values = {name: getattr(self, name) for name in SETTINGS}
-        return storage_settings(values, home_mount_path=getattr(self, "home_mount_path", "/home/jovyan"))
+        return storage_settings(values, home_mount_path=getattr(self, "home_mount_path", DEFAULT_HOME_MOUNT_PATH))
 
 
 def _traited(check, name: str, value, **kwargs):

@@ -24,8 +24,9 @@ series' ``kubernetes_node`` or ``node`` label, else dcgm-exporter's
 the node's).
 
 :func:`join_gpus` and :func:`join_volumes` are pure (tested with dicts);
-:func:`read_gpu_metrics`, :func:`read_volume_usage` and
-:func:`read_gpu_utilisation` ask Prometheus (one query per metric).
+:func:`read_gpu_metrics` and :func:`read_volume_usage` ask Prometheus (one
+query per metric); the utilisation an idle GPU is judged on is the idle
+settings' (:func:`workspacespawner.idle.activity.read_idle_readings`).
 """
 
 from __future__ import annotations
@@ -257,18 +258,3 @@ async def read_gpu_metrics(prometheus: PrometheusClient, pods: list[dict], vmis:
 async def read_volume_usage(prometheus: PrometheusClient) -> dict[tuple[str, str], VolumeUsage]:
     """``{(namespace, claim): VolumeUsage}`` now (two instant queries). Raises PrometheusError."""
     return join_volumes(await prometheus.query(VOLUME_USED), await prometheus.query(VOLUME_CAPACITY))
-
-
-async def read_gpu_utilisation(prometheus: PrometheusClient, pods: list[dict], vmis: list[dict], *,
-                               window_seconds: int) -> list[GPUStat]:
-    """Each GPU's mean utilisation (%) over the last ``window_seconds`` (``avg_over_time``; a MIG slice's from its
-    engine activity, :func:`utilisation_over`), as :class:`GPUStat`s.
-
-    Only ``util`` is set (the other readings are None); joined like
-    :func:`read_gpu_metrics`. Raises PrometheusError, ValueError for a
-    window under one second.
-    """
-    if window_seconds < 1:
-        raise ValueError(f"window_seconds must be at least 1, not {window_seconds!r}")
-    averaged = await prometheus.query(utilisation_over("avg_over_time", window_seconds))
-    return join_gpus({UTIL: averaged}, pods, vmis)

@@ -9,22 +9,26 @@ from __future__ import annotations
 
 from traitlets import Enum, Float, HasTraits
 
-from workspacespawner.config.traittypes import Quantity
+from workspacespawner.config.traittypes import DeprecatedAlias, Quantity, days, in_days
 from workspacespawner.workspace import retention
 
 
 class LifecycleTraits(HasTraits):
     """How long disks of deleted workspaces are kept, who gives them back, and how a start waits for old compute."""
 
-    retention_days = Float(
-        30.0,
+    retention_period = Float(
+        30 * 86400.0,
         min=0,
         config=True,
-        help="""Days the disks of a deleted user or named server are kept (``Retained``) before the purge may delete them.
+        help="""Seconds the disks of a deleted user or named server are kept (``Retained``) before the purge may delete them.
 
-        0: the next purge (``workspacespawner retention purge``) deletes them.
+        The default is 30 days (``30 * 86400``). 0: the next purge
+        (``workspacespawner retention purge``) deletes them.
         """,
     )
+
+    retention_days = DeprecatedAlias("retention_period", section="WorkspaceSpawner", to_new=days, from_new=in_days,
+                                     help="Deprecated: use ``c.WorkspaceSpawner.retention_period``, in seconds.")
 
     reclaim_policy = Enum(
         list(retention.RECLAIM_POLICIES),
@@ -50,13 +54,16 @@ class LifecycleTraits(HasTraits):
         """,
     )
 
-    fence_wait_seconds = Float(
+    fence_timeout = Float(
         120.0,
         min=0,
         max=3600,
         config=True,
         help="""Seconds a start waits for the workspace's previous Pod or VMI, still shutting down, to go before refusing.""",
     )
+
+    fence_wait_seconds = DeprecatedAlias("fence_timeout", section="WorkspaceSpawner",
+                                         help="Deprecated: use ``c.WorkspaceSpawner.fence_timeout`` (seconds too).")
 
     reconcile_interval = Float(
         30.0,

@@ -66,12 +66,12 @@ AUDIT_POLICY = {
 HUB_CONFIG = """
 c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
     {"display_name": "Home on a WaitForFirstConsumer class", "slug": "late-binding",
-     "kubespawner_override": {"home_storage_class": "ceph-rbd-wffc"}},
+     "kubespawner_override": {"storage_class": "ceph-rbd-wffc"}},
 ]
 c.JupyterHub.tornado_settings = {"slow_spawn_timeout": 15}
 c.WorkspaceQuota.user_limits = {"rita": {"card_hours_per_month": 0.002}}
-c.WorkspaceQuota.min_gpu_start_minutes = 0
-c.WorkspaceQuota.grace_minutes = 600
+c.WorkspaceQuota.min_gpu_start_time = 0
+c.WorkspaceQuota.grace_period = 36000
 c.WorkspaceQuota.enforce_interval = 1
 """
 

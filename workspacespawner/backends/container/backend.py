@@ -225,7 +225,9 @@ class ContainerBackend(Backend):
     def add_workspace_volumes(self, pod, *, home_pvc: str, home_mount_path: str, user_name: str, tiers_now: PreparedTiers):
         """kubespawner's ``V1Pod`` with the home (:func:`.home.home_volume`) at ``home_mount_path``, owner labels, and the tiers.
 
-        Our volumes replace any of the same name; the notebook container
+        Our volumes replace any of the same name, and kubespawner's own
+        per-user volume (the one claiming its ``pvc_name``: z2jh's
+        ``singleuser.storage.type: dynamic``); the notebook container
         (the first) gets the mounts and, without one of its own, the home as
         working directory; the scratch notice's init container gets the
         notebook's securityContext.
@@ -241,7 +243,8 @@ class ContainerBackend(Backend):
         )
         volumes = [home.home_volume(home_pvc), *additions.volumes]
         mounts = [home.home_volume_mount(home_mount_path), *additions.volume_mounts]
-        ours = {v["name"] for v in volumes}
+        # kubespawner's own per-user volume (z2jh's storage type "dynamic" mounts {pvc_name}): our home replaces it
+        ours = {v["name"] for v in volumes} | {_name(v) for v in pod.spec.volumes or [] if _claim_name(v) == self.spawner.pvc_name}
         pod.spec.volumes = [v for v in pod.spec.volumes or [] if _name(v) not in ours]
         pod.spec.volumes += [to_model("V1Volume", v) for v in volumes]
         notebook.volume_mounts = [m for m in notebook.volume_mounts or [] if _name(m) not in ours]

@@ -14,6 +14,7 @@ from traitlets import Bool, Enum, HasTraits, Int, Unicode
 from workspacespawner.backends.vm.manifests import HOME_VIA, VMSettings
 from workspacespawner.backends.vm.tiers import VMTiers
 from workspacespawner.config.profiles import ResolvedProfile
+from workspacespawner.config.traittypes import DeprecatedAlias
 from workspacespawner.core import names
 
 
@@ -112,12 +113,15 @@ class VMTraits(HasTraits):
         """,
     )
 
-    vm_termination_grace_seconds = Int(
+    vm_termination_grace_period = Int(
         180,
         min=0,
         config=True,
         help="""Seconds a stop waits for the guest to shut down before KubeVirt kills it.""",
     )
+
+    vm_termination_grace_seconds = DeprecatedAlias("vm_termination_grace_period", section="WorkspaceSpawner",
+                                                   help="Deprecated: use ``c.WorkspaceSpawner.vm_termination_grace_period`` (seconds too).")
 
     vm_unix_user = Unicode(
         "jovyan",
@@ -139,6 +143,6 @@ class VMTraits(HasTraits):
             gpu_device_name=self.vm_gpu_device_name,
             attach_home=self.vm_attach_home,
             home_via=self.vm_home_via,
-            termination_grace_seconds=self.vm_termination_grace_seconds,
+            termination_grace_seconds=self.vm_termination_grace_period,
             storage=storage,
         )

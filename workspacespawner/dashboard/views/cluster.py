@@ -14,8 +14,12 @@ numbers, without user, server or object name. Admins see every name.
 The data comes from the watch caches (Nodes, Pods, VMIs: no API call per
 request), one :meth:`Ledger.runs_all <workspacespawner.quota.ledger.Ledger.runs_all>`
 read on the database thread (the 30-day trend), and, when
-``prometheus_url`` is set, five Prometheus queries (the GPUs now, and their
-mean utilisation over ``idle_gpu_window``). A Prometheus or ledger failure
+``c.GPUIdle.prometheus_url`` is set, six Prometheus queries (the GPUs now,
+and their highest utilisation over ``c.GPUIdle.gpu_idle_timeout``: an idle
+GPU is what the hub's idle-GPU pass calls idle,
+:func:`~workspacespawner.idle.settings.gpu_is_idle`). Nodes are grouped by
+the team pools of ``c.TeamGPUPools.pools``, as the spawner places
+workspaces. A Prometheus or ledger failure
 leaves its part out with a sentence saying why; the cluster part is always
 shown.
 """
@@ -39,8 +43,9 @@ from workspacespawner.dashboard.cluster import (
     pool_views,
     top_users,
 )
-from workspacespawner.dashboard.gpumetrics import GPUStat, read_gpu_metrics, read_gpu_utilisation
+from workspacespawner.dashboard.gpumetrics import GPUStat, read_gpu_metrics
 from workspacespawner.dashboard.prometheus import PrometheusClient, PrometheusError
+from workspacespawner.idle.activity import read_idle_readings
 from workspacespawner.k8s.kinds import NODE, POD, VMI
 from workspacespawner.quota.ledger import LedgerUnavailable
 
@@ -175,8 +180,9 @@ async def read_cluster(ctx) -> ClusterReadings:
     """
     settings = ctx.settings
     nodes, pods, vmis = (await ctx.caches.objects(NODE), await ctx.caches.objects(POD), await ctx.caches.objects(VMI))
-    views = node_views(nodes, pods + vmis, pool_label=settings.gpu_pool_label)
-    pools = pool_views(views) if settings.gpu_pool_label else []
+    pool_of = settings.pool_of()
+    views = node_views(nodes, pods + vmis, pool_of=pool_of)
+    pools = pool_views(views) if pool_of else []
     now = ctx.now()
     tz = ctx.quota.timezone
     runs_by_user, ledger_error = {}, None
@@ -188,16 +194,19 @@ async def read_cluster(ctx) -> ClusterReadings:
             ledger_error = f"The ledger cannot be read just now ({e}); card-hour trends are left out."
     users = top_users(views, runs_by_user, now, limit=TOP_USERS, tz=tz)
     gpus = idle = prometheus_error = None
-    if settings.prometheus_url:
-        prometheus = PrometheusClient(settings.prometheus_url, timeout=settings.prometheus_timeout)
+    url, gpu_idle = settings.prometheus(), settings.gpu_idle()
+    if url:
+        prometheus = PrometheusClient(url, timeout=settings.prometheus_timeout)
         try:
             gpus = await read_gpu_metrics(prometheus, pods, vmis)
-            utilisation = await read_gpu_utilisation(prometheus, pods, vmis, window_seconds=settings.idle_gpu_window)
-            idle = idle_workspaces(views, utilisation, threshold=settings.idle_gpu_threshold)
+            idle = []  # GPUIdle.gpu_idle_timeout 0: idle GPUs are not looked for
+            if gpu_idle.enabled:
+                utilisation = await read_idle_readings(prometheus, pods, vmis, window_seconds=gpu_idle.gpu_idle_timeout)
+                idle = idle_workspaces(views, utilisation, threshold=gpu_idle.utilisation_threshold)
         except PrometheusError as e:
             log.warning("Cluster view without GPU readings: %s", e)
             gpus = idle = None
-            prometheus_error = f"Prometheus at {settings.prometheus_url} did not answer: {e.error}"
+            prometheus_error = f"Prometheus at {url} did not answer: {e.error}"
     return ClusterReadings(views, pools, gpus, users, idle, prometheus_error, ledger_error)
 
 
@@ -227,8 +236,9 @@ class ClusterHandler(DashboardHandler):
 
     async def data(self) -> dict:
         settings = self.ctx.settings
-        return cluster_data(self.viewer, await read_cluster(self.ctx), prometheus_url=settings.prometheus_url,
-                            threshold=settings.idle_gpu_threshold, window_seconds=settings.idle_gpu_window)
+        gpu_idle = settings.gpu_idle()
+        return cluster_data(self.viewer, await read_cluster(self.ctx), prometheus_url=settings.prometheus(),
+                            threshold=gpu_idle.utilisation_threshold, window_seconds=int(gpu_idle.gpu_idle_timeout))
 
 
 class ClusterPage(ClusterHandler):

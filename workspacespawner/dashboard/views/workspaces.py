@@ -39,13 +39,14 @@ NO_DISK_FILL = "How full each disk is cannot be shown just now: Prometheus did n
 
 async def disk_fill(handler: DashboardHandler) -> tuple[dict[str, int] | None, str]:
     """``({PersistentVolumeClaim name: used bytes}, "")`` of the workspaces' namespace from the kubelets' volume stats
-    in Prometheus (``kubelet_volume_stats_used_bytes``); ``(None, "")`` without ``prometheus_url``; ``(None, sentence)``
+    in Prometheus (``kubelet_volume_stats_used_bytes``); ``(None, "")`` without ``c.GPUIdle.prometheus_url``; ``(None, sentence)``
     when Prometheus fails (logged; the page shows the rest)."""
     ctx = handler.ctx
-    if not ctx.settings.prometheus_url:
+    url = ctx.settings.prometheus()
+    if not url:
         return None, ""
     try:
-        usage = await read_volume_usage(PrometheusClient(ctx.settings.prometheus_url, timeout=PROMETHEUS_TIMEOUT))
+        usage = await read_volume_usage(PrometheusClient(url, timeout=PROMETHEUS_TIMEOUT))
     except PrometheusError as e:
         log.warning("disk fill unknown: %s", e)
         return None, NO_DISK_FILL
