@@ -213,3 +213,30 @@ async def test_virt_controller_leads_and_makes_a_running_vms_vmi_and_launcher_po
     assert compute["image"].startswith("quay.io/kubevirt/virt-launcher:"), compute["image"]
     # no node here runs Pods (no kubelet, no virt-handler): the Pod waits, the VMI is Scheduling
     assert pod["status"].get("phase") == "Pending", pod["status"]
+
+
+async def test_an_unpermitted_gpu_is_refused_by_virt_controller(kubevirt_plane, vm_namespace):
+    """KubeVirt v1.4.0 admits any hostDevices deviceName (virt-api checks only the gate); virt-controller
+    refuses to render the virt-launcher Pod of a device not in ``permittedHostDevices``."""
+    plane = kubevirt_plane
+    manifest = container_disk_vm(vm_namespace, "unpermitted")
+    manifest["spec"]["template"]["spec"]["domain"]["devices"]["hostDevices"] = [
+        {"name": "gpu0", "deviceName": "nvidia.com/TU104GL_Tesla_T4"}
+    ]
+    status, body = create_vm(plane, manifest)
+    assert status == 201, body
+    base = f"/apis/kubevirt.io/v1/namespaces/{vm_namespace}"
+
+    async def refusal():
+        status, vmi = await asyncio.to_thread(plane.request, "GET", f"{base}/virtualmachineinstances/unpermitted")
+        conditions = (vmi.get("status") or {}).get("conditions") or [] if status == 200 else []
+        return next((c for c in conditions if c["type"] == "Synchronized" and c["status"] == "False"), None)
+
+    condition = await eventually(refusal, timeout=60, what="virt-controller's refusal on the VMI")
+    assert condition["reason"] == "FailedCreate", condition
+    assert condition["message"] == (
+        "failed to render launch manifest: "
+        "HostDevice nvidia.com/TU104GL_Tesla_T4 is not permitted in permittedHostDevices configuration"
+    ), condition
+    status, pods = plane.request("GET", f"/api/v1/namespaces/{vm_namespace}/pods")
+    assert status == 200 and pods["items"] == [], pods
