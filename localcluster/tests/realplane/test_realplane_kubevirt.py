@@ -240,3 +240,19 @@ async def test_an_unpermitted_gpu_is_refused_by_virt_controller(kubevirt_plane, 
     ), condition
     status, pods = plane.request("GET", f"/api/v1/namespaces/{vm_namespace}/pods")
     assert status == 200 and pods["items"] == [], pods
+
+
+def test_zz_a_restarted_plane_serves_kubevirt_again(kubevirt_plane, vm_namespace):
+    """Last in this module (it restarts the session's plane): the same state folder starts again,
+    re-applying virt-operator's objects while the previous webhooks are still registered."""
+    kubevirt_plane.stop()
+    kubevirt_plane.start()
+    bad = vm(vm_namespace, "typo-after-restart")
+    bad["spec"]["template"]["spec"]["domain"]["devices"]["disks"][0]["disk"]["bus"] = "virtoi"
+    status, body = create_vm(kubevirt_plane, bad)
+    assert status == 422, body
+    assert "is set with an unrecognized bus virtoi" in body["message"], body
+    status, body = kubevirt_plane.request(
+        "GET", "/apis/instancetype.kubevirt.io/v1beta1/virtualmachineclusterinstancetypes"
+    )
+    assert status == 200 and len(body["items"]) > 10, body

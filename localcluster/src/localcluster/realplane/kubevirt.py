@@ -117,8 +117,9 @@ _KINDS = {
         False,
     ),
 }
-#: Applied after the CRDs are Established (their kinds are custom resources).
-_AFTER_CRDS = ("VirtualMachineClusterInstancetype", "VirtualMachineClusterPreference")
+#: Applied once virt-api serves their validating webhooks (failurePolicy Fail: before that, on a
+#: restart, every write of them would be refused).
+_VALIDATED = ("VirtualMachineClusterInstancetype", "VirtualMachineClusterPreference")
 
 
 def find_kubevirt_bin() -> Path | None:
@@ -219,13 +220,17 @@ class KubeVirt:
         self.install(objects)
         self._start_virt_api()
         self._register(objects, timeout)
+        for obj in objects:
+            if obj["kind"] in _VALIDATED:
+                _create_or_replace(self.plane, collection(obj), obj)
         self._start_virt_controller()
 
     # -- what virt-operator creates -------------------------------------
 
     def install(self, objects: list[dict], timeout: float = 60.0) -> None:
         """The namespace, CRDs, RBAC, KubeVirt CR and CA ConfigMap (the webhooks and APIServices come
-        with virt-api, in :meth:`_register`: a webhook with nobody serving it refuses every VM)."""
+        with virt-api, in :meth:`_register`: a webhook with nobody serving it refuses every VM; the
+        cluster instancetypes and preferences after them, through virt-api's validation)."""
         plane = self.plane
         _create_or_replace(
             plane, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
@@ -242,10 +247,11 @@ class KubeVirt:
             "ValidatingWebhookConfiguration",
             "MutatingWebhookConfiguration",
             "APIService",
+            *_VALIDATED,
         }
         for obj in objects:
             if obj["kind"] not in skip:
-                self._apply(obj, deadline)
+                _create_or_replace(plane, collection(obj), obj)
         _create_or_replace(
             plane,
             f"/apis/kubevirt.io/v1/namespaces/{NAMESPACE}/kubevirts",
@@ -301,17 +307,6 @@ class KubeVirt:
         status, body = self.plane.request("PUT", f"{path}/status", kv)
         if status != 200:
             raise RuntimeError(f"writing the KubeVirt CR's status: HTTP {status}: {body}")
-
-    def _apply(self, obj: dict, deadline: float) -> None:
-        # a custom resource right after its CRD is Established can still 404 for a moment (discovery)
-        while True:
-            try:
-                _create_or_replace(self.plane, collection(obj), obj)
-                return
-            except RuntimeError as e:
-                if obj["kind"] not in _AFTER_CRDS or "HTTP 404" not in str(e) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
 
     def _register(self, objects: list[dict], timeout: float) -> None:
         """virt-api's webhook configurations (on its loopback URL), its ExternalName Service and the
