@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 from localcluster.realplane.kubevirt import FEATURE_GATES, PERMITTED_HOST_DEVICES
-from localcluster.testing import eventually
+from localcluster.testing import eventually, run_kubectl
 
 
 def vm(namespace: str, name: str) -> dict:
@@ -170,7 +170,9 @@ def container_disk_vm(namespace: str, name: str) -> dict:
     }
 
 
-async def test_virt_controller_leads_and_makes_a_running_vms_vmi_and_launcher_pod(kubevirt_plane, vm_namespace):
+async def test_virt_controller_leads_and_makes_a_running_vms_vmi_and_launcher_pod(
+    kubevirt_plane, kubectl, vm_namespace
+):
     plane = kubevirt_plane
     status, lease = plane.request("GET", "/apis/coordination.k8s.io/v1/namespaces/kubevirt/leases/virt-controller")
     assert status == 200, lease
@@ -213,6 +215,26 @@ async def test_virt_controller_leads_and_makes_a_running_vms_vmi_and_launcher_po
     assert compute["image"].startswith("quay.io/kubevirt/virt-launcher:"), compute["image"]
     # no node here runs Pods (no kubelet, no virt-handler): the Pod waits, the VMI is Scheduling
     assert pod["status"].get("phase") == "Pending", pod["status"]
+    listed = run_kubectl(kubectl, plane.kubeconfig, "get", "vm,vmi,pods", "-n", vm_namespace).stdout
+    assert "virtualmachine.kubevirt.io/runner" in listed and "Starting" in listed, listed
+    assert "virtualmachineinstance.kubevirt.io/runner" in listed and "pod/virt-launcher-runner-" in listed, listed
+
+    # stop and start through virt-api's subresources, as the hub does
+    subresource = f"/apis/subresources.kubevirt.io/v1/namespaces/{vm_namespace}/virtualmachines/runner"
+    assert plane.request("PUT", f"{subresource}/stop", {}) == (202, "")
+
+    async def stopped():
+        status, vm_now = await asyncio.to_thread(plane.request, "GET", f"{base}/virtualmachines/runner")
+        vmi_status, _ = await asyncio.to_thread(plane.request, "GET", f"{base}/virtualmachineinstances/runner")
+        return (
+            vm_now if vmi_status == 404 and (vm_now.get("status") or {}).get("printableStatus") == "Stopped" else None
+        )
+
+    vm_now = await eventually(stopped, timeout=60, what="the VM stopped, its VMI gone")
+    assert vm_now["spec"]["runStrategy"] == "Halted"
+    assert plane.request("PUT", f"{subresource}/start", {}) == (202, "")
+    restarted = await eventually(vmi, timeout=60, what="a new VMI after start")
+    assert restarted["metadata"]["uid"] != made["metadata"]["uid"]
 
 
 async def test_an_unpermitted_gpu_is_refused_by_virt_controller(kubevirt_plane, vm_namespace):
