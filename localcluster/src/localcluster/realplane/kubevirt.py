@@ -122,12 +122,6 @@ _KINDS = {
 _VALIDATED = ("VirtualMachineClusterInstancetype", "VirtualMachineClusterPreference")
 
 
-def find_kubevirt_bin() -> Path | None:
-    """``$WORKSPACESPAWNER_KUBEVIRT_BIN`` (the folder tools/kubevirt/build.sh printed), else None."""
-    env = os.environ.get("WORKSPACESPAWNER_KUBEVIRT_BIN")
-    return Path(env) if env else None
-
-
 def collection(obj: dict) -> str:
     """The API path of ``obj``'s collection (its kind one of :data:`_KINDS`)."""
     prefix, plural, namespaced = _KINDS[obj["kind"]]
