@@ -213,11 +213,20 @@ async def test_virt_controller_leads_and_makes_a_running_vms_vmi_and_launcher_po
     assert pod["metadata"]["ownerReferences"][0]["kind"] == "VirtualMachineInstance"
     compute = next(c for c in pod["spec"]["containers"] if c["name"] == "compute")
     assert compute["image"].startswith("quay.io/kubevirt/virt-launcher:"), compute["image"]
-    # no node here runs Pods (no kubelet, no virt-handler): the Pod waits, the VMI is Scheduling
+    # no node here runs Pods (no kubelet, no virt-handler): kube-scheduler finds no node for the Pod,
+    # and virt-controller reports it on the VMI (Scheduling) and the VM (ErrorUnschedulable)
     assert pod["status"].get("phase") == "Pending", pod["status"]
+
+    async def unschedulable():
+        status, vm_now = await asyncio.to_thread(plane.request, "GET", f"{base}/virtualmachines/runner")
+        return (vm_now.get("status") or {}).get("printableStatus") == "ErrorUnschedulable"
+
+    await eventually(unschedulable, timeout=60, what="the VM ErrorUnschedulable")
     listed = run_kubectl(kubectl, plane.kubeconfig, "get", "vm,vmi,pods", "-n", vm_namespace).stdout
-    assert "virtualmachine.kubevirt.io/runner" in listed and "Starting" in listed, listed
-    assert "virtualmachineinstance.kubevirt.io/runner" in listed and "pod/virt-launcher-runner-" in listed, listed
+    rows = {line.split()[0]: line.split() for line in listed.splitlines() if line and not line.startswith("NAME")}
+    assert rows["virtualmachine.kubevirt.io/runner"][2:4] == ["ErrorUnschedulable", "False"], listed
+    assert rows["virtualmachineinstance.kubevirt.io/runner"][2] == "Scheduling", listed
+    assert rows[f"pod/{pod['metadata']['name']}"][1:3] == ["0/3", "Pending"], listed
 
     # stop and start through virt-api's subresources, as the hub does
     subresource = f"/apis/subresources.kubevirt.io/v1/namespaces/{vm_namespace}/virtualmachines/runner"
