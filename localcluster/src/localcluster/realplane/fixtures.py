@@ -5,7 +5,8 @@ A test folder's ``conftest.py`` imports the ones it uses (the local cluster's
 
 The tier runs only with ``WORKSPACESPAWNER_CONTROL_PLANE=real`` and
 ``WORKSPACESPAWNER_K8S_BIN`` (the folder tools/k8s/build.sh printed); otherwise
-every test here is skipped with the reason. Tests on ``probe`` run twice,
+every test here is skipped with the reason. Tests on ``kubevirt_plane`` also
+need ``WORKSPACESPAWNER_KUBEVIRT_BIN`` (tools/kubevirt/build.sh). Tests on ``probe`` run twice,
 against the embedded local cluster (always) and the real plane (this tier).
 """
 
@@ -26,14 +27,19 @@ BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler
 def _bin_dir_or_skip() -> Path:
     if os.environ.get("WORKSPACESPAWNER_CONTROL_PLANE") != "real":
         pytest.skip("real control plane tier: set WORKSPACESPAWNER_CONTROL_PLANE=real and WORKSPACESPAWNER_K8S_BIN")
-    env = os.environ.get("WORKSPACESPAWNER_K8S_BIN")
+    return _built_bin("WORKSPACESPAWNER_K8S_BIN", BINARIES, "tools/k8s/build.sh")
+
+
+def _built_bin(variable: str, binaries, script: str) -> Path:
+    """The folder ``$variable`` names, holding ``binaries``; skips when it is unset."""
+    env = os.environ.get(variable)
     if not env:
-        pytest.skip("WORKSPACESPAWNER_K8S_BIN is not set (the bin folder printed by tools/k8s/build.sh)")
+        pytest.skip(f"{variable} is not set (the bin folder printed by {script})")
     bin_dir = Path(env)
-    missing = [b for b in BINARIES if not os.access(bin_dir / b, os.X_OK)]
+    missing = [b for b in binaries if not os.access(bin_dir / b, os.X_OK)]
     if missing:
         # the tier was asked for: a missing binary is a failure, not a skip
-        pytest.fail(f"WORKSPACESPAWNER_K8S_BIN={bin_dir} lacks {', '.join(missing)}")
+        pytest.fail(f"{variable}={bin_dir} lacks {', '.join(missing)}")
     return bin_dir
 
 
@@ -112,6 +118,23 @@ async def namespace(api):
     """A fresh namespace, deleted afterwards."""
     async for name in _fresh_namespace(api):
         yield name
+
+
+@pytest.fixture(scope="session")
+def kubevirt_bin(k8s_bin) -> Path:
+    """``WORKSPACESPAWNER_KUBEVIRT_BIN`` (the folder tools/kubevirt/build.sh printed); skips without it."""
+    from localcluster.realplane.kubevirt import BINARIES as KUBEVIRT_BINARIES
+
+    return _built_bin("WORKSPACESPAWNER_KUBEVIRT_BIN", KUBEVIRT_BINARIES, "tools/kubevirt/build.sh")
+
+
+@pytest.fixture(scope="session")
+def kubevirt_plane(k8s_bin, kubevirt_bin, tmp_path_factory):
+    """A real control plane running KubeVirt's own virt-api and virt-controller (localcluster.realplane.kubevirt)."""
+    from localcluster.realplane import RealControlPlane
+
+    with RealControlPlane(tmp_path_factory.mktemp("kubevirtplane"), k8s_bin, kubevirt_bin=kubevirt_bin) as p:
+        yield p
 
 
 @pytest.fixture(scope="session")

@@ -181,6 +181,15 @@ class Pki:
             self._save(name, cert, k)
         return crt, key
 
+    def client(self, name: str, cn: str, orgs: tuple[str, ...] = ()) -> tuple[Path, Path]:
+        """A client certificate ``<name>.crt``/``.key`` for user ``cn`` (groups ``orgs``), signed by the cluster CA; made once."""
+        crt, key = self.path(f"{name}.crt"), self.path(f"{name}.key")
+        if not (crt.exists() and key.exists()):
+            ca_cert, ca_key = self._ca("ca", "workspacespawner-realplane-ca")
+            cert, k = _leaf(ca_cert, ca_key, cn, orgs, client=True)
+            self._save(name, cert, k)
+        return crt, key
+
     def _ca(self, name: str, cn: str):
         crt, key = self.path(f"{name}.crt"), self.path(f"{name}.key")
         if crt.exists() and key.exists():

@@ -1,6 +1,7 @@
 """``RealControlPlane``: etcd, kube-apiserver, kube-controller-manager and
 kube-scheduler built from the pinned Go modules (tools/k8s/build.sh), run as
-child processes on 127.0.0.1 only.
+child processes on 127.0.0.1 only; with ``kubevirt_bin`` (tools/kubevirt/build.sh)
+also KubeVirt's virt-api and virt-controller, installed as virt-operator would (:mod:`.kubevirt`).
 
 Everything lives in one state folder::
 
@@ -150,6 +151,7 @@ class RealControlPlane:
         extra_apiserver_args=(),
         ready_timeout: float = 120.0,
         etcd_unsafe_no_fsync: bool = True,
+        kubevirt_bin=None,
     ):
         self.state_dir = Path(state_dir).resolve()
         bin_dir = bin_dir or find_bin_dir()
@@ -161,6 +163,11 @@ class RealControlPlane:
         self.extra_apiserver_args = tuple(extra_apiserver_args)
         self.ready_timeout = ready_timeout
         self.etcd_unsafe_no_fsync = etcd_unsafe_no_fsync
+        self.kubevirt = None
+        if kubevirt_bin is not None:
+            from .kubevirt import KubeVirt
+
+            self.kubevirt = KubeVirt(self, kubevirt_bin)
         self.pki = Pki(self.state_dir / "pki")
         self.logs_dir = self.state_dir / "logs"
         self.kubeconfig = self.state_dir / "kubeconfig"
@@ -185,6 +192,10 @@ class RealControlPlane:
         for b in BINARIES:
             if not os.access(self.bin_dir / b, os.X_OK):
                 raise ControlPlaneError(f"{self.bin_dir / b} is missing: run tools/k8s/build.sh")
+        if self.kubevirt is not None and self.kubevirt.missing():
+            raise ControlPlaneError(
+                f"{self.kubevirt.bin_dir} lacks {', '.join(self.kubevirt.missing())}: run tools/kubevirt/build.sh"
+            )
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.logs_dir.mkdir(exist_ok=True)
         if not self._atexit:
@@ -199,6 +210,8 @@ class RealControlPlane:
             self._start_controller_manager()
             self._start_scheduler()
             self._wait_default_serviceaccount()
+            if self.kubevirt is not None:
+                self.kubevirt.start()
         except BaseException:
             self.stop()
             raise
@@ -291,6 +304,8 @@ class RealControlPlane:
 
     def _choose_ports(self) -> None:
         names = ("etcd_client", "etcd_peer", "apiserver", "controller_manager", "scheduler")
+        if self.kubevirt is not None:
+            names += ("virt_api", "virt_controller")
         saved = {}
         pf = self.state_dir / "ports.json"
         if pf.exists():
