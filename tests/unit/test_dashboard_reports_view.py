@@ -134,6 +134,21 @@ def test_reports_html_shows_the_rows_the_purge_preview_and_the_audit_page():
     assert html.count("<svg") == 6
 
 
+def test_the_department_table_has_a_row_of_the_users_in_none_and_a_total():
+    rows = [user_row("ann", 12.5), user_row("bob", 30.0), user_row("dee", 4.0, limit=10.0)]
+    period = (datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 4, 1, tzinfo=UTC))
+    report = build_report(rows, {"ann": {"physics"}, "bob": {"physics"}}, {"Physics": ["physics"]}, {}, period)
+    html = render("reports.html", title="Reports", report=report, note="", charts=report_charts(report),
+                  purge=purgeview.PurgePreview(now=NOW, disks=[]), audit=AuditPage(records=[], offset=0, limit=50,
+                  has_more=False, filters=AuditFilters()), filters={}, months=["2026-03"], actions=ACTIONS,
+                  results=RESULTS, timezone="UTC", paging={"newer": None, "older": None})
+    departments = re.search(r'<table[^>]*data-level="department">(.*?)</table>', html, re.S).group(1)
+    none = re.search(r'<tr data-name="\(no department\)"[^>]*>(.*?)</tr>', departments, re.S).group(1)
+    assert 'data-field="card_hours_used">4<' in none and 'data-field="users">1<' in none  # dee
+    total = re.search(r'<tfoot><tr class="reports-total" data-name="All users">(.*?)</tr>', departments, re.S).group(1)
+    assert 'data-field="card_hours_used">46.5<' in total and 'data-field="users">3<' in total
+
+
 def test_the_my_cardhours_block_lists_this_month_and_the_last_six_per_server():
     runs = [run("", datetime(2026, 3, 2, 10, tzinfo=UTC), 3, gpus=2), run("big", datetime(2026, 1, 5, tzinfo=UTC), 4)]
     data = cardhours.view(runs, 100.0, NOW).to_json()
