@@ -141,4 +141,4 @@ def main(argv=None) -> int:
         config = common.load_config(args)
     except (FileNotFoundError, ValueError) as e:
         return common.fail(str(e))
-    return common.run(serve(config, kubeconfig=args.kubeconfig, namespace=args.namespace, port=args.port))
+    return common.run(serve(config, kubeconfig=common.kubeconfig_of(args), namespace=args.namespace, port=args.port))
