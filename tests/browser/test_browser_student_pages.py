@@ -82,7 +82,8 @@ def test_the_spawn_page_shows_free_gpus_live_and_the_card_hours_left(demo_hub):
         page = log_in(browser, demo_hub.url, "student3")
         header = page.locator(".ws-balance").inner_text()
         assert "0 of 50 card-hours used, 50 left" in header, header
-        assert "Resets" in header and "(Europe/Berlin)" in header and "Workspaces: 0 of 2 in use" in header, header
+        assert "Resets" in header and "(Europe/Berlin)" in header, header
+        assert "Workspaces:" not in header, header  # the demo has no named servers: one each, no "0 of 2" to reach
         groups = page.locator("h3.ws-group").all_inner_texts()
         assert [g.lower() for g in groups[:2]] == ["jupyterlab · container", "code-server · container"], groups
         assert f"8 of 8 {A100} free now" in card(page, "jupyterlab-1gpu").inner_text()
