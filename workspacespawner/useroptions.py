@@ -39,8 +39,8 @@ UNLISTED_SUFFIX = "--unlisted-choice"
 #: What kubespawner's spawn form sends as the option itself when its free-form field is used.
 UNLISTED_FORM_CHOICE = "unlisted-choice"
 
-#: How much of a value the user sent a refusal quotes (the rest is cut, marked "…").
-SHOWN_CHARS = 60
+#: Refusals never quote what the request sent (a profile, a choice, a typed value): /hub/spawn?profile=... is a link
+#: anyone can send, and its words would be shown in the spawn page's error box as ours.
 
 #: Traits every start resets to their configured values before a profile applies its overrides.
 ALWAYS_RESET = (
@@ -115,7 +115,7 @@ def check_user_options(spawner, profiles: list[dict]) -> dict:
         return profile
     profile = next((p for p in profiles if p["slug"] == slug), None)
     if profile is None:
-        raise WorkspaceError(f"There is no profile {shown(slug)}.", reason="invalid-options")
+        raise WorkspaceError("There is no such profile; pick one of the page's.", reason="invalid-options")
     if not profile_allowed(profile, groups, admin):
         raise WorkspaceError(
             f"You may not start the profile {profile.get('display_name', slug)!r}: it is limited to other groups.",
@@ -147,7 +147,7 @@ def check_user_options(spawner, profiles: list[dict]) -> dict:
             choice == UNLISTED_FORM_CHOICE and typed
         ):
             raise WorkspaceError(
-                f"{shown(choice)} is not a choice of {option.get('display_name', option_name)!r}.", reason="invalid-options"
+                f"That is not a choice of {option.get('display_name', option_name)!r}.", reason="invalid-options"
             )
     try:
         spawner._validate_user_options(profiles)
@@ -183,13 +183,7 @@ def check_unlisted_choice(option: dict, option_name: str, value) -> None:
         )
     regex, message = unlisted_rule(unlisted)
     if regex and not re.fullmatch(regex, value):
-        raise WorkspaceError(f"{shown(value)} is not allowed for {name!r}: {message.rstrip('. ')}.", reason="invalid-options")
-
-
-def shown(value) -> str:
-    """``value`` as a refusal quotes it: the repr of its first :data:`SHOWN_CHARS` characters, then "…" if there were more."""
-    text = value if isinstance(value, str) else repr(value)
-    return repr(text[:SHOWN_CHARS] + "…") if len(text) > SHOWN_CHARS else repr(text)
+        raise WorkspaceError(f"The value typed for {name!r} is not allowed: {message.rstrip('. ')}.", reason="invalid-options")
 
 
 def check_form_options(spawner, options: dict) -> None:

@@ -4,13 +4,15 @@ A researcher with a running 1-GPU server opens /services/workspaces/ (logging in
 that server with the GPU it holds and its card-hours; the page's numbers equal the cluster's (the Pod's GPUs) and the
 API's in the same test. The page's own forms take a snapshot (said in words) and refuse an expand past the disk
 quota (said in words; the home keeps its size). Another user gets 403 for the researcher's workspaces, on the page and through the API. The
-screenshot test-artifacts/dashboard-my-workspaces.png is kept for a person to look at.
+sentences come back once, in a signed cookie, not in the URL; a link's ``?error=``/``?done=``/``?user=`` words are on no
+banner. The screenshots test-artifacts/dashboard-*.png are kept for a person to look at.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from urllib.parse import urlencode
 
 import pytest
 
@@ -87,6 +89,10 @@ def test_a_researcher_sees_her_gpu_server_and_another_user_is_refused(demo):
         home.locator("button", has_text="Snapshot").click()
         page.wait_for_selector(".ws-done", timeout=30_000)
         assert "napshot" in page.locator(".ws-done").inner_text()
+        assert "done=" not in page.url and "napshot" not in page.url  # the sentence came in a cookie, not the URL
+        page.screenshot(path=str(ARTIFACTS / "dashboard-action-done.png"), full_page=True)
+        page.reload()
+        assert page.locator(".ws-done").count() == 0  # shown once
         deadline = time.monotonic() + 30  # the service's cache hears of the new VolumeSnapshot by its watch
         while not page.request.get(hub.service_url("api/workspaces")).json()["snapshots"] and time.monotonic() < deadline:
             time.sleep(0.3)
@@ -97,6 +103,7 @@ def test_a_researcher_sees_her_gpu_server_and_another_user_is_refused(demo):
         home.locator("button", has_text="Expand").click()
         page.wait_for_selector(".ws-error", timeout=30_000)
         assert "100000Gi" in page.locator(".ws-error").inner_text()
+        page.screenshot(path=str(ARTIFACTS / "dashboard-action-refused.png"), full_page=True)
         assert page.request.get(hub.service_url("api/workspaces")).json()["servers"][0]["disks"][0]["size"] == size_before
 
         other = log_in(browser, hub.url, "student1")
@@ -104,4 +111,33 @@ def test_a_researcher_sees_her_gpu_server_and_another_user_is_refused(demo):
         assert refused.status == 403
         assert other.request.get(hub.service_url("api/workspaces/researcher")).status == 403
         assert other.locator("nav >> text=Cluster").count() == 0
+        browser.close()
+
+
+#: What a link would have the page say on its banners.
+WORDS = "Your quota was revoked: contact admin@evil.example"
+
+
+def test_a_link_puts_no_words_on_the_banners(demo):
+    """A classmate's link on the hub's own domain carrying ``?error=`` / ``?done=`` (or a ``?user=`` that is a
+    sentence) shows none of its words: screenshots dashboard-link-error.png and dashboard-link-user.png."""
+    from playwright.sync_api import sync_playwright
+
+    _cluster, hub = demo
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = log_in(browser, hub.url, "student2")
+        query = urlencode({"error": WORDS, "done": "Your home was deleted."})
+        assert page.goto(f"{hub.service_url()}?{query}").status == 200
+        page.wait_for_selector("section[aria-label='Servers']")
+        page.screenshot(path=str(ARTIFACTS / "dashboard-link-error.png"), full_page=True)
+        assert page.locator(".ws-error, .ws-done").count() == 0
+        assert "revoked" not in page.content() and "deleted" not in page.content()
+
+        refused = page.goto(f"{hub.service_url()}?{urlencode({'user': WORDS})}")
+        assert refused.status == 403
+        page.screenshot(path=str(ARTIFACTS / "dashboard-link-user.png"), full_page=True)
+        assert page.locator(".ws-error").inner_text() == "You may not see that user's workspaces."
+        assert "revoked" not in page.content()
         browser.close()

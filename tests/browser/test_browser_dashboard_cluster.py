@@ -3,7 +3,7 @@
 With the local cluster's node agent metrics scraped by Debian's Prometheus: the researcher (a member of the demo's
 ``research`` team group: a team lead) and the admin each open /services/workspaces/cluster; the GPU node's held and
 free GPUs on the page equal the cluster's Pods and Node in the same test; the researcher's own 1-GPU server is named
-with its GPU's utilisation, and student1's appears to her as "another user" (never by name), while the admin sees
+with its GPU's utilisation, and student1's appears to her as "user A" (never by name), while the admin sees
 both names; student1 (no team) gets 403 on the page and through the API, and no Cluster link. Screenshots for a
 person to look at, at 1280 px and at a 390 px phone width: test-artifacts/dashboard-cluster-teamlead.png,
 dashboard-cluster-admin.png, dashboard-cluster-teamlead-phone.png.
@@ -104,7 +104,7 @@ def test_the_team_lead_and_the_admin_see_the_cluster_and_a_student_is_refused(de
         assert card.locator("[data-field=free]").inner_text() == str(allocatable - held[GPU_NODE])
         rows = card.locator("tr.cluster-holding")
         assert sorted(rows.nth(i).get_attribute("data-user") for i in range(rows.count())) == ["", "researcher"]
-        assert "another user" in card.inner_text() and "student1" not in lead.content()
+        assert "user A" in card.inner_text() and "student1" not in lead.content()  # her own label, not "another user"
         lead.screenshot(path=str(ARTIFACTS / "dashboard-cluster-teamlead.png"), full_page=True)
         lead.set_viewport_size({"width": 390, "height": 844})
         lead.reload()
@@ -120,7 +120,14 @@ def test_the_team_lead_and_the_admin_see_the_cluster_and_a_student_is_refused(de
         (node,) = [n for n in api.json()["nodes"] if n["name"] == GPU_NODE]
         assert admin_card.locator("[data-field=free]").inner_text() == str(node["gpus"]["free"])
         mig = admin.locator("article.cluster-node[data-node='gpu-node-mig']").inner_text()
-        assert "9 × MIG 1g.10gb, 1 × MIG 2g.20gb, 1 × MIG 3g.40gb" in mig and "11 GPUs" in mig, mig  # units, by kind
+        assert "9 × MIG 1g.10gb, 1 × MIG 2g.20gb, 1 × MIG 3g.40gb" in mig, mig  # units, by kind
+        assert "2 cards as 11 MIG slices" in mig and "GPUs" not in mig.split("\n")[1], mig
+        totals = api.json()["totals"]["gpus"]  # the header: cards, slices and shares apart, not one "GPUs" sum
+        header = admin.locator("[data-totals]")
+        assert header.locator("[data-field=cards]").inner_text() == str(totals["cards"])
+        assert header.locator("[data-field=mig_slices]").inner_text() == str(totals["mig_slices"]) != "0"
+        assert header.locator("[data-field=shares]").inner_text() == str(totals["shares"]) != "0"
+        assert totals["cards"] < totals["capacity"]
         admin.screenshot(path=str(ARTIFACTS / "dashboard-cluster-admin.png"), full_page=True)
 
         assert student.goto(hub.service_url("cluster")).status == 403

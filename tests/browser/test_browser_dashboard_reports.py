@@ -87,13 +87,16 @@ def test_the_admin_opens_reports_and_downloads_the_csv(demo, history):  # noqa: 
         now = datetime.now(UTC)
         assert mine["card_hours_used"] == round(policy.card_hours(history, *policy.month_bounds(now, TZ), now), 2) == 5
         assert page.locator("figure.reports-chart svg").count() >= 2
+        departments = page.locator("table[data-level=department]")  # the demo's Physics, then everyone else
+        assert departments.locator("tbody th").all_inner_texts() == ["Physics", "(no department)"]
+        assert departments.locator("tfoot [data-field=users]").inner_text() == str(report["total"]["users"])
         page.screenshot(path=str(ARTIFACTS / "dashboard-reports-admin.png"), full_page=True)
 
         with page.expect_download() as download:
             page.click("a.reports-csv")
         text = open(download.value.path(), encoding="utf-8").read()
         rows = list(csv.DictReader(io.StringIO(text)))
-        listed = [r for level in ("departments", "groups", "users") for r in report[level]]
+        listed = [r for level in ("departments", "groups", "users") for r in report[level]] + [report["total"]]
         assert [(r["level"], r["name"], float(r["card_hours_used"]), float(r["disk_gib"])) for r in rows] == [
             (r["level"], r["name"], r["card_hours_used"], r["disk_gib"]) for r in listed]
         assert download.value.suggested_filename == f"workspaces-report-{report['month']}.csv"

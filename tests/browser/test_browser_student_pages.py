@@ -18,12 +18,16 @@
   user who comes back after their account was deleted sees the home disk
   kept for them and how to get it back.
 
+- A link to the spawn page whose query is a sentence shows our refusal,
+  none of its words.
+
 Screenshots go to ``test-artifacts/spawn-page-*.png`` and ``home-*.png`` for a person to look at.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
+from urllib.parse import urlencode
 
 import pytest
 
@@ -78,7 +82,8 @@ def test_the_spawn_page_shows_free_gpus_live_and_the_card_hours_left(demo_hub):
         page = log_in(browser, demo_hub.url, "student3")
         header = page.locator(".ws-balance").inner_text()
         assert "0 of 50 card-hours used, 50 left" in header, header
-        assert "Resets" in header and "(Europe/Berlin)" in header and "Workspaces: 0 of 2 in use" in header, header
+        assert "Resets" in header and "(Europe/Berlin)" in header, header
+        assert "Workspaces:" not in header, header  # the demo has no named servers: one each, no "0 of 2" to reach
         groups = page.locator("h3.ws-group").all_inner_texts()
         assert [g.lower() for g in groups[:2]] == ["jupyterlab · container", "code-server · container"], groups
         assert f"8 of 8 {A100} free now" in card(page, "jupyterlab-1gpu").inner_text()
@@ -99,6 +104,28 @@ def test_the_spawn_page_shows_free_gpus_live_and_the_card_hours_left(demo_hub):
         assert boxes[0]["width"] <= 390 and boxes[1]["y"] > boxes[0]["y"] + boxes[0]["height"] - 1  # one per row
         phone.screenshot(path=str(ARTIFACTS / "spawn-page-phone.png"), full_page=True)
         demo_hub.stop_server("filler")
+        browser.close()
+
+
+#: What a link to the spawn page would have its error box say.
+WORDS = "Your quota was revoked: contact admin@evil.example"
+
+
+def test_a_link_to_the_spawn_page_puts_none_of_its_words_on_it(demo_hub):
+    """/hub/spawn?profile=<a sentence> (a link on the hub's own domain) shows our refusal, not the sentence:
+    screenshot spawn-page-link-words.png."""
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = log_in(browser, demo_hub.url, "student4")
+        page.goto(f"{demo_hub.url}/hub/spawn?{urlencode({'profile': WORDS})}")
+        page.wait_for_selector(".js-ws-card")
+        page.screenshot(path=str(ARTIFACTS / "spawn-page-link-words.png"), full_page=True)
+        shown = page.locator("body").inner_text()  # (the form's action keeps JupyterHub's query: not shown)
+        assert "There is no such profile" in shown
+        assert "revoked" not in shown and "evil.example" not in shown
         browser.close()
 
 

@@ -4,7 +4,7 @@ Covers: a plain user gets 403 from ``api/cluster`` and from the page; a team lea
 group) and an admin read ``api/cluster``; per node, the GPUs held per user and kind (a 1-GPU container server of a
 team member, a 1-GPU container server of a user outside the team, a GPU VirtualMachineInstance of a third user) and
 the free GPUs equal what the cluster's Pods, VMIs and Nodes say in the same test; the team lead sees the team
-member's name and "another user" (no name, no server, no object name) for the others, the admin every name; with
+member's name and a label of each person's own, "user A"... (no name, no server, no object name) for the others, the admin every name; with
 the node agent's dcgm-exporter-format metrics scraped by Debian's Prometheus, each held GPU's utilisation,
 framebuffer memory and power are the values the test set, joined to its holder (the VM's through its virt-launcher
 Pod); the workspace whose GPU stays at 0 % is flagged idle and the busy one is not (``avg_over_time`` over a window
@@ -169,6 +169,7 @@ def test_gpus_held_and_free_equal_the_clusters_and_names_follow_the_viewer(setup
     assert sorted(((h["user"], h["kind"], h["hidden"]) for h in holdings), key=lambda t: (t[0] or "", t[1])) == [
         (None, "container", True), (None, "vm", True), ("carol", "container", False)]
     assert all(h["server"] is None and h["name"] is None for h in holdings if h["hidden"])
+    assert sorted(h["alias"] for h in holdings if h["hidden"]) == ["user A", "user B"]  # alice, dave: two labels
     assert "alice" not in r.text and "dave" not in r.text
     users = {(u["user"], u["hidden"], u["gpus_now"]) for u in seen["top_users"]}
     assert ("carol", False, 1) in users and (None, True, 1) in users and "alice" not in str(users)
@@ -214,10 +215,12 @@ def test_gpu_readings_come_from_prometheus_and_the_idle_workspace_is_flagged(set
         raise AssertionError(f"{e}; GPU {carol_gpu} busy, {vm_gpus} idle; the service's last answer: {last}") from None
     busy = by_gpu[carol_gpu]
     assert (busy["util"], busy["fb_used_mib"], busy["power_watts"]) == (91, 40000, 310)
-    assert busy["holder"] == {"user": "carol", "server": "", "kind": "container", "hidden": False}
+    assert busy["holder"] == {"user": "carol", "server": "", "kind": "container", "hidden": False,
+                               "alias": None}
     for index in vm_gpus:
         assert (by_gpu[index]["util"], by_gpu[index]["fb_used_mib"], by_gpu[index]["power_watts"]) == (0, 512, 61.5)
-        assert by_gpu[index]["holder"] == {"user": "dave", "server": "gpu", "kind": "vm", "hidden": False}
+        assert by_gpu[index]["holder"] == {"user": "dave", "server": "gpu", "kind": "vm", "hidden": False,
+                                                  "alias": None}
     assert ("dave", "vm") in idle and ("carol", "container") not in idle
     assert data["idle_window"] == 600 and data["idle_threshold"] == 5
 

@@ -15,6 +15,7 @@ version) its system disk was cloned from.
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import UTC, datetime
 
@@ -232,6 +233,49 @@ def test_a_cookie_post_without_the_xsrf_token_is_refused(hub):
     assert hub.user("bob")["servers"][""]["ready"]
 
 
+
+
+#: What a link would have the page say on its banners.
+WORDS = "Your quota was revoked: contact admin@evil.example"
+
+
+def test_a_link_cannot_put_words_on_the_pages_banners(hub):
+    session = login(hub, "bob")
+    for query in ({"error": WORDS}, {"done": WORDS}, {"error": WORDS, "done": WORDS, "user": "bob"}, {"user": WORDS}):
+        r = session.get(hub.service_url(), params=query, timeout=60)
+        assert r.status_code == (403 if query.get("user") == WORDS else 200), (query, r.text)
+        assert "quota was revoked" not in r.text and "evil.example" not in r.text, query
+        assert 'class="ws-done"' not in r.text
+    assert 'class="ws-error"' in r.text and "You may not see that user&#39;s workspaces." in r.text  # ours, for ?user=
+
+
+def xsrf_of(page: str) -> str:
+    return re.search(r'name="_xsrf" value="([^"]+)"', page).group(1)
+
+
+def test_a_form_action_comes_back_with_our_sentence_once_and_for_its_viewer_only(hub):
+    bob = login(hub, "bob")
+    page = bob.get(hub.service_url(), timeout=60)
+    (home,) = [d["name"] for d in bob.get(hub.service_url("api/workspaces"), timeout=60).json()["servers"][0]["disks"]
+               if d["role"] == "home"]
+    form = {"_xsrf": xsrf_of(page.text), "next": "/services/workspaces/?user=bob"}
+    r = bob.post(hub.service_url("api/workspaces/bob/snapshot"), data={**form, "pvc": home}, allow_redirects=False,
+                 timeout=60)
+    assert r.status_code == 302, r.text
+    assert r.headers["Location"] == "/services/workspaces/?user=bob"  # no words in the URL
+    flash = r.cookies.get("workspaces-flash")
+    shown = bob.get(hub.service_url() + "?user=bob", timeout=60).text
+    assert re.search(rf'class="ws-done"[^>]*>Snapshot \S+ of {home} taken', shown), shown
+    assert 'class="ws-done"' not in bob.get(hub.service_url() + "?user=bob", timeout=60).text  # once
+
+    alice = login(hub, "alice")
+    alice.cookies.set("workspaces-flash", flash, path="/services/workspaces/")  # bob's, replayed
+    assert 'class="ws-done"' not in alice.get(hub.service_url(), timeout=60).text
+
+    r = bob.post(hub.service_url("api/workspaces/bob/expand"), data={**form, "pvc": home, "size": "100000Gi"},
+                 timeout=60)
+    assert r.status_code == 200 and r.url.endswith("/services/workspaces/?user=bob")
+    assert re.search(r'class="ws-error"[^>]*>[^<]*100000Gi', r.text), r.text
 
 
 def test_a_team_lead_reads_the_team_and_acts_only_on_her_own(hub):

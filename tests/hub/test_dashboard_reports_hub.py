@@ -137,7 +137,7 @@ def test_the_admins_report_equals_workspacespawner_usage_and_its_csv(hub, admin)
     assert r.status_code == 200, r.text
     assert r.headers["Content-Disposition"].startswith("attachment;")
     rows = list(csv.DictReader(io.StringIO(r.text)))
-    shown = [row for level in ("departments", "groups", "users") for row in report[level]]
+    shown = [row for level in ("departments", "groups", "users") for row in report[level]] + [report["total"]]
     assert [(row["level"], row["name"]) for row in rows] == [(row["level"], row["name"]) for row in shown]
     for got, want in zip(rows, shown, strict=True):
         for column in ("card_hours_used", "card_hours_limit", "card_hours_left", "disk_gib"):
@@ -148,13 +148,20 @@ def test_the_admins_report_equals_workspacespawner_usage_and_its_csv(hub, admin)
 def test_a_department_counts_each_of_its_users_once(hub, admin):
     report = report_when_disks_are_seen(hub, admin)["report"]
     users = {row["name"]: row for row in report["users"]}
-    (science,) = report["departments"]
+    science, nowhere = report["departments"]
+    assert (science["name"], nowhere["name"]) == ("Science", "(no department)")
     members = {"alice", "bob", "carol", "lead"}  # bob is in both of its groups
     assert science["users"] == len(members)
     assert science["card_hours_used"] == round(sum(users[u]["card_hours_used"] for u in members), 2) == 8.5
     assert science["disk_gib"] == 35.0
     groups = {row["name"]: row for row in report["groups"]}
     assert groups["physics"]["card_hours_used"] + groups["research"]["card_hours_used"] == 14.5  # bob in both
+    # everyone else is in the "(no department)" row, and the departments add up to the total
+    assert nowhere["users"] == len(set(users) - members)
+    total = report["total"]
+    assert (total["name"], total["users"]) == ("All users", len(users))
+    for column in ("card_hours_used", "card_hours_limit", "card_hours_left", "disk_gib"):
+        assert total[column] == round(science[column] + nowhere[column], 2) == round(sum(u[column] for u in users.values()), 2)
 
 
 @pytest.mark.parametrize("path", ["reports", "api/reports", "api/reports.csv", "api/audit"])

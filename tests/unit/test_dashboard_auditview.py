@@ -110,6 +110,18 @@ def test_bad_filters_name_the_filter(args, name):
     assert caught.value.name == name and str(caught.value).startswith(f"{name}: ")
 
 
+@pytest.mark.parametrize("name", ["since", "action", "result", "offset"])
+def test_a_refused_filter_does_not_repeat_the_links_words(name):
+    """The page shows a refusal on its red banner: a link's text must not appear there as ours."""
+    words = "Your quota was revoked: contact admin@evil.example"
+    with pytest.raises(FilterError) as caught:
+        if name == "offset":
+            auditview.page_args({name: words})
+        else:
+            AuditFilters.from_query({name: words})
+    assert "quota" not in str(caught.value) and "evil" not in str(caught.value)
+
+
 def test_page_arguments():
     assert auditview.page_args({}) == (0, auditview.PAGE_SIZE)
     assert auditview.page_args({"offset": "100", "limit": "25"}) == (100, 25)

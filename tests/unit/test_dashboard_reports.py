@@ -154,12 +154,16 @@ def test_groups_sum_their_members_and_departments_count_a_user_once(hub_dir):
     assert numbers_of(groups["research"]) == (21.5, 200.0, 178.5, 50.0, 2)  # bob counts here too
     assert numbers_of(groups["physics-staff"]) == (0.0, 10.0, 10.0, 5.0, 1)
     departments = {row.name: row for row in report.departments}
-    assert list(departments) == ["Physics", "Staff"]
+    assert list(departments) == ["Physics", "Staff", "(no department)"]
     # Physics: ann, bob (in both of its groups, counted once), cy
     assert numbers_of(departments["Physics"]) == (26.5, 210.0, 183.5, 60.0, 3)
     assert departments["Physics"].groups == "physics-students research"
     assert numbers_of(departments["Staff"]) == (0.0, 10.0, 10.0, 5.0, 1)
-    assert [row.level for row in report.rows()] == ["department"] * 2 + ["group"] * 3 + ["user"] * 5
+    assert numbers_of(departments["(no department)"]) == (0.25, 10.0, 9.75, 0.0, 1)  # dee: in no group
+    assert numbers_of(report.total) == (26.75, 230.0, 203.25, 65.0, 5)  # every user once
+    assert numbers_of(report.total) == tuple(round(sum(x), 2) for x in zip(*map(numbers_of, departments.values())))
+    assert report.to_json()["total"]["name"] == "All users"
+    assert [row.level for row in report.rows()] == ["department"] * 3 + ["group"] * 3 + ["user"] * 5 + ["total"]
 
 
 def test_disk_per_user_from_owner_labels_only():
@@ -185,9 +189,11 @@ def test_csv_has_a_header_and_every_row():
     ]
     assert lines[1:] == [
         ["department", "Lab", "5.5", "20.0", "14.5", "1.5", "2", "lab"],
+        ["department", "(no department)", "0.0", "0.0", "0.0", "0.0", "0", ""],
         ["group", "lab", "5.5", "20.0", "14.5", "1.5", "2", ""],
         ["user", "'=HYPERLINK(1)", "0.5", "10.0", "9.5", "0.0", "1", "lab"],
         ["user", "ann", "5.0", "10.0", "5.0", "1.5", "1", "lab"],
+        ["total", "All users", "5.5", "20.0", "14.5", "1.5", "2", ""],
     ]
     assert report.to_json()["users"][1]["name"] == "ann"
 
@@ -198,6 +204,7 @@ def test_departments_setting_is_checked():
         (["physics"], "must be a dict"),
         ({"Physics": "physics"}, "must be a list of JupyterHub group names"),
         ({"": ["a"]}, "non-empty strings"),
+        ({"(no department)": ["a"]}, "the report's row of the users in none"),
         ({"Physics": ["a", 3]}, "non-empty group names"),
     ]:
         with pytest.raises(ValueError, match=words):

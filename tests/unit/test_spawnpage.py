@@ -20,7 +20,7 @@ import pytest
 
 from workspacespawner.quota.policy import OPEN, Limits, Run, Usage, month_bounds
 from workspacespawner.spawnpage.form import chosen_slug, render_form
-from workspacespawner.spawnpage.gather import PageCache, SpawnPage
+from workspacespawner.spawnpage.gather import PageCache, SpawnPage, servers_allowed
 from workspacespawner.spawnpage.model import balance, card, page_data
 from workspacespawner.workspace.gpus import GPUPool
 
@@ -91,6 +91,30 @@ def test_the_balance_has_used_left_reset_workspaces_and_disk():
     assert balance(usage(60), Limits(card_hours_per_month=50), 0).used_percent == 100
     assert balance(usage(0), Limits(card_hours_per_month=0), 0).used_percent == 100
     assert not balance(None, None, 0).known
+
+
+def test_a_workspace_limit_no_one_can_reach_is_not_shown():
+    """With JupyterHub's named servers off a user has one server: "0 of 2 in use" names a limit no one can reach."""
+    limits = Limits(card_hours_per_month=50, max_concurrent=2)
+    one = balance(usage(0), limits, 0, servers_allowed=1)
+    assert one.running_limit is None and one.running == 0
+    form = render_form(SpawnPage(PROFILES, cards(None, usage(0), limits), one), live_url="/x", user_options={})
+    assert "Workspaces:" not in form.split("<script")[0] and "js-ws-running" not in form.split("<script")[0]
+    many = balance(usage(running=1), limits, 0, servers_allowed=None)  # named servers on, no hub limit: the quota's
+    assert many.running_limit == 2
+    form = render_form(SpawnPage(PROFILES, cards(None, usage(running=1), limits), many), live_url="/x", user_options={})
+    assert "Workspaces: 1 of 2 in use" in form
+    assert balance(usage(0), limits, 0, servers_allowed=5).running_limit == 2  # the lower of the two
+    assert balance(usage(0), Limits(max_concurrent=4), 0, servers_allowed=3).running_limit == 3
+
+
+def test_the_servers_the_hub_allows():
+    from types import SimpleNamespace as User
+
+    assert servers_allowed(User(allow_named_servers=False, settings={"named_server_limit_per_user": 3})) == 1
+    assert servers_allowed(User(allow_named_servers=True, settings={"named_server_limit_per_user": 3})) == 4  # + default
+    assert servers_allowed(User(allow_named_servers=True, settings={})) is None
+    assert servers_allowed(User(allow_named_servers=True, settings={"named_server_limit_per_user": len})) is None
 
 
 def test_the_live_data_is_the_pages_numbers_as_json():

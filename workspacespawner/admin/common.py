@@ -7,7 +7,9 @@
 are the merged ``c.Spawner``, ``c.KubeSpawner`` and ``c.WorkspaceSpawner``
 sections, checked by the spawner's own traits (:func:`lifecycle_settings`).
 
-Kubernetes: ``--kubeconfig FILE``, else ``$KUBECONFIG`` or
+Kubernetes: ``--kubeconfig FILE``, else ``$KUBECONFIG``, else, when
+``-f`` names the config ``workspacespawner demo`` wrote, the demo's local
+cluster's kubeconfig next to it (:func:`kubeconfig_of`), else
 ``~/.kube/config`` when present, else the in-cluster service account
 (kubernetes_asyncio). Namespace: ``--namespace``, else
 ``c.KubeSpawner.namespace``, else the service account's namespace, else
@@ -37,6 +39,11 @@ from workspacespawner.workspace.audit import AuditLog
 from workspacespawner.workspace.traits import LifecycleTraits
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+#: The first line of the ``jupyterhub_config.py`` that ``workspacespawner demo`` writes in its state directory.
+DEMO_CONFIG_MARK = "# Written by `workspacespawner demo`"
+#: Where, in the demo's state directory (the folder of that config), its local cluster's kubeconfig is.
+DEMO_KUBECONFIG = Path("cluster") / "kubeconfig"
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, *, cluster: bool = True, actor: bool = True) -> None:
@@ -93,6 +100,22 @@ def audit_log(config: Config, *, read_only: bool = False) -> AuditLog:
     log = AuditLog.from_url(url, timeout=settings.ledger_timeout)
     log.ensure_ready()
     return log
+
+
+def kubeconfig_of(args) -> str | None:
+    """The kubeconfig the commands use when ``--kubeconfig`` is not given and ``$KUBECONFIG`` is not set: the demo's
+    local cluster's (``<state dir>/cluster/kubeconfig``) when ``-f`` names a config the demo wrote and that file is
+    there; else ``args.kubeconfig`` (None: :func:`kube_client`'s own order)."""
+    if args.kubeconfig or os.environ.get("KUBECONFIG") or not getattr(args, "config", None):
+        return args.kubeconfig
+    config = Path(args.config)
+    try:
+        with config.open(encoding="utf-8") as f:
+            written_by_demo = f.readline().startswith(DEMO_CONFIG_MARK)
+    except OSError:
+        return None
+    found = config.parent / DEMO_KUBECONFIG
+    return str(found) if written_by_demo and found.is_file() else None
 
 
 def actor_of(args) -> str:

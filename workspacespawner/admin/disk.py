@@ -53,7 +53,7 @@ async def _run(args) -> int:
     config = common.load_config(args)
     namespace = common.namespace_of(config, args.namespace)
     settings = common.lifecycle_settings(config)
-    async with common.kube_client(args.kubeconfig) as kube:
+    async with common.kube_client(common.kubeconfig_of(args)) as kube:
         if args.action == "list":
             common.print_rows(await DiskOps(kube, namespace).listing(args.user), LIST_COLUMNS, as_json=args.json, empty="(no disks)")
             return 0

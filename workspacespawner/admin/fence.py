@@ -26,7 +26,7 @@ def _row(obj: dict, action: str) -> dict:
 async def _run(args) -> int:
     config = common.load_config(args)
     namespace = common.namespace_of(config, args.namespace)
-    async with common.kube_client(args.kubeconfig) as kube:
+    async with common.kube_client(common.kubeconfig_of(args)) as kube:
         if not args.confirm_node_down:
             targets, kept = await Fencer(kube, namespace).plan(args.user)
             common.print_rows([_row(o, "would force-delete") for o in targets] + [_row(o, f"keep: {why}") for o, why in kept], COLUMNS,

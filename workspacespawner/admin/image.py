@@ -40,7 +40,7 @@ async def _run(args) -> int:
     settings = publish_settings(config)
     namespace = common.namespace_of(config, args.namespace)
     golden = golden_namespace(config, settings)
-    async with common.kube_client(args.kubeconfig) as kube:
+    async with common.kube_client(common.kubeconfig_of(args)) as kube:
         publisher = GoldenPublisher(
             kube, namespace, golden, audit=common.audit_log(config), actor=common.actor_of(args),
             mode=args.via or settings.mode, snapshot_class=settings.snapshot_class,

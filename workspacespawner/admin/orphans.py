@@ -43,7 +43,7 @@ async def _run(args) -> int:
         return True if (user, server) in active else (False if user in users else None)
 
     selector = f"{names.MANAGED_BY_LABEL}={names.MANAGED_BY}"
-    async with common.kube_client(args.kubeconfig) as kube:
+    async with common.kube_client(common.kubeconfig_of(args)) as kube:
         objects = await kube.list(POD, namespace, labels=selector) + await kube.list(VMI, namespace, labels=selector)
         found = classify(objects, believed_running)
         rows = []

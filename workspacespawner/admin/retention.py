@@ -67,7 +67,7 @@ def failed_purges(plan) -> list[str]:
 async def _run(args) -> int:
     config = common.load_config(args)
     namespace = common.namespace_of(config, args.namespace)
-    async with common.kube_client(args.kubeconfig) as kube:
+    async with common.kube_client(common.kubeconfig_of(args)) as kube:
         if args.action == "list":
             rows = [row for row in await DiskOps(kube, namespace).listing(args.user) if row["phase"] in PARKED]
             common.print_rows(rows, LIST_COLUMNS, as_json=args.json, empty="(no retained disks)")

@@ -20,7 +20,15 @@ from collections.abc import Mapping, Sequence
 from kubernetes_asyncio.client.rest import ApiException
 from traitlets import TraitError
 
-from workspacespawner.admin.common import add_common_arguments, fail, kube_client, load_config, namespace_of, print_rows
+from workspacespawner.admin.common import (
+    add_common_arguments,
+    fail,
+    kube_client,
+    kubeconfig_of,
+    load_config,
+    namespace_of,
+    print_rows,
+)
 from workspacespawner.core.quantities import gib
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.quota.cli import hub_groups
@@ -88,7 +96,7 @@ async def _run(args) -> int:
         folders = {team: folders[team] for team in args.team}
     rows = team_rows(folders, groups_of)
     if args.cluster:
-        async with kube_client(args.kubeconfig) as kube:
+        async with kube_client(kubeconfig_of(args)) as kube:
             await add_cluster_view(rows, kube, namespace_of(config, args.namespace))
     print_rows(rows, CLUSTER_COLUMNS if args.cluster else COLUMNS, as_json=args.json,
                empty="(no team folders: c.WorkspaceSpawner.team_folders is empty)")

@@ -29,6 +29,7 @@ from workspacespawner.core.rsttext import summary
 from workspacespawner.core.times import parse_time
 from workspacespawner.dashboard import views
 from workspacespawner.dashboard.context import DashboardContext, open_context
+from workspacespawner.dashboard.reports import NO_DEPARTMENT
 from workspacespawner.quota.policy import number
 
 log = logging.getLogger("workspacespawner.dashboard")
@@ -62,9 +63,10 @@ def _moment(text: str) -> str:
 
 def templates() -> Environment:
     """The Jinja2 environment of ``templates/`` (autoescaped), with the filters ``number`` (``12.5``, ``50``) and
-    ``moment`` (an RFC 3339 time for people)."""
+    ``moment`` (an RFC 3339 time for people), and ``NO_DEPARTMENT`` (the report's row of users in no department)."""
     env = Environment(loader=FileSystemLoader(str(HERE / "templates")), autoescape=select_autoescape())
     env.filters.update(number=_number, moment=_moment)
+    env.globals.update(NO_DEPARTMENT=NO_DEPARTMENT)
     return env
 
 
@@ -139,4 +141,4 @@ def main(argv=None) -> int:
         config = common.load_config(args)
     except (FileNotFoundError, ValueError) as e:
         return common.fail(str(e))
-    return common.run(serve(config, kubeconfig=args.kubeconfig, namespace=args.namespace, port=args.port))
+    return common.run(serve(config, kubeconfig=common.kubeconfig_of(args), namespace=args.namespace, port=args.port))

@@ -7,6 +7,7 @@ A view handler (``class MyPage(DashboardHandler)``) gets:
 ``self.render_page(template, **ns)``  a Jinja2 template from ``templates/`` extending ``base.html``
 ``self.write_json(data)``             a JSON answer
 ``self.refuse(code, message)``        an error as JSON on ``api/`` paths, else as a page
+``self.flash(kind, message)``         our sentence for the next page's ``done`` or ``error`` banner (:mod:`.flash`)
 
 The user is found without blocking the event loop (the hub's OAuth token
 check is awaited in :meth:`prepare`); a request with no user is sent to the
@@ -22,6 +23,7 @@ from datetime import date, datetime
 from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from tornado import web
 
+from workspacespawner.dashboard import flash
 from workspacespawner.dashboard.access import Viewer
 
 log = logging.getLogger("workspacespawner.dashboard")
@@ -95,14 +97,29 @@ class DashboardHandler(HubOAuthenticated, web.RequestHandler):
         return [{"title": t, "url": u, "active": path == u or (u != prefix and path.startswith(u))}
                 for t, u, shown in items if shown]
 
+    def flash(self, kind: str, message: str) -> None:
+        """Leave ``message`` (our sentence) on the next page's ``kind`` banner (``done`` or ``error``) for this
+        viewer: a signed cookie under the service's prefix, read once (:mod:`.flash`)."""
+        self.set_signed_cookie(flash.COOKIE, flash.encode(self.viewer.name, kind, message), expires_days=None,
+                               path=self.settings["service_prefix"], httponly=True, samesite="Lax")
+
+    def take_flash(self) -> dict[str, str]:
+        """``{"done" or "error": sentence}`` a POST of this viewer's left for this page (``{}``: none); cleared."""
+        if self.get_cookie(flash.COOKIE) is None:
+            return {}
+        value = self.get_signed_cookie(flash.COOKIE, max_age_days=flash.MAX_AGE_SECONDS / 86400)
+        self.clear_cookie(flash.COOKIE, path=self.settings["service_prefix"])
+        return flash.decode(value, self.viewer.name) if self.viewer is not None else {}
+
     def render_page(self, template: str, **ns) -> None:
         """Render ``templates/<template>`` with ``ns`` plus ``viewer``, ``nav``, ``prefix``, ``hub_prefix``,
-        ``xsrf_form_html`` and ``static_url``; finishes the request."""
+        ``xsrf_form_html``, ``static_url`` and the banners a POST left (:meth:`take_flash`; ``ns`` names its own
+        ``error`` first); finishes the request."""
         env = self.settings["jinja_env"]
         html = env.get_template(template).render(
             viewer=self.viewer, nav=self.nav(), prefix=self.settings["service_prefix"],
             hub_prefix=self.settings["hub_prefix"], xsrf_form_html=self.xsrf_form_html, static_url=self.static_url,
-            **ns)
+            **{**self.take_flash(), **ns})
         self.finish(html)
 
     def write_error(self, status_code: int, **kwargs):

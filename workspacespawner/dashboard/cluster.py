@@ -1,7 +1,10 @@
 """The Cluster view's numbers, from Nodes, Pods, VMIs and ledger runs: pure functions, no I/O.
 
-Per node (:func:`node_views`): GPUs by capacity and allocatable, held (by
-whom: user, server, kind, count), free, unhealthy (capacity − allocatable:
+Per node (:func:`node_views`): GPU cards (the physical boards:
+:func:`cards_and_slices`), MIG slices and time-sliced shares counted apart;
+GPU units (what a workspace takes: a whole GPU, a slice or a share) by
+capacity and allocatable, held (by whom: user, server, kind, count), free,
+unhealthy (capacity − allocatable:
 devices the NVIDIA device plugin withdrew) and unusable (every allocatable
 GPU of a node that is not ``Ready`` or is cordoned, as kube-scheduler would
 not place there); CPU (cores) and memory (GiB) requested against
@@ -28,8 +31,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
+from math import ceil
 
-from workspacespawner.core.gpuresources import MIG, SHARED_GPU, WHOLE_GPU, parse_gpu_resource
+from workspacespawner.core.gpuresources import (
+    GPU_REPLICAS_LABEL,
+    MIG,
+    MIG_COMPUTE_SLICES,
+    SHARED_GPU,
+    WHOLE_GPU,
+    parse_gpu_resource,
+)
 from workspacespawner.core.names import labelled_for, server_of
 from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.dashboard import cardhours
@@ -83,6 +94,46 @@ class NodeView:
     memory_allocatable_gib: float
     holdings: tuple[Holding, ...] = ()
     units: str = ""
+    cards: int = 0
+    mig_slices: int = 0
+    shares: int = 0
+
+
+#: GPU feature discovery's label of a node's physical GPU cards.
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+
+
+def _whole_number(text) -> int | None:
+    try:
+        return int(str(text))
+    except ValueError:
+        return None
+
+
+def cards_and_slices(labels: dict, units: dict[str, int]) -> tuple[int, int, int]:
+    """``(cards, MIG slices, time-sliced shares)`` of a node (pure) from its labels and ``{GPU resource: units}``.
+
+    Cards: GPU feature discovery's ``nvidia.com/gpu.count`` when the node
+    has it; else counted from the units: whole GPUs, the shares divided by
+    ``nvidia.com/gpu.replicas``, the MIG slices' compute slices by 7 (rounded
+    up), a VM device one card each. Shares: ``nvidia.com/gpu.shared`` units,
+    or ``nvidia.com/gpu`` ones on a node whose replicas are more than 1.
+    """
+    replicas = max(1, _whole_number(labels.get(GPU_REPLICAS_LABEL, 1)) or 1)
+    cards = mig = shares = compute = 0
+    for resource, count in units.items():
+        known = parse_gpu_resource(resource)
+        if known is not None and known.kind == MIG:
+            mig += count
+            compute += known.compute_slices * count
+        elif resource == SHARED_GPU or (resource == WHOLE_GPU and replicas > 1):
+            shares += count
+            cards += ceil(count / replicas)
+        else:
+            cards += count
+    cards += ceil(compute / MIG_COMPUTE_SLICES)
+    counted = _whole_number(labels.get(GPU_COUNT_LABEL, ""))
+    return (counted if counted is not None and counted >= 0 else cards), mig, shares
 
 
 def units_words(allocatable: dict[str, int]) -> str:
@@ -115,6 +166,9 @@ class PoolView:
     cpu_allocatable: float
     memory_requested_gib: float
     memory_allocatable_gib: float
+    cards: int = 0
+    mig_slices: int = 0
+    shares: int = 0
 
 
 @dataclass(frozen=True)
@@ -211,6 +265,7 @@ def node_views(nodes: list[dict], compute: list[dict], *, pool_of: Callable[[dic
         units = node_gpu_units(node)
         capacity, gpus = sum(node_gpu_units(node, "capacity").values()), sum(units.values())
         usable = node_usable(node)
+        cards, mig_slices, shares = cards_and_slices(labels, node_gpu_units(node, "capacity") or units)
         holdings = tuple(sorted((h for h in map(holding_of, placed.get(name, [])) if h.gpus > 0),
                                 key=lambda h: (h.user or "", h.server or "", h.name)))
         held = sum(h.gpus for h in holdings)
@@ -234,6 +289,9 @@ def node_views(nodes: list[dict], compute: list[dict], *, pool_of: Callable[[dic
             memory_allocatable_gib=float(_quantity(allocatable.get("memory", 0)) / GIB),
             holdings=holdings,
             units=units_words(units),
+            cards=cards,
+            mig_slices=mig_slices,
+            shares=shares,
         ))
     return sorted(views, key=lambda v: v.name)
 
@@ -251,6 +309,7 @@ def pool_views(views: list[NodeView]) -> list[PoolView]:
             name, tuple(v.name for v in members), total("gpu_capacity"), total("gpu_allocatable"), total("gpus_held"),
             total("gpus_free"), total("gpus_unhealthy"), total("gpus_unusable"), total("cpu_requested"),
             total("cpu_allocatable"), total("memory_requested_gib"), total("memory_allocatable_gib"),
+            total("cards"), total("mig_slices"), total("shares"),
         ))
     return sorted(result, key=lambda p: (p.name is None, p.name or ""))
 

@@ -19,8 +19,13 @@ add up to more than all users together.
 **Departments.** ``departments`` maps a department's name to JupyterHub
 group names (the dashboard's ``departments`` setting, e.g. ``{"Physics":
 ["physics-students", "physics-staff"]}``). A department row sums its
-*distinct* users: a user in two of its groups counts once. A user in no
-department's group is in no department row.
+*distinct* users: a user in two of its groups counts once. With departments
+set, the users in no department's group make one more row,
+:data:`NO_DEPARTMENT`, so no one is left out of the department totals.
+
+**Total.** One row (level ``total``, :data:`TOTAL`) of every user, each
+counted once: the departments' rows (with :data:`NO_DEPARTMENT`) add up to it
+unless a user is in two departments.
 
 Sums: ``card_hours_used``, ``card_hours_limit``, ``card_hours_left`` and
 ``disk_gib`` add up the user rows' numbers (``left`` is each user's left,
@@ -39,7 +44,11 @@ from workspacespawner.quota.cli import usage_rows
 from workspacespawner.workspace.disks import user_disk_bytes
 
 #: The levels of a report row, in the order rows are listed.
-LEVELS = ("department", "group", "user")
+LEVELS = ("department", "group", "user", "total")
+#: The department row of the users in no department's group.
+NO_DEPARTMENT = "(no department)"
+#: The name of the row of every user.
+TOTAL = "All users"
 
 #: The CSV's columns, in order (:func:`to_csv`).
 CSV_COLUMNS = (
@@ -81,8 +90,9 @@ class ReportRow:
 
 @dataclass(frozen=True)
 class Report:
-    """One month's report: ``month`` (``"YYYY-MM"``), its bounds (aware, in the quota's time zone), and the rows
-    of each level (departments in name order, groups in name order, users in name order)."""
+    """One month's report: ``month`` (``"YYYY-MM"``), its bounds (aware, in the quota's time zone), the rows
+    of each level (departments in name order then :data:`NO_DEPARTMENT`, groups in name order, users in name
+    order) and ``total``, every user once."""
 
     month: str
     period_start: datetime
@@ -90,10 +100,11 @@ class Report:
     departments: list[ReportRow]
     groups: list[ReportRow]
     users: list[ReportRow]
+    total: ReportRow
 
     def rows(self) -> list[ReportRow]:
-        """Every row: departments, then groups, then users."""
-        return [*self.departments, *self.groups, *self.users]
+        """Every row: departments, then groups, then users, then the total."""
+        return [*self.departments, *self.groups, *self.users, self.total]
 
     def to_json(self) -> dict:
         return {
@@ -103,6 +114,7 @@ class Report:
             "departments": [row.to_json() for row in self.departments],
             "groups": [row.to_json() for row in self.groups],
             "users": [row.to_json() for row in self.users],
+            "total": self.total.to_json(),
         }
 
 
@@ -119,6 +131,8 @@ def check_departments(value) -> dict[str, list[str]]:
     for name, groups in value.items():
         if not isinstance(name, str) or not name:
             raise ValueError(f"must have department names that are non-empty strings, not {name!r}")
+        if name == NO_DEPARTMENT:
+            raise ValueError(f"must not name a department {NO_DEPARTMENT!r}: the report's row of the users in none")
         if isinstance(groups, str) or not isinstance(groups, (list, tuple, set, frozenset)):
             raise ValueError(f"[{name!r}] must be a list of JupyterHub group names such as ['physics'], not {groups!r}")
         if not all(isinstance(group, str) and group for group in groups):
@@ -143,7 +157,7 @@ def disk_bytes_by_user(pvcs: list[dict], datavolumes: list[dict]) -> dict[str, i
 
 
 def _round(value: float) -> float:
-    return round(value, 2)
+    return round(float(value), 2)
 
 
 def _sum_row(level: str, name: str, rows: list[ReportRow], groups: str = "") -> ReportRow:
@@ -201,12 +215,15 @@ def build_report(
             for group in theirs:
                 members.setdefault(group, []).append(by_name[name])
     group_rows = [_sum_row("group", group, sorted(rows, key=lambda r: r.name)) for group, rows in sorted(members.items())]
-    department_rows = []
+    department_rows, in_one = [], set()
     for department, its_groups in sorted(departments.items()):
         distinct = {row.name: row for group in its_groups for row in members.get(group, [])}
+        in_one |= set(distinct)
         department_rows.append(
             _sum_row("department", department, [distinct[n] for n in sorted(distinct)], " ".join(sorted(its_groups)))
         )
+    if departments:
+        department_rows.append(_sum_row("department", NO_DEPARTMENT, [row for row in users if row.name not in in_one]))
     start, end = period
     return Report(
         month=f"{start:%Y-%m}",
@@ -215,6 +232,7 @@ def build_report(
         departments=department_rows,
         groups=group_rows,
         users=users,
+        total=_sum_row("total", TOTAL, users),
     )
 
 
@@ -252,7 +270,8 @@ def _cell(value):
 
 
 def to_csv(report: Report) -> str:
-    """The report as CSV text: a header row of :data:`CSV_COLUMNS`, then every row (departments, groups, users).
+    """The report as CSV text: a header row of :data:`CSV_COLUMNS`, then every row (departments, groups, users,
+    the total).
 
     Numbers as the rows hold them; a name that a spreadsheet would take for
     a formula (``=...``, ``+...``, ``-...``, ``@...``) is written with a

@@ -65,6 +65,16 @@ async def root_disk_image(spawner, profiles: list[dict], defaults: dict) -> str 
     return cloned_from(await spawner.cached_root_disk()) if "vm" in kinds else None
 
 
+def servers_allowed(user) -> int | None:
+    """How many servers JupyterHub lets ``user`` have: 1 with named servers off (``c.JupyterHub.allow_named_servers``);
+    the default and ``c.JupyterHub.named_server_limit_per_user`` named ones when that is a number above 0; None: no
+    limit of the hub's (or a callable one, which needs a request to answer)."""
+    if not getattr(user, "allow_named_servers", False):
+        return 1
+    limit = (getattr(user, "settings", None) or {}).get("named_server_limit_per_user", 0)
+    return limit + 1 if isinstance(limit, int) and limit > 0 else None
+
+
 async def gather(spawner) -> SpawnPage:
     """The :class:`SpawnPage` of ``spawner``'s user now (profiles, GPUs free, usage, disks)."""
     groups = useroptions.group_names(spawner)
@@ -80,7 +90,7 @@ async def gather(spawner) -> SpawnPage:
     root_image = await root_disk_image(spawner, profiles, defaults)
     cards = [replace(card(profile, defaults, team.get(pool_of_profile(profile), pools), usage, limits, economy,
                           root_image), **await placementnotes.notes(spawner, profile)) for profile in profiles]
-    return SpawnPage(profiles, cards, balance(usage, limits, used_disk))
+    return SpawnPage(profiles, cards, balance(usage, limits, used_disk, servers_allowed=servers_allowed(spawner.user)))
 
 
 class PageCache:

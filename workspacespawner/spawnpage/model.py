@@ -48,7 +48,8 @@ class Balance:
     month's weighted card-hours (GPU units × weight × hours); ``resets``: when they reset, as
     ``2027-01-01 00:00 (Europe/Berlin)``; ``resets_at``: the same instant in
     ISO 8601. ``running``/``running_limit``: workspaces starting or running
-    now and how many may at once. ``disk_used_gib``/``disk_limit_gib``: the
+    now and how many may at once (None when the hub lets the user have one
+    server only: a limit no one can reach is not shown). ``disk_used_gib``/``disk_limit_gib``: the
     user's disks together (requested sizes, GiB) and the quota (None: no
     limit). Every field is None when quotas are off or the ledger cannot be
     read (the page then shows no header).
@@ -79,11 +80,19 @@ class Balance:
         return {**asdict(self), "used_percent": self.used_percent}
 
 
-def balance(usage: Usage | None, limits: Limits | None, disk_used_bytes: int) -> Balance:
-    """The :class:`Balance` of a user from their ledger ``usage`` and ``limits`` (None, None: quotas off or unreadable)."""
+def balance(usage: Usage | None, limits: Limits | None, disk_used_bytes: int, *,
+            servers_allowed: int | None = None) -> Balance:
+    """The :class:`Balance` of a user from their ledger ``usage`` and ``limits`` (None, None: quotas off or unreadable).
+
+    ``servers_allowed``: how many servers the hub lets the user have
+    (:func:`~.gather.servers_allowed`; None: no limit of the hub's); the
+    workspace limit shown is the lower of it and the quota's, and none when
+    it is 1.
+    """
     if usage is None or limits is None:
         return Balance()
     limit = limits.card_hours_per_month
+    reachable = min(limits.max_concurrent, servers_allowed or limits.max_concurrent)
     return Balance(
         card_hours_used=round(usage.card_hours, 2),
         card_hours_limit=limit,
@@ -91,7 +100,7 @@ def balance(usage: Usage | None, limits: Limits | None, disk_used_bytes: int) ->
         resets=when(usage.period_end),
         resets_at=usage.period_end.isoformat(),
         running=usage.running,
-        running_limit=limits.max_concurrent,
+        running_limit=None if servers_allowed == 1 else reachable,
         disk_used_gib=round(disk_used_bytes / GIB, 1),
         disk_limit_gib=round(float(parse_quantity(limits.max_disk)) / GIB, 1) if limits.max_disk else None,
     )

@@ -8,8 +8,10 @@ Both answer 403 to a viewer without the view (:attr:`Viewer.sees_cluster
 every node (sharing a node needs the whole picture) but the names of only
 the users they may read (:meth:`Viewer.can_read
 <workspacespawner.dashboard.access.Viewer.can_read>`): anyone else's
-holding, GPU, trend or idle workspace is shown as "another user" with its
-numbers, without user, server or object name. Admins see every name.
+holding, GPU, trend or idle workspace is shown under a label of its own,
+"user A", "user B"... (:func:`aliases`: the same person has the same label
+everywhere on the page, two people never share one), with its numbers,
+without user, server or object name. Admins see every name.
 
 The data comes from the watch caches (Nodes, Pods, VMIs: no API call per
 request), one :meth:`Ledger.runs_all <workspacespawner.quota.ledger.Ledger.runs_all>`
@@ -51,8 +53,8 @@ from workspacespawner.quota.ledger import LedgerUnavailable
 
 log = logging.getLogger("workspacespawner.dashboard")
 
-#: What a hidden user is called on the page.
-ANOTHER_USER = "another user"
+#: What a hidden user is called on the page: "user A", "user B"... (:func:`aliases`).
+ALIAS = "user {}"
 
 #: How many users the top-users table lists.
 TOP_USERS = 10
@@ -78,9 +80,30 @@ def _shown(viewer: Viewer, user: str | None) -> bool:
     return viewer.admin if user is None else viewer.can_read(user)
 
 
-def holding_json(viewer: Viewer, holding: Holding) -> dict:
-    """A holding for ``viewer``: ``{user, server, kind, name, node, gpus, hidden}``; a user the viewer may not
-    read (or, for a non-admin, a consumer that is not a workspace) has user, server and name None and hidden True."""
+def _letters(index: int) -> str:
+    """0 -> ``A``, 25 -> ``Z``, 26 -> ``AA``... (a spreadsheet's column names)."""
+    word = ""
+    index += 1
+    while index:
+        index, rest = divmod(index - 1, 26)
+        word = chr(ord("A") + rest) + word
+    return word
+
+
+def aliases(viewer: Viewer, readings: ClusterReadings) -> dict[str, str]:
+    """``{user: "user A"}`` for each user in ``readings`` whose name ``viewer`` may not see, in name order, so each
+    hidden person has one label on the page and no two share one (pure; the names stay on the server)."""
+    users = {h.user for v in readings.views for h in v.holdings}
+    users |= {s.holder.user for s in readings.gpus or () if s.holder is not None}
+    users |= {u.user for u in readings.users} | {w.holding.user for w in readings.idle or ()}
+    hidden = sorted(u for u in users if u is not None and not viewer.can_read(u))
+    return {user: ALIAS.format(_letters(i)) for i, user in enumerate(hidden)}
+
+
+def holding_json(viewer: Viewer, holding: Holding, alias: dict[str, str]) -> dict:
+    """A holding for ``viewer``: ``{user, server, kind, name, node, gpus, hidden, alias}``; a user the viewer may not
+    read (or, for a non-admin, a consumer that is not a workspace) has user, server and name None and hidden True,
+    and a workspace's ``alias`` its label from :func:`aliases` (None otherwise)."""
     shown = _shown(viewer, holding.user)
     return {
         "user": holding.user if shown else None,
@@ -90,12 +113,14 @@ def holding_json(viewer: Viewer, holding: Holding) -> dict:
         "node": holding.node,
         "gpus": holding.gpus,
         "hidden": not shown,
+        "alias": None if shown else alias.get(holding.user or ""),
     }
 
 
 def _counts(view: NodeView | PoolView) -> dict:
     return {
-        "gpus": {"capacity": view.gpu_capacity, "allocatable": view.gpu_allocatable, "held": view.gpus_held,
+        "gpus": {"cards": view.cards, "mig_slices": view.mig_slices, "shares": view.shares,
+                 "capacity": view.gpu_capacity, "allocatable": view.gpu_allocatable, "held": view.gpus_held,
                  "free": view.gpus_free, "unhealthy": view.gpus_unhealthy, "unusable": view.gpus_unusable},
         "cpu": {"requested": round(view.cpu_requested, 3), "allocatable": round(view.cpu_allocatable, 3)},
         "memory_gib": {"requested": round(view.memory_requested_gib, 3),
@@ -103,28 +128,31 @@ def _counts(view: NodeView | PoolView) -> dict:
     }
 
 
-def gpu_json(viewer: Viewer, stat: GPUStat) -> dict:
+def gpu_json(viewer: Viewer, stat: GPUStat, alias: dict[str, str]) -> dict:
     """One GPU's readings for ``viewer``: ``{node, gpu, instance, mig_profile, model, util, fb_used_mib, fb_free_mib,
-    power_watts, holder}`` (``instance``/``mig_profile``: a MIG slice's, else ``""``) (% , MiB, W; None when not reported); ``holder``: ``{user, server, kind, hidden}`` or None (free)."""
+    power_watts, holder}`` (``instance``/``mig_profile``: a MIG slice's, else ``""``) (% , MiB, W; None when not
+    reported); ``holder``: ``{user, server, kind, hidden, alias}`` or None (free)."""
     holder = None
     if stat.holder is not None:
         shown = _shown(viewer, stat.holder.user)
         holder = {"user": stat.holder.user if shown else None, "server": stat.holder.server if shown else None,
-                  "kind": stat.holder.kind, "hidden": not shown}
+                  "kind": stat.holder.kind, "hidden": not shown,
+                  "alias": None if shown else alias.get(stat.holder.user or "")}
     elif stat.pod:
-        holder = {"user": None, "server": None, "kind": "other", "hidden": True}
+        holder = {"user": None, "server": None, "kind": "other", "hidden": True, "alias": None}
     return {"node": stat.node, "gpu": stat.gpu, "instance": stat.instance, "mig_profile": stat.mig_profile,
             "model": stat.model, "util": stat.util, "fb_used_mib": stat.fb_used_mib,
             "fb_free_mib": stat.fb_free_mib, "power_watts": stat.power_watts, "holder": holder}
 
 
-def user_json(viewer: Viewer, use: UserUse) -> dict:
-    """One top user for ``viewer``: ``{user, hidden, gpus_now, total_7, total_30, days_7, days_30}`` (card-hours;
-    ``days_*`` per local day, oldest first, as ``[day, card-hours]``)."""
+def user_json(viewer: Viewer, use: UserUse, alias: dict[str, str]) -> dict:
+    """One top user for ``viewer``: ``{user, hidden, alias, gpus_now, total_7, total_30, days_7, days_30}``
+    (card-hours; ``days_*`` per local day, oldest first, as ``[day, card-hours]``)."""
     shown = viewer.can_read(use.user)
     return {
         "user": use.user if shown else None,
         "hidden": not shown,
+        "alias": None if shown else alias.get(use.user),
         "gpus_now": use.gpus_now,
         "total_7": round(use.total_7, 4),
         "total_30": round(use.total_30, 4),
@@ -144,27 +172,28 @@ def cluster_data(viewer: Viewer, readings: ClusterReadings, *, prometheus_url: s
     "idle_threshold" (%), "idle_window" (seconds)}``. ``gpu_readings`` and ``idle`` are None without Prometheus
     readings (not set, or it failed: ``prometheus.error`` says how).
     """
+    alias = aliases(viewer, readings)
     readings_by_node: dict[str, list[dict]] = {}
     for stat in readings.gpus or ():
-        readings_by_node.setdefault(stat.node, []).append(gpu_json(viewer, stat))
+        readings_by_node.setdefault(stat.node, []).append(gpu_json(viewer, stat, alias))
     nodes = []
     for view in readings.views:
         node = {"name": view.name, "pool": view.pool, "product": view.product, "units": view.units, "ready": view.ready,
                 "schedulable": view.schedulable, **_counts(view),
-                "holdings": [holding_json(viewer, h) for h in view.holdings],
+                "holdings": [holding_json(viewer, h, alias) for h in view.holdings],
                 "gpu_readings": None if readings.gpus is None else readings_by_node.get(view.name, [])}
         nodes.append(node)
     everything = pool_views([replace(v, pool=None) for v in readings.views])
     totals = _counts(everything[0]) if everything else _counts(PoolView(None, (), 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0))
     idle = None
     if readings.idle is not None:
-        idle = [{**holding_json(viewer, w.holding), "max_util": round(w.max_util, 2), "gpus_idle": list(w.gpus)}
+        idle = [{**holding_json(viewer, w.holding, alias), "max_util": round(w.max_util, 2), "gpus_idle": list(w.gpus)}
                 for w in readings.idle]
     return {
         "nodes": nodes,
         "pools": [{"name": p.name, "nodes": list(p.nodes), **_counts(p)} for p in readings.pools],
         "totals": totals,
-        "top_users": [user_json(viewer, u) for u in readings.users],
+        "top_users": [user_json(viewer, u, alias) for u in readings.users],
         "idle": idle,
         "idle_threshold": threshold,
         "idle_window": window_seconds,
@@ -210,16 +239,23 @@ async def read_cluster(ctx) -> ClusterReadings:
     return ClusterReadings(views, pools, gpus, users, idle, prometheus_error, ledger_error)
 
 
+def sparkline_top(data: dict) -> float:
+    """The card-hours per day at the top of every Top users sparkline: the most any of them used in a day over the
+    30 days, at least 1 (one scale for all rows, so their heights compare; the page prints it)."""
+    return max([1.0, *(v for use in data["top_users"] for _d, v in use["days_30"])])
+
+
 def sparklines(data: dict) -> dict[int, tuple[str, str]]:
-    """``{index in data["top_users"]: (7-day SVG, 30-day SVG)}`` for the page (titles name only shown users)."""
-    found = {}
+    """``{index in data["top_users"]: (7-day SVG, 30-day SVG)}`` for the page, all from 0 to :func:`sparkline_top`
+    (titles name only shown users; a hidden one by its label)."""
+    found, top = {}, sparkline_top(data)
     for index, use in enumerate(data["top_users"]):
-        who = use["user"] or ANOTHER_USER
+        who = use["user"] or use["alias"]
         found[index] = (
             charts.sparkline([v for _d, v in use["days_7"]], title=f"Card-hours per day of {who}, last 7 days",
-                            at_least=1.0),
+                            at_least=top),
             charts.sparkline([v for _d, v in use["days_30"]], title=f"Card-hours per day of {who}, last 30 days",
-                            at_least=1.0),
+                            at_least=top),
         )
     return found
 
@@ -247,7 +283,7 @@ class ClusterPage(ClusterHandler):
     async def get(self):
         data = await self.data()
         self.render_page("cluster.html", title="Cluster", data=data, sparklines=sparklines(data),
-                         another_user=ANOTHER_USER)
+                         sparkline_top=sparkline_top(data))
 
 
 class ClusterApi(ClusterHandler):

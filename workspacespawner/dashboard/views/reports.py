@@ -55,9 +55,9 @@ def report_period(text: str | None, now: datetime, tz: str | tzinfo = "UTC") -> 
     try:
         period = policy.named_month(text, tz)
     except ValueError:
-        raise MonthError(f"month: must be a month written YYYY-MM, such as {this[0]:%Y-%m}, not {text!r}") from None
+        raise MonthError(f"month: must be a month written YYYY-MM, such as {this[0]:%Y-%m}") from None
     if period[0] > this[0]:
-        raise MonthError(f"month: must be this month ({this[0]:%Y-%m}) or an earlier one, not {text!r}")
+        raise MonthError(f"month: must be this month ({this[0]:%Y-%m}) or an earlier one")
     return period
 
 

@@ -8,7 +8,8 @@
                                                publish (``server``, ``name``): admins, teachers their own
 
 A POST from the page's forms (``next`` given) comes back to the page with
-what happened, or why not, in a sentence; an API POST answers JSON
+what happened, or why not, in our sentence, carried by a signed one-time
+cookie (:mod:`~..flash`), never by the URL; an API POST answers JSON
 ``{"message", "name"}`` or ``{"status", "message"}``.
 """
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 import json
 import logging
 from datetime import timedelta
-from urllib.parse import urlencode
 
 from workspacespawner.dashboard import actions, cardhours, charts
 from workspacespawner.dashboard.base import DashboardHandler
@@ -33,6 +33,10 @@ USER = r"(?P<user>[^/]+)"
 
 #: Seconds a page waits for Prometheus's disk readings before it shows the rest without them.
 PROMETHEUS_TIMEOUT = 5.0
+#: The page's refusals of a user the viewer asked for (``?user=``): they do not repeat the request's text, so a link
+#: cannot put its words on the page's red banner.
+NOT_YOURS = "You may not see that user's workspaces."
+NO_SUCH_USER = "There is no such user."
 #: What the page says when Prometheus is configured but did not answer.
 NO_DISK_FILL = "How full each disk is cannot be shown just now: Prometheus did not answer."
 
@@ -59,7 +63,7 @@ async def gather(handler: DashboardHandler, user: str) -> dict:
     ctx = handler.ctx
     model = await ctx.hub.user(user)
     if model is None:
-        handler.refuse(404, f"There is no user {user}.")
+        handler.refuse(404, NO_SUCH_USER)
     objects = [o for objs in (await ctx.caches.snapshot()).values() for o in objs]
     now = ctx.now()
     month = await ctx.month(user, model.get("groups") or (), now)
@@ -124,7 +128,7 @@ class WorkspacesPage(DashboardHandler):
     async def get(self):
         user = self.get_argument("user", None) or self.viewer.name
         if not self.viewer.can_read(user):
-            self.refuse(403, f"You may not see {user}'s workspaces.")
+            self.refuse(403, NOT_YOURS)
         data = await gather(self, user)
         others = []
         if self.viewer.sees_all or self.viewer.teams:
@@ -134,8 +138,7 @@ class WorkspacesPage(DashboardHandler):
                          data=data, owner=user, can_act=self.viewer.can_act(user), others=others,
                          can_publish=actions.may_publish(self.ctx, self.viewer, user),
                          cardhours_charts=cardhours_charts(data.get("cardhours")),
-                         old_disk_kept_until=rfc3339(self.ctx.now() + timedelta(days=self.ctx.lifecycle.retention_days)),
-                         done=self.get_argument("done", ""), error=self.get_argument("error", ""))
+                         old_disk_kept_until=rfc3339(self.ctx.now() + timedelta(days=self.ctx.lifecycle.retention_days)))
 
 
 class WorkspacesApi(DashboardHandler):
@@ -143,7 +146,7 @@ class WorkspacesApi(DashboardHandler):
 
     async def get(self, user: str | None = None):
         user = user or self.viewer.name
-        if not self.viewer.can_read(user):
+        if not self.viewer.can_read(user):  # JSON, not a page's banner: it names whom
             self.refuse(403, f"You may not see {user}'s workspaces.")
         self.write_json(await gather(self, user))
 
@@ -194,16 +197,18 @@ class ActionApi(DashboardHandler):
                 done = await fn(self.ctx, self.viewer, user, *values)
         except actions.ActionRefused as e:
             if page and e.code != 403:
-                return self.redirect(self._back(page, error=str(e)))
+                self.flash("error", str(e))
+                return self.redirect(self._back(page))
             self.refuse(e.code, str(e))
         if page:
-            return self.redirect(self._back(page, done=done.message))
+            self.flash("done", done.message)
+            return self.redirect(self._back(page))
         self.write_json({"message": done.message, "name": done.name})
 
-    def _back(self, page: str, **message) -> str:
+    def _back(self, page: str) -> str:
+        """The page to come back to: ``page`` if it is one of the service's, else the service's first page."""
         prefix = self.settings["service_prefix"]
-        target = page if page.startswith(prefix) else prefix
-        return f"{target}{'&' if '?' in target else '?'}{urlencode(message)}"
+        return page if page.startswith(prefix) else prefix
 
 
 ROUTES = [
