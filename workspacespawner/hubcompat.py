@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 
 from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.k8s.owned import forbidden_error, outage_error
 from workspacespawner.quota.refusal import QuotaRefused
 
 try:  # JupyterHub >= 6
@@ -59,6 +60,16 @@ def as_spawn_failure(error: WorkspaceError, spawner=None) -> WorkspaceError:
         if isinstance(settings, dict):
             settings["failure_count"] = settings.get("failure_count", 0) - 1
     return error
+
+
+def raise_for_user(error: BaseException, spawner=None) -> None:
+    """Re-raise ``error`` as the spawn page should show it: a refusal, an API outage or the hub's own lack of a
+    permission in words (:func:`~workspacespawner.k8s.owned.outage_error`,
+    :func:`~workspacespawner.k8s.owned.forbidden_error`), handed over by :func:`as_spawn_failure`; else as it is."""
+    in_words = error if isinstance(error, WorkspaceError) else outage_error(error) or forbidden_error(error)
+    if in_words is None:
+        raise error
+    raise as_spawn_failure(in_words, spawner) from error
 
 
 def options_sent(spawner) -> bool:

@@ -20,6 +20,7 @@ import copy
 import re
 import unicodedata
 
+from workspacespawner import upstream
 from workspacespawner.config.profiles import (
     UNLISTED_MAX_CHARS,
     ResolvedProfile,
@@ -90,12 +91,12 @@ async def maybe_await(value):
 
 async def profile_list(spawner) -> list[dict]:
     """The spawner's profile_list, a callable one called (and checked whole), as kubespawner initializes it."""
-    profiles = spawner._sorted_dict_values(spawner.profile_list)
+    profiles = upstream.sorted_profile_list(spawner)
     if callable(profiles):
         profiles = await maybe_await(profiles(spawner))
         validate_profile_list(profiles, spawner.trait_names(), spawner.services.economy.declared())
         check_profile_pools(profiles, team_pools(spawner))
-    return with_unlisted_defaults(spawner._get_initialized_profile_list(profiles))
+    return with_unlisted_defaults(upstream.initialized_profiles(spawner, profiles))
 
 
 def check_user_options(spawner, profiles: list[dict]) -> dict:
@@ -150,7 +151,7 @@ def check_user_options(spawner, profiles: list[dict]) -> dict:
                 f"That is not a choice of {option.get('display_name', option_name)!r}.", reason="invalid-options"
             )
     try:
-        spawner._validate_user_options(profiles)
+        upstream.validate_user_options(spawner, profiles)
     except ValueError as e:
         raise WorkspaceError(str(e), reason="invalid-options") from None
     return profile
@@ -191,7 +192,7 @@ def check_form_options(spawner, options: dict) -> None:
     if spawner.profile_list and not callable(spawner.profile_list):
         saved, spawner.user_options = spawner.user_options, options
         try:
-            profiles = spawner._get_initialized_profile_list(spawner._sorted_dict_values(spawner.profile_list))
+            profiles = upstream.initialized_profiles(spawner, upstream.sorted_profile_list(spawner))
             check_user_options(spawner, with_unlisted_defaults(profiles))
         finally:
             spawner.user_options = saved
@@ -220,7 +221,7 @@ async def refuse_bad_options(spawner, user_options: dict, *, sent: bool = True) 
     except WorkspaceError as e:
         if sent:
             raise
-        spawner.log.warning("Saved options of %s no longer hold (%s); starting the default profile", spawner._log_name, e)
+        spawner.log.warning("Saved options of %s no longer hold (%s); starting the default profile", upstream.log_name(spawner), e)
         spawner.user_options = {}
         check_user_options(spawner, profiles)
     spawner.checked_profiles = profiles
@@ -290,7 +291,7 @@ async def apply_chosen_profile(spawner, configured: dict) -> ResolvedProfile:
     options["profile"] = profile["slug"]
     saved, spawner.user_options = spawner.user_options, options
     try:
-        spawner._load_profile(profile["slug"], profiles)
+        upstream.load_profile(spawner, profile["slug"], profiles)
     finally:
         spawner.user_options = saved
     if spawner.ide == "code-server" and "default_url" not in (profile.get("kubespawner_override") or {}):

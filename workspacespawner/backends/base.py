@@ -1,8 +1,8 @@
 """The contract every workspace kind implements: what a start, stop and poll ask of a backend.
 
 The spawner picks one backend per start, once the profile has resolved
-(``workspace_kind``: ``container`` or ``vm``); that is the only place the
-kind is switched on. The generic steps stay in the spawner and the
+(``workspace_kind``: ``container`` or ``vm``, :mod:`.kinds`); that is the
+only place the kind is switched on, and what differs by kind is a method here. The generic steps stay in the spawner and the
 services: the lifecycle (:mod:`workspacespawner.workspace.tracker`), the
 quota reservation, the home PersistentVolumeClaim and the storage tiers.
 
@@ -28,9 +28,10 @@ class StartContext:
     """What a start hands its backend, all resolved before any compute is made.
 
     ``env()``: the server's environment (kubespawner's ``get_env()`` plus the
-    tiers'); ``command()``: the singleuser command line (a VM writes both into
-    its guest; a container's Pod gets them from kubespawner's own manifest,
-    so a container start never calls these two); ``tiers``: the
+    tiers'); ``command()``: the singleuser command, ``args()``: its arguments
+    (kubespawner's ``get_args()``; a VM writes these into its guest, with
+    where to listen; a container's Pod gets them from kubespawner's own
+    manifest, so a container start never calls these three); ``tiers``: the
     start's storage tiers; ``home_mount_path``: where the home appears;
     ``extra_labels``: labels every object of the start carries (z2jh's
     network-access labels among them); ``say(message, milestone)``: a progress
@@ -47,6 +48,7 @@ class StartContext:
 
     env: Callable[[], Mapping[str, str]]
     command: Callable[[], Sequence[str]]
+    args: Callable[[], Sequence[str]]
     tiers: PreparedTiers
     home_mount_path: str
     say: Say
@@ -114,6 +116,25 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def event_object(self) -> dict:
         """The core/v1 ``ObjectReference`` (``apiVersion``, ``kind``, ``name``) Events about this workspace go on."""
+
+    async def watch(self) -> None:
+        """Start (or join) this kind's own shared watches, besides the namespace's Pod, VMI and PVC watches every start
+        reads (:func:`~workspacespawner.hubtasks.watch_workspaces`); none by default."""
+
+    def start_hub_tasks(self) -> None:
+        """Start this kind's hub-wide background tasks, once per hub process (a VM's root-disk pools); none by default."""
+
+    def tier_env(self, tiers: PreparedTiers) -> dict[str, str]:
+        """The storage tiers' environment variables as this kind's server sees them (:meth:`.PreparedTiers.env`)."""
+        return tiers.env()
+
+    @abc.abstractmethod
+    def image(self) -> str:
+        """The server's image as a sentence to an administrator names it (a container image, a VM's golden image)."""
+
+    def keeps_disks(self) -> bool:
+        """Whether an earlier start of this kind left disks of its own (a VM's root disk), which a deletion retains too."""
+        return False
 
     async def server_log(self, lines: int) -> str | None:
         """The server's own output, its last ``lines`` lines as the API serves it; None when this kind has none the

@@ -29,6 +29,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable
 
+from jupyterhub.utils import make_ssl_context, url_path_join
 from tornado import httpclient, iostream
 
 from workspacespawner.core.errors import WorkspaceError
@@ -46,6 +47,9 @@ LOG_LINES = 200
 
 #: At most this many characters of the server's line are shown.
 MAX_LINE = 300
+
+#: Seconds of ``start_timeout`` a code-server check leaves for the rest of the start.
+CHECK_MARGIN = 5
 
 #: Seconds the server's log is read again for the line (the node writes a container's output a little after it).
 LOG_WAIT = 5.0
@@ -145,3 +149,47 @@ async def check(url: str, *, token: str, deadline: float, server_log: Callable[[
     if line is None:
         logger.warning("%s answered 500 and neither its body nor the server's log says why", url)
     raise failure(line)
+
+
+async def check_started(spawner, url: str, *, began: float, label: str) -> None:
+    """A code-server profile's server, at ``url`` (what the backend's start returned), really runs code-server.
+
+    ``spawner``: the WorkspaceSpawner whose start began at ``began``
+    (``time.monotonic()``); ``label``: its server's name in log lines.
+    Called inside ``start`` once the backend's start returned: a missing
+    code-server fails the start like any other failure of it (the message
+    on the spawn page and in the REST API's progress, the server stopped by
+    JupyterHub's cleanup, no disk touched), and the user is never sent to a
+    bare 500 at ``/vscode/``. JupyterHub has no hook after its own wait for
+    the server, and that wait only asks ``/api``. The check asks the
+    server's own address directly (not through the proxy, whose route
+    JupyterHub adds later) at its base URL plus ``code_server_url``, with
+    the server's API token, until it answers (:func:`check`). It waits at
+    most ``code_server_check_timeout`` and never past :data:`CHECK_MARGIN`
+    seconds before ``start_timeout``, so JupyterHub's ``start_timeout`` keeps
+    its meaning; a server that has not answered by then is left to
+    JupyterHub's own wait (``http_timeout``), as for any other profile.
+    """
+    s = spawner
+    if s.server is None or not s.api_token:  # started outside JupyterHub's spawn: nothing to ask with
+        return
+    deadline = min(began + s.start_timeout - CHECK_MARGIN, time.monotonic() + s.code_server_check_timeout)
+    if deadline <= time.monotonic():
+        s.log.warning("No time left in start_timeout to check code-server of %s", label)
+        return
+    s.steps.say("Starting VS Code (code-server) in your server")
+    profile, image = s.profile.display_name if s.profile else "code-server", s.backend.image()
+    await check(
+        url.rstrip("/") + url_path_join(s.server.base_url, s.code_server_url),
+        token=s.api_token, deadline=deadline, server_log=s.backend.server_log,
+        failure=lambda line: missing_error(profile=profile, image=image, log_line=line),
+        ssl_options=server_ssl_context(s.user) if url.startswith("https:") else None, logger=s.log,
+    )
+
+
+def server_ssl_context(user) -> ssl.SSLContext:
+    """The hub's client context for a server of ``user`` behind JupyterHub's internal SSL (as JupyterHub's own wait
+    uses)."""
+    settings = getattr(user, "settings", None) or {}
+    return make_ssl_context(settings.get("internal_ssl_key"), settings.get("internal_ssl_cert"),
+                            cafile=settings.get("internal_ssl_ca"))

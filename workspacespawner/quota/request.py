@@ -11,6 +11,7 @@ from __future__ import annotations
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.quota.policy import Request, Reservation
+from workspacespawner.quota.service import TrackedWorkspace
 from workspacespawner.workspace.disks import user_disk_bytes, user_disks
 
 
@@ -64,3 +65,14 @@ async def reserve_start(
         home_size=home_size, backend=backend,
     )
     return await quota.reserve(user=user_name, groups=groups, request=request)
+
+
+async def reserve_for(spawner, groups: list[str]) -> Reservation | None:
+    """The pre-spawn quota step of ``spawner`` (a WorkspaceSpawner whose home is found and whose backend names a new
+    start): the server tracked for the enforcer (:class:`~.service.TrackedWorkspace`), then :func:`reserve_start`
+    with the user's JupyterHub ``groups``."""
+    s, quota = spawner, spawner.services.quota
+    quota.track(TrackedWorkspace(s.user.name, s.name or "", s.namespace, s.backend.event_object(), frozenset(groups), s.api))
+    return await reserve_start(quota, s.services.kube, namespace=s.namespace, user_name=s.user.name, groups=groups,
+                               profile=s.profile, server_name=s.name, home_pvc=s.home_pvc_name, home_size=s.home_size,
+                               backend=s.backend)

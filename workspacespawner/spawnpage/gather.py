@@ -80,7 +80,7 @@ async def gather(spawner) -> SpawnPage:
     groups = useroptions.group_names(spawner)
     profiles = useroptions.visible_profiles(spawner, await useroptions.profile_list(spawner))
     found, pools = await asyncio.gather(
-        spawner.services.quota.balance(user=spawner.user.name, groups=groups), spawner._gpu_pools()
+        spawner.services.quota.balance(user=spawner.user.name, groups=groups), spawner.gpu_view.free()
     )
     usage, limits = (found.usage, found.limits) if found is not None else (None, None)
     used_disk = await disk_bytes(spawner) if found is not None else 0

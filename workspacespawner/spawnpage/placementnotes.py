@@ -2,7 +2,7 @@
 
 Read from the profile as a start would apply it (its ``kubespawner_override``,
 else the spawner's own settings) and from the hub's shared caches through the
-spawner (:meth:`~workspacespawner.spawner.WorkspaceSpawner.pool_use`): no API
+spawner (:meth:`~workspacespawner.workspace.gpuview.GPUView.pool_use`): no API
 call per view.
 """
 
@@ -17,7 +17,7 @@ from workspacespawner.workspace import placement, poolholders
 async def team_gpu_pools(spawner, profiles: list[dict]) -> dict:
     """``{pool name: {(resource, product): GPUPool} | None}``: the GPUs of each team pool ``profiles`` name, its nodes only."""
     names = sorted({pool_of_profile(p) for p in profiles} - {""})
-    return {name: await spawner._gpu_pools(name) for name in names}
+    return {name: await spawner.gpu_view.free(name) for name in names}
 
 
 async def notes(spawner, profile: dict) -> dict[str, str | None]:
@@ -25,7 +25,7 @@ async def notes(spawner, profile: dict) -> dict[str, str | None]:
     override = profile.get("kubespawner_override") or {}
     resource, gpus = gpu_limit(override.get("extra_resource_limits"), spawner.services.economy.declared())
     pool = pool_of_profile(profile)
-    use = await spawner.pool_use(pool, resource) if pool else None
+    use = await spawner.gpu_view.pool_use(pool, resource) if pool else None
     prefer = override.get("prefer_cheaper_gpus", spawner.prefer_cheaper_gpus)
     product = (override.get("node_selector") or {}).get(GPU_PRODUCT_LABEL)
     products = [name for name, _ in spawner.services.economy.products_by_cost(resource)]

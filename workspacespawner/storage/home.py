@@ -18,11 +18,13 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.core.milestones import Milestone, Say
 from workspacespawner.k8s.admission import exceeded_quota
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.k8s.owned import core_accessors, ensure_owned
+from workspacespawner.workspace import attach, lifecycle
 from workspacespawner.workspace.disks import home_candidates
-from workspacespawner.workspace.lifecycle import Status, made_in
+from workspacespawner.workspace.lifecycle import Phase, Status, WorkspaceRef, made_in
 
 log = logging.getLogger("workspacespawner")
 
@@ -111,6 +113,39 @@ async def ensure_home_pvc(core_api, manifest: dict, user_name: str, *, create_fi
     if created:
         log.info("Created home PVC %s/%s for %s", manifest["metadata"]["namespace"], manifest["metadata"]["name"], user_name)
     return pvc
+
+
+def made_now(ref: WorkspaceRef) -> tuple[Status, dict[str, str]]:
+    """What a disk or VM a start of ``ref`` makes is created with: the lifecycle status ``Stopped`` (its compute shows
+    the rest) and, for a disk, this start's attach claim (:func:`~workspacespawner.workspace.attach.claim_annotation`)."""
+    now = lifecycle.utcnow().replace(microsecond=0)
+    return Status(Phase.STOPPED, since=now, server=ref.server_name), attach.claim_annotation(ref, now)
+
+
+async def home_pvc(spawner, ref: WorkspaceRef, *, kubespawner_username: str) -> dict:
+    """The home PVC of ``spawner`` (a WorkspaceSpawner: its ``home_*`` settings, the hub's Kube facade): as the PVC
+    watch holds it when it is the user's, else read, or made (already ``Stopped``, claimed for the start of ``ref``:
+    :func:`made_now`)."""
+    kube, namespace, name, user = spawner.services.kube, spawner.namespace, spawner.home_pvc_name, spawner.user.name
+    known, pvc = kube.peek(PVC, namespace, name)
+    if known and pvc is not None and names.owned_by(pvc["metadata"], user):
+        return pvc
+    recorded, claim = made_now(ref)
+    manifest = make_home_pvc(
+        name=name, namespace=namespace, user_name=user, kubespawner_username=kubespawner_username,
+        storage_class=spawner.home_storage_class, size=spawner.home_size, access_modes=spawner.home_access_modes,
+        status=recorded, annotations=claim,
+    )
+    pvc = await ensure_home_pvc(spawner.api, manifest, user, create_first=known and pvc is None)
+    return kube.remember(PVC, namespace, pvc)
+
+
+def say_home_ready(pvc: dict, name: str, say: Say) -> None:
+    """Tell the start's progress (``say``) how home PVC ``pvc`` (named ``name``) is: ready (Bound), or made and unbound."""
+    if (phase := (pvc.get("status") or {}).get("phase", "Pending")) == "Bound":
+        say(f"Home volume {name} ready", Milestone.HOME_READY)
+    else:
+        say(f"Home volume {name} created ({phase}; it binds when your server is placed on a node)")
 
 
 #: Fields of kubespawner's name templates that differ between a user's servers.

@@ -1,6 +1,6 @@
 """Container workspaces: kubespawner's Pod path, with the home PVC and the storage tiers mounted.
 
-The Pod is kubespawner's own (``KubeSpawner._start``, ``poll``, its shared
+The Pod is kubespawner's own (its ``_start``, ``poll``, its shared
 Pod and Event reflectors); stop deletes it by uid (:meth:`ContainerBackend.stop`,
 kubespawner's stop with a ``preconditions.uid``); this backend adds what a workspace
 needs to the manifest kubespawner builds (:meth:`ContainerBackend.add_workspace_volumes`)
@@ -21,6 +21,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
 
+from workspacespawner import upstream
 from workspacespawner.backends.base import Backend, StartContext
 from workspacespawner.backends.container import progress
 from workspacespawner.backends.container.status import ContainerStatus
@@ -83,7 +84,7 @@ class ContainerBackend(Backend):
         ctx.say("Starting your server")
         spawner = self.spawner
         spawner._options_loaded = True  # kubespawner's _start loads them again: keep this resolution
-        pod_start = asyncio.ensure_future(KubeSpawner._start(spawner))
+        pod_start = asyncio.ensure_future(upstream.start_pod(spawner))
         claims_bound = asyncio.ensure_future(self._claims_bound())
         try:
             await asyncio.wait({pod_start, claims_bound}, return_when=asyncio.FIRST_COMPLETED)
@@ -122,7 +123,7 @@ class ContainerBackend(Backend):
         restarts the reflector and raises TimeoutError.
         """
         spawner = self.spawner
-        await spawner._start_watching_pods()
+        await upstream.watch_pods(spawner)
         key = f"{spawner.namespace}/{spawner.pod_name}"
         uid = _uid(spawner.pod_reflector.pods.get(key)) or await self._read_pod_uid()
         if uid is None:
@@ -141,7 +142,7 @@ class ContainerBackend(Backend):
             )
         except TimeoutError:
             spawner.log.error("Pod %s did not disappear, restarting pod reflector", key)
-            await spawner._start_watching_pods(replace=True)
+            await upstream.watch_pods(spawner, replace=True)
             raise
 
     async def _read_pod_uid(self) -> str | None:
@@ -185,7 +186,17 @@ class ContainerBackend(Backend):
         return True
 
     async def poll(self) -> int | None:
+        """kubespawner's poll, from its Pod cache; a cache whose watch gave up is replaced first, never read. While the
+        API server cannot be reached no answer is known: None, as kubespawner answers before its first load."""
+        try:
+            await upstream.watch_pods(self.spawner)
+        except Exception as e:
+            self.spawner.log.warning("Cannot poll %s while its watch is down: %s", upstream.log_name(self.spawner), e)
+            return None
         return await KubeSpawner.poll(self.spawner)
+
+    def image(self) -> str:
+        return self.spawner.image
 
     async def server_log(self, lines: int) -> str | None:
         """The notebook container's log (``pods/log``, its last ``lines`` lines), as ``kubectl logs`` reads it."""
@@ -216,6 +227,17 @@ class ContainerBackend(Backend):
         found = [e for e in events_involving(cache.resources, spawner.pod_name)
                  if uid is None or e["involvedObject"].get("uid") in (uid, None)]
         return sorted(found, key=lambda e: events.event_time(e) or EPOCH)
+
+    def start_events(self) -> list[dict]:
+        """kubespawner's ``events``: this Pod's Events after the start's marker (its last Event before the start),
+        oldest first (:meth:`pod_events`: the Event cache's index by Pod, ordered by when each happened)."""
+        found, marker = [], upstream.last_event(self.spawner)
+        for event in self.pod_events():
+            if marker and event["metadata"]["uid"] == marker:
+                found = []  # the marker: only what came after it
+            else:
+                found.append(event)
+        return found
 
     def event_object(self) -> dict:
         return {"apiVersion": "v1", "kind": "Pod", "name": self.spawner.pod_name}
@@ -260,6 +282,14 @@ class ContainerBackend(Backend):
         pod.metadata.labels = {**(pod.metadata.labels or {}), **names.owner_labels(user_name)}
         pod.metadata.annotations = {**(pod.metadata.annotations or {}), **names.owner_annotations(user_name)}
         return pod
+
+    def pod_manifest(self, pod, *, tiers_now: PreparedTiers, where: placement.Placement):
+        """kubespawner's ``V1Pod`` with the home, the tiers (:meth:`add_workspace_volumes`) and where it may and should
+        run (:meth:`place`)."""
+        s = self.spawner
+        pod = self.add_workspace_volumes(pod, home_pvc=s.home_pvc_name, home_mount_path=s.home_mount_path,
+                                         user_name=s.user.name, tiers_now=tiers_now)
+        return self.place(pod, where)
 
     def place(self, pod, where: placement.Placement):
         """kubespawner's ``V1Pod`` with ``where`` merged into its ``nodeSelector``, ``affinity`` and ``tolerations``

@@ -10,18 +10,25 @@ DataVolume, KubeVirt's ``start``/``stop`` subresources.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from kubespawner.clients import shared_client
+
+from workspacespawner import upstream
 from workspacespawner.backends.base import Backend, StartContext
-from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings
+from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, singleuser_command
 from workspacespawner.backends.vm.rootdisk import current_root_disk
 from workspacespawner.backends.vm.status import VMKindStatus
 from workspacespawner.backends.vm.tiers import VMTiers, vm_tiers
 from workspacespawner.backends.vm.workspace import VMWorkspace, cached_vm_and_disks
+from workspacespawner.config.rootdiskpool import PoolShape
 from workspacespawner.core import names
 from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.core.tasks import BackgroundTasks
+from workspacespawner.k8s import watches
+from workspacespawner.storage.prepare import PreparedTiers
 from workspacespawner.workspace.lifecycle import Observed, Status, WorkspaceRef
 
 
@@ -45,7 +52,9 @@ class VMBackend(Backend):
     new root disk's size (a quantity, for the quota's disk check);
     ``unix_user``: the guest user that runs the IDE; ``pool``: ``()`` giving
     the namespace's :class:`~.pool.RootDiskPoolKeeper` (or None), whose
-    ready disk a first start takes instead of cloning.
+    ready disk a first start takes instead of cloning; ``image()``: the
+    golden image as a sentence names it; ``hub_tasks()``: starts the
+    namespace's root-disk pools (once per hub process).
     """
 
     kind = "vm"
@@ -63,6 +72,8 @@ class VMBackend(Backend):
         tasks: BackgroundTasks,
         unix_user: str = "jovyan",
         pool=None,
+        image: Callable[[], str] = lambda: "the VM golden image",
+        hub_tasks: Callable[[], object] = lambda: None,
     ):
         self.naming = naming
         #: ``pool()``: the namespace's :class:`~.pool.RootDiskPoolKeeper`, or None (no pool)
@@ -77,6 +88,8 @@ class VMBackend(Backend):
         self.tasks = tasks
         self.ident: VMIdentity | None = None
         self._status = VMKindStatus()
+        self._image = image
+        self._hub_tasks = hub_tasks
 
     def _identity(self, home_pvc: str | None, fresh: bool) -> VMIdentity:
         """The workspace's names; ``fresh``: from the current templates, its root disk as the watch caches show it
@@ -107,6 +120,16 @@ class VMBackend(Backend):
         ident, datavolumes = self._cached_identity(None)
         return next((dv for dv in datavolumes if (dv.get("metadata") or {}).get("name") == ident.root_disk
                      and names.owned_by(dv.get("metadata") or {}, ident.user_name)), None)
+
+    async def watched_root_disk(self, log) -> dict | None:
+        """:meth:`cached_root_disk` once the VM and DataVolume watches run (:meth:`watch` starts them), for the spawn
+        page; None when they cannot start (logged to ``log``)."""
+        try:
+            await self.watch()
+        except Exception as e:
+            log.warning("The VM and DataVolume watches of %s cannot start (%s): no root disk shown", self.naming.namespace, e)
+            return None
+        return self.cached_root_disk()
 
     def use_root_disk(self, name: str) -> None:
         """From now on the workspace's root disk is DataVolume ``name`` (a pool disk this start claimed)."""
@@ -159,7 +182,7 @@ class VMBackend(Backend):
         settings = self.settings_for(result)
         return await self._workspace(settings).start(
             env=ctx.env(),
-            command=ctx.command(),
+            command=singleuser_command(ctx.command(), ctx.args()),
             progress=ctx.say,
             home_mount_path=ctx.home_mount_path,
             unix_user=self.unix_user,
@@ -186,9 +209,44 @@ class VMBackend(Backend):
         vm = self.ident.vm if self.ident else self.naming.base_name
         return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": vm}
 
+    def start_hub_tasks(self) -> None:
+        self._hub_tasks()
+
+    def tier_env(self, tiers: PreparedTiers) -> dict[str, str]:
+        return tiers.env(vm=True)
+
+    def image(self) -> str:
+        return self._image()
+
+    def keeps_disks(self) -> bool:
+        return self.ident is not None
+
     def state(self) -> dict:
         return {"vm": self.ident.to_state()} if self.ident else {}
 
     def load_state(self, state: dict) -> None:
         if state.get("vm"):
             self.ident = VMIdentity.from_state(state["vm"])
+
+
+def for_spawner(spawner, *, placement: Callable[[], object]) -> VMBackend:
+    """The VM backend of ``spawner`` (a WorkspaceSpawner: its ``vm_*`` settings, applied profile and hub services);
+    ``placement()``: where the start's VM may and should run (a :class:`~workspacespawner.workspace.placement.Placement`)."""
+    s = spawner
+    naming = VMNaming(s.namespace, s.user.name, upstream.expand(s, "{username}"), upstream.expand(s, s.vm_name_template),
+                      s.name or "")
+    custom_api = shared_client("CustomObjectsApi")
+
+    def start_pool():
+        shape = PoolShape("", s.vm_golden_image_namespace, s.vm_root_disk_size, s.vm_storage_class, s.vm_volume_mode)
+        s.services.start_root_disk_pool(s.namespace, shape, watch=lambda: watches.shared_reflector(
+            watches.DataVolumeReflector, s.namespace, custom_api=shared_client("CustomObjectsApi")))
+
+    return VMBackend(
+        naming=naming,
+        settings_for=lambda tiers: dataclasses.replace(s.vm_settings(s.profile, tiers), placement=placement()),
+        root_disk_size=s.vm_root_disk_size, core_api=s.api, custom_api=custom_api,
+        start_timeout=max(s.start_timeout - 5, 1), fail_fast_unschedulable=s.fail_fast_unschedulable,
+        tasks=s.services.tasks, unix_user=s.vm_unix_user, pool=lambda: s.services.root_disk_pool(s.namespace),
+        image=lambda: f"VM golden image {s.vm_golden_image}", hub_tasks=start_pool,
+    )
