@@ -41,6 +41,19 @@ Spawner (JupyterHub 5.5 and 6):
 
 - ``_log_name``: how JupyterHub names the server in its own log lines
   (``user:server``), used in ours so both read alike (:func:`log_name`).
+
+ResourceReflector (kubespawner 7), the one exception to "only here": every
+reflector of ours runs the watch loop of
+:mod:`workspacespawner.k8s.watchloop`, which sits in the Kubernetes layer
+below this module, so the override lives there; the members are checked here
+all the same.
+
+- ``_watch_and_update()`` and ``_list_and_update(resource_version)``:
+  overridden by ``RecoveringReflector`` (a loop that never gives up, and a
+  list that logs no traceback per failed try); kubespawner's ``start()``
+  calls both.
+- ``_stopping`` (set in ``__init__`` and ``stop()``): whether ``stop()``
+  was called, which ends the loop.
 """
 
 from __future__ import annotations
@@ -50,6 +63,7 @@ from dataclasses import dataclass
 
 from jupyterhub.spawner import Spawner
 from kubespawner import KubeSpawner
+from kubespawner.reflector import ResourceReflector
 
 from workspacespawner.core import names
 from workspacespawner.k8s import watches
@@ -98,6 +112,9 @@ PRIVATE_MEMBERS = (
     PrivateMember(KubeSpawner, "_last_event", "attribute"),
     PrivateMember(KubeSpawner, "_start_future", "attribute"),
     PrivateMember(Spawner, "_log_name", "property"),
+    PrivateMember(ResourceReflector, "_watch_and_update", "self"),
+    PrivateMember(ResourceReflector, "_list_and_update", "self, resource_version"),
+    PrivateMember(ResourceReflector, "_stopping", "attribute"),
 )
 
 

@@ -12,7 +12,9 @@ watch protocol stay kubespawner's): the wait after a failed try doubles from
 as long as the hub runs, so the cache is fresh again at most
 :data:`RETRY_CAP` seconds after the API server answers. A 410 Gone (the
 watch's resourceVersion left etcd's history) is no error: the loop lists
-again at once. A failure streak is logged once when it starts, with the
+again at once. It overrides two private methods of kubespawner's reflector
+and reads a private attribute; :mod:`workspacespawner.upstream` checks
+them against the installed kubespawner. A failure streak is logged once when it starts, with the
 error, and once when it ends, with how long it lasted (kubespawner's list
 logs a traceback for every failed try).
 """
