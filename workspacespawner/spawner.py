@@ -75,7 +75,7 @@ class WorkspaceSpawner(upstream.KubeSpawnerOverrides, PodHooks, KubeSpawner, Kub
         super().__init__(*args, **kwargs)
         self.storage_pvc_ensure = self.delete_pvc = False
         self.services = hub_services(self.config, core_api=self.api, custom_api=shared_client("CustomObjectsApi"))
-        self.home_pvc_name = upstream.expand(self, self.home_pvc_name_template)
+        self.home_pvc_name = upstream.expand(self, self.pvc_name_template)
         self.profile: ResolvedProfile | None = None
         self.reservation = None
         self._configured: dict = {}
@@ -248,7 +248,8 @@ class WorkspaceSpawner(upstream.KubeSpawnerOverrides, PodHooks, KubeSpawner, Kub
         ref = self._ref()
         self.steps.say("Start accepted; preparing your workspace", Milestone.ACCEPTED)  # the quota check passed
         await self.lifecycle.before_start(ref, fence_own=self.backend.fence, say=self.steps.say)
-        pvc = await home.home_pvc(self, self._ref(), kubespawner_username=upstream.expand(self, "{username}"))
+        labels = {key: upstream.expand(self, value) for key, value in self.storage_extra_labels.items()}  # z2jh extraLabels
+        pvc = await home.home_pvc(self, self._ref(), kubespawner_username=upstream.expand(self, "{username}"), extra_labels=labels)
         home.say_home_ready(pvc, self.home_pvc_name, self.steps.say)
         groups = useroptions.group_names(self)
         limit = disks.disk_limit(self.services.quota.settings, self.user.name, groups, self.disk_limit)

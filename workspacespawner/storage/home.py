@@ -122,10 +122,10 @@ def made_now(ref: WorkspaceRef) -> tuple[Status, dict[str, str]]:
     return Status(Phase.STOPPED, since=now, server=ref.server_name), attach.claim_annotation(ref, now)
 
 
-async def home_pvc(spawner, ref: WorkspaceRef, *, kubespawner_username: str) -> dict:
-    """The home PVC of ``spawner`` (a WorkspaceSpawner: its ``home_*`` settings, the hub's Kube facade): as the PVC
+async def home_pvc(spawner, ref: WorkspaceRef, *, kubespawner_username: str, extra_labels: dict[str, str] | None = None) -> dict:
+    """The home PVC of ``spawner`` (a WorkspaceSpawner: kubespawner's storage settings, the hub's Kube facade): as the PVC
     watch holds it when it is the user's, else read, or made (already ``Stopped``, claimed for the start of ``ref``:
-    :func:`made_now`)."""
+    :func:`made_now`, with ``extra_labels``: z2jh's ``singleuser.storage.extraLabels``, expanded)."""
     kube, namespace, name, user = spawner.services.kube, spawner.namespace, spawner.home_pvc_name, spawner.user.name
     known, pvc = kube.peek(PVC, namespace, name)
     if known and pvc is not None and names.owned_by(pvc["metadata"], user):
@@ -133,8 +133,8 @@ async def home_pvc(spawner, ref: WorkspaceRef, *, kubespawner_username: str) -> 
     recorded, claim = made_now(ref)
     manifest = make_home_pvc(
         name=name, namespace=namespace, user_name=user, kubespawner_username=kubespawner_username,
-        storage_class=spawner.home_storage_class, size=spawner.home_size, access_modes=spawner.home_access_modes,
-        status=recorded, annotations=claim,
+        storage_class=spawner.storage_class, size=spawner.storage_capacity, access_modes=spawner.storage_access_modes,
+        status=recorded, annotations=claim, extra_labels=extra_labels,
     )
     pvc = await ensure_home_pvc(spawner.api, manifest, user, create_first=known and pvc is None)
     return kube.remember(PVC, namespace, pvc)
