@@ -24,6 +24,7 @@ A wrapper spec is a dict:
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -147,3 +148,15 @@ def generate(generator: str, wrappers: dict, versions_file: Path, out_dir: Path,
         if tidy:
             subprocess.run(["go", "mod", "tidy"], cwd=out, env=env, check=True)
             print(f"tidied {out}", file=sys.stderr)
+
+
+def main(generator: str, wrappers: dict, here: Path, description: str) -> int:
+    """A generator's command line: ``--versions`` (default ``here/versions.env``), ``--out`` (default ``here/modules``),
+    ``--no-tidy``; then :func:`generate`."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--versions", default=str(here / "versions.env"))
+    ap.add_argument("--out", default=str(here / "modules"))
+    ap.add_argument("--no-tidy", action="store_true")
+    args = ap.parse_args()
+    generate(generator, wrappers, Path(args.versions), Path(args.out), tidy=not args.no_tidy)
+    return 0

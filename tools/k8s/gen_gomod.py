@@ -26,7 +26,6 @@ Usage: python3 tools/k8s/gen_gomod.py [--out DIR] [--no-tidy]
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
@@ -61,13 +60,7 @@ WRAPPERS = {
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--versions", default=str(HERE / "versions.env"))
-    ap.add_argument("--out", default=str(HERE / "modules"))
-    ap.add_argument("--no-tidy", action="store_true")
-    args = ap.parse_args()
-    gomodwrap.generate("tools/k8s/gen_gomod.py", WRAPPERS, Path(args.versions), Path(args.out), tidy=not args.no_tidy)
-    return 0
+    return gomodwrap.main("tools/k8s/gen_gomod.py", WRAPPERS, HERE, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":
