@@ -13,7 +13,7 @@ from workspacespawner.config.imagepublish import publish_settings
 from workspacespawner.config.rootdiskpool import RootDiskPool
 from workspacespawner.config.teampools import TeamGPUPools, check_profile_pools
 from workspacespawner.idle.settings import GPUIdle
-from workspacespawner.storage.settings import check_storage_config
+from workspacespawner.storage.startcheck import check_storage_config
 
 
 def check_hub_config(config, spawner_class) -> None:

@@ -34,7 +34,8 @@ from workspacespawner.config.check import traits_from_config
 from workspacespawner.core import names
 from workspacespawner.storage import tiers
 from workspacespawner.storage.prepare import PreparedTiers
-from workspacespawner.storage.settings import SETTINGS, check_storage_config, storage_settings
+from workspacespawner.storage.settings import SETTINGS, storage_settings
+from workspacespawner.storage.startcheck import check_storage_config
 from workspacespawner.storage.tiers import ModelCache, Scratch, StorageSettings, TierConfigError
 from workspacespawner.storage.traits import StorageTraits
 from workspacespawner.workspace import disks

@@ -1,7 +1,7 @@
 """``workspacespawner storage [--team T]``: which users mount which team folders.
 
 Reads the hub's own configuration (``-f``, see :mod:`.common`) for
-``team_folders`` (checked as the hub checks it, :func:`~workspacespawner.storage.settings.check_storage_config`)
+``team_folders`` (checked as the hub checks it, :func:`~workspacespawner.storage.startcheck.check_storage_config`)
 and the hub's database (``c.JupyterHub.db_url``, or ``--db-url``) for each
 group's members: a member mounts the team's folder at every start. With
 ``--cluster`` it also reads each team claim from Kubernetes (phase, size)
@@ -32,7 +32,7 @@ from workspacespawner.admin.common import (
 from workspacespawner.core.quantities import gib
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.quota.cli import hub_groups
-from workspacespawner.storage.settings import check_storage_config
+from workspacespawner.storage.startcheck import check_storage_config
 from workspacespawner.storage.tiers import TeamFolder, volume_usage
 
 log = logging.getLogger("workspacespawner.storage")

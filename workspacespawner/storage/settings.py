@@ -1,11 +1,11 @@
-"""The storage tiers of a hub's config, resolved and checked: pure functions over setting values.
+"""The home's and the storage tiers' setting values, resolved and checked: pure functions over them.
 
 :func:`storage_settings` turns the values of the storage settings (see
 :class:`~workspacespawner.storage.traits.StorageTraits`) into one start's
-frozen :class:`~workspacespawner.storage.tiers.StorageSettings`;
-:func:`check_storage_config` checks a whole ``jupyterhub_config.py`` at
-start-up, every profile override included, with errors that name the
-setting and the value.
+frozen :class:`~workspacespawner.storage.tiers.StorageSettings`; the
+``check_*`` functions check one value each, with errors that name the
+setting and the value. The traits (:mod:`.traits`) and the start-up check of
+a whole config (:mod:`.startcheck`) build on this module; it imports neither.
 """
 
 from __future__ import annotations
@@ -15,11 +15,15 @@ from collections.abc import Mapping
 
 from traitlets import TraitError
 
-from workspacespawner.config.check import merged_settings, section_of
-from workspacespawner.config.traittypes import resolve_aliases
 from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.storage import tiers
 from workspacespawner.storage.tiers import Scratch, StorageSettings, TierConfigError
+
+#: Today's home where kubespawner's own defaults differ (kubespawner: ``claim-{user_server}``, no class, no size).
+HOME_DEFAULTS = {"pvc_name_template": "home-{username}", "storage_class": "ceph-rbd", "storage_capacity": "10Gi"}
+
+#: Every access mode a PersistentVolumeClaim may ask for.
+ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
 
 #: The storage settings (trait names of :class:`~workspacespawner.storage.traits.StorageTraits`).
 SETTINGS = (
@@ -84,8 +88,6 @@ def check_capacity(value, setting: str = "c.KubeSpawner.storage_capacity"):
 
 def check_access_modes(value, setting: str = "c.KubeSpawner.storage_access_modes"):
     """``value`` if it is a non-empty list of PersistentVolumeClaim access modes, else ``TraitError`` naming ``setting``."""
-    from workspacespawner.storage.traits import ACCESS_MODES
-
     if not value or not isinstance(value, list | tuple) or any(mode not in ACCESS_MODES for mode in value):
         raise TraitError(f"{setting} = {value!r} is invalid: the home's access modes must be a list of {', '.join(ACCESS_MODES)}")
     return value
@@ -94,8 +96,6 @@ def check_access_modes(value, setting: str = "c.KubeSpawner.storage_access_modes
 def check_home_config(merged: Mapping, shown=lambda name: f"c.KubeSpawner.{name}") -> None:
     """Check the home's settings among a hub's ``merged`` spawner settings (aliases resolved); ``TraitError`` names the
     setting as ``shown(name)`` gives it (the config's own spelling) and the value."""
-    from workspacespawner.storage.traits import HOME_DEFAULTS
-
     values = {**HOME_DEFAULTS, **merged}
     check_capacity(values["storage_capacity"], shown("storage_capacity"))
     check_access_modes(values.get("storage_access_modes", ["ReadWriteOnce"]), shown("storage_access_modes"))
@@ -153,48 +153,3 @@ def storage_settings(values: Mapping, *, home_mount_path: str = DEFAULT_HOME_MOU
     return StorageSettings(
         team_folders=folders, scratch=scratch, model_cache=cache, cache_location=location, home_mount_path=home_mount_path
     )
-
-
-def _profile_overrides(profile_list):
-    """``(where, override)`` for every ``kubespawner_override`` in a static profile_list."""
-    if not isinstance(profile_list, list):
-        return
-    for index, profile in enumerate(profile_list):
-        if not isinstance(profile, dict):
-            continue
-        slug = profile.get("slug") or f"#{index}"
-        yield f"profile {slug!r}, field 'kubespawner_override'", profile.get("kubespawner_override") or {}
-        for option_name, option in (profile.get("profile_options") or {}).items():
-            for choice_name, choice in ((option or {}).get("choices") or {}).items():
-                where = f"profile {slug!r}, field 'profile_options.{option_name}.choices.{choice_name}.kubespawner_override'"
-                yield where, (choice or {}).get("kubespawner_override") or {}
-
-
-def check_storage_config(config) -> StorageSettings:
-    """Check the storage settings of a hub's config at start-up; raise ``TraitError`` naming the setting and value.
-
-    ``config`` is the traitlets Config of ``jupyterhub_config.py`` (``c``);
-    ``c.Spawner``, ``c.KubeSpawner`` and ``c.WorkspaceSpawner`` sections
-    apply in that order, as a spawner reads them. Every ``kubespawner_override`` in ``profile_list`` that sets one of
-    these settings is checked with it applied. Returns the resolved settings.
-    """
-    from workspacespawner.storage.traits import HomeTraits, StorageTraits
-
-    merged, written = resolve_aliases(merged_settings(config), HomeTraits.class_traits())
-    check_home_config(merged, lambda name: f"{section_of(config, written.get(name, name))}.{written.get(name, name)}")
-    traits = StorageTraits.class_traits()
-    values = {name: merged.get(name, traits[name].default()) for name in SETTINGS}
-    home = merged.get("home_mount_path") or home_mount_default(merged.get("volumes"), merged.get("volume_mounts"))
-    try:
-        settings = storage_settings(values, home_mount_path=home)
-    except TierConfigError as e:
-        raise TraitError(str(e)) from None
-    for where, override in _profile_overrides(merged.get("profile_list")):
-        changed = {key: override[key] for key in SETTINGS if key in override and not callable(override[key])}
-        if not changed:
-            continue
-        try:
-            storage_settings({**values, **changed}, home_mount_path=override.get("home_mount_path", home))
-        except TierConfigError as e:
-            raise TraitError(f"profile_list: {where}: {e}") from None
-    return settings

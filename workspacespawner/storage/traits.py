@@ -18,6 +18,7 @@ from workspacespawner.config.traittypes import DeprecatedAlias
 from workspacespawner.storage import tiers
 from workspacespawner.storage.settings import (
     DEFAULT_HOME_MOUNT_PATH,
+    HOME_DEFAULTS,
     SETTINGS,
     check_access_modes,
     check_capacity,
@@ -26,12 +27,6 @@ from workspacespawner.storage.settings import (
     storage_settings,
 )
 from workspacespawner.storage.tiers import StorageSettings, TierConfigError
-
-#: Today's home where kubespawner's own defaults differ (kubespawner: ``claim-{user_server}``, no class, no size).
-HOME_DEFAULTS = {"pvc_name_template": "home-{username}", "storage_class": "ceph-rbd", "storage_capacity": "10Gi"}
-
-#: Every access mode a PersistentVolumeClaim may ask for.
-ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
 
 
 class HomeTraits(HasTraits):
@@ -46,7 +41,7 @@ class HomeTraits(HasTraits):
     (``...dynamic.pvcNameTemplate``), plus :attr:`home_mount_path`, whose
     default is z2jh's ``singleuser.storage.homeMountPath`` (the mount of
     kubespawner's ``{pvc_name}`` volume). Where kubespawner's defaults differ
-    from today's home, :data:`HOME_DEFAULTS` applies (set before the config
+    from today's home, :data:`~workspacespawner.storage.settings.HOME_DEFAULTS` applies (set before the config
     is loaded, so any configured value wins). In the name template,
     ``{username}`` is kubespawner's safe slug of the user name, so odd names
     (capitals, ``@``, unicode, 60+ characters) still give a valid, stable,
