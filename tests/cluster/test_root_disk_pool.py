@@ -32,7 +32,7 @@ from tests.cluster.test_vm_workspace import (
     workspace,
 )
 from tests.support.invariants import violations
-from workspacespawner.backends.vm.manifests import VMIdentity, root_disk_of
+from workspacespawner.backends.vm.manifests import VMIdentity
 from workspacespawner.backends.vm.pool import POOL_SELECTOR, RootDiskPoolKeeper, shape_for
 from workspacespawner.backends.vm.rootdisk import current_root_disk
 from workspacespawner.backends.vm.workspace import cached_vm_and_disks
@@ -43,6 +43,7 @@ from workspacespawner.k8s.kinds import DATA_VOLUME
 from workspacespawner.workspace.disks import user_disk_bytes
 from workspacespawner.workspace.lifecycle import Phase, Status
 from workspacespawner.workspace.retention import Purger
+from workspacespawner.workspace.rootdisk import root_disk_of
 
 __all__ = ["kube"]  # the fixture, shared with test_vm_workspace
 

@@ -26,10 +26,10 @@ from tests.support.faultcases import wait_until
 from tests.support.hubharness import CONFIG_D, Hub, login, progress_of_a_start
 from tests.support.invariants import assert_invariants
 from workspacespawner.admin import disk
-from workspacespawner.backends.vm.manifests import root_disk_of
 from workspacespawner.core import names
 from workspacespawner.demo import GOLDEN_IMAGE
 from workspacespawner.workspace.audit import AuditLog
+from workspacespawner.workspace.rootdisk import root_disk_of
 
 DV = ("cdi.kubevirt.io", "v1beta1", "default", "datavolumes")
 

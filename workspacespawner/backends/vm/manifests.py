@@ -43,7 +43,7 @@ from workspacespawner.core import names
 from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
 from workspacespawner.workspace.placement import Placement
 from workspacespawner.workspace.placement import apply as apply_placement
-from workspacespawner.workspace.rootdisk import DATAVOLUME_ANNOTATIONS, ROOT_VOLUME, root_disk_of  # noqa: F401  (read where the VM is made)
+from workspacespawner.workspace.rootdisk import DATAVOLUME_ANNOTATIONS, ROOT_VOLUME
 
 #: The singleuser server's port in the guest (Service port ``jupyter``).
 JUPYTER_PORT = 8888

@@ -42,7 +42,7 @@ from datetime import datetime
 
 from kubernetes_asyncio.client.rest import ApiException
 
-from workspacespawner.backends.vm.manifests import DATAVOLUME_ANNOTATIONS, VMIdentity, VMSettings, datavolume_storage
+from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, datavolume_storage
 from workspacespawner.config.rootdiskpool import PoolEntry, PoolShape
 from workspacespawner.core import names
 from workspacespawner.core.quantities import parse_quantity
@@ -51,6 +51,7 @@ from workspacespawner.k8s.kinds import DATA_SOURCE, DATA_VOLUME
 from workspacespawner.k8s.objects import pointer, terminating
 from workspacespawner.workspace import lifecycle
 from workspacespawner.workspace.lifecycle import SYSTEM, Status
+from workspacespawner.workspace.rootdisk import DATAVOLUME_ANNOTATIONS
 
 log = logging.getLogger("workspacespawner")
 
