@@ -46,6 +46,7 @@ import argparse
 import asyncio
 import errno
 import fcntl
+import json
 import logging
 import os
 import pprint
@@ -296,6 +297,16 @@ PROMETHEUS_READY_TIMEOUT = 60.0
 HELD_GPU = GPUReading(util=65.0, fb_used_mib=24576.0, power_watts=310.0)
 
 
+#: The paths the demo's Prometheus scrapes every :data:`SCRAPE_INTERVAL` seconds (the hub's, the node agent's).
+SCRAPED_PATHS = ("/hub/metrics", "/metrics", "/kubelet/metrics")
+
+
+def quiet_scrapes(record: logging.LogRecord) -> bool:
+    """A ``tornado.access`` log filter: False for a successful scrape of :data:`SCRAPED_PATHS` (a line every 5 s
+    was all a person saw of a healthy demo), True for everything else, a failed scrape included."""
+    return record.levelno > logging.INFO or not any(f" {path} " in record.getMessage() for path in SCRAPED_PATHS)
+
+
 def metrics_config(prometheus_url: str, token_file: Path) -> str:
     """The demo config's lines for metrics: the hub's ``prometheus_url`` (the dashboard's and the idle-GPU pass's) and
     the service, with the token in ``token_file``, whose role lets Prometheus read ``/hub/metrics`` (JupyterHub asks
@@ -307,7 +318,8 @@ c.JupyterHub.services.append({{"name": {METRICS_SERVICE!r}, "api_token": Path({s
 c.JupyterHub.load_roles.append({{"name": {METRICS_SERVICE!r}, "scopes": ["read:metrics"], "services": [{METRICS_SERVICE!r}]}})
 # It scrapes every {SCRAPE_INTERVAL:g} s: its successful scrapes stay out of the terminal (a failed one is still logged).
 import logging
-logging.getLogger("tornado.access").addFilter(lambda record: record.levelno > logging.INFO or " /hub/metrics " not in record.getMessage())
+from workspacespawner.demo import quiet_scrapes
+logging.getLogger("tornado.access").addFilter(quiet_scrapes)
 """
 
 
@@ -465,14 +477,18 @@ async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str, prometheus:
                         dashboard_port=ports.dashboard, prometheus_url=metrics.url if metrics else None,
                         metrics_token=metrics_token(state_dir) if metrics else None)
         )
-        env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig))
+        # the proxy's API token is ours, so the demo can see when the hub's route is in place
+        proxy_token = secrets.token_hex(32)
+        env = dict(os.environ, KUBECONFIG=str(cluster.kubeconfig), CONFIGPROXY_AUTH_TOKEN=proxy_token)
         # its own process group: the proxy it starts goes with it, whatever happens to the hub
         hub = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "jupyterhub", "-f", str(config_file), cwd=str(state_dir), env=env, start_new_session=True
         )
         waiter = asyncio.create_task(hub.wait())
         url = f"http://127.0.0.1:{ports.public}"
-        if not await _hub_answers(url, waiter, stop):
+        # through the proxy only once the proxy routes to the hub: asking before makes the proxy log errors
+        answers = (_hub_route_in(f"http://127.0.0.1:{ports.proxy_api}", proxy_token), _answers(f"{url}/hub/api/"))
+        if not await _wait_until(answers, waiter, stop):
             if stop.is_set():
                 return 130
             if hub.returncode is not None:
@@ -514,17 +530,36 @@ def use_code_server() -> Path | None:
     return bin_dir
 
 
-async def _hub_answers(url: str, hub_exited: asyncio.Task, stop: asyncio.Event) -> bool:
-    """Wait until ``url``/hub/api answers 200 (True), or the hub exits, ``stop`` is set or the timeout passes (False)."""
+def _answers(url: str):
+    """A probe for :func:`_wait_until`: whether GET ``url`` answers 200."""
+    async def probe(http) -> bool:
+        return (await http.fetch(url, raise_error=False, request_timeout=5)).code == 200
+    return probe
+
+
+def _hub_route_in(proxy_api: str, token: str):
+    """A probe for :func:`_wait_until`: whether the proxy (its API at ``proxy_api``) routes ``/`` (to the hub)."""
+    async def probe(http) -> bool:
+        response = await http.fetch(f"{proxy_api}/api/routes", headers={"Authorization": f"token {token}"},
+                                    raise_error=False, request_timeout=5)
+        return response.code == 200 and "/" in json.loads(response.body or b"{}")
+    return probe
+
+
+async def _wait_until(probes, hub_exited: asyncio.Task, stop: asyncio.Event) -> bool:
+    """Wait until each of ``probes`` (in turn) says True (True), or the hub exits, ``stop`` is set or
+    :data:`HUB_ANSWER_TIMEOUT` passes (False). A probe that cannot connect yet counts as False."""
     from tornado.httpclient import AsyncHTTPClient
 
     http = AsyncHTTPClient(force_instance=True)
     deadline = asyncio.get_running_loop().time() + HUB_ANSWER_TIMEOUT
+    pending = list(probes)
     try:
         while not hub_exited.done() and not stop.is_set() and asyncio.get_running_loop().time() < deadline:
             try:
-                response = await http.fetch(f"{url}/hub/api/", raise_error=False, request_timeout=5)
-                if response.code == 200:
+                while pending and await pending[0](http):
+                    pending.pop(0)
+                if not pending:
                     return True
             except OSError:
                 pass  # nobody listens yet
@@ -597,6 +632,7 @@ def main(argv=None) -> int:
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("tornado.access").addFilter(quiet_scrapes)
     ports = DemoPorts(public=args.port, proxy_api=args.proxy_api_port, hub=args.hub_port, dashboard=args.dashboard_port)
     try:
         return asyncio.run(run_demo(Path(args.state_dir).resolve(), ports, args.proxy, args.prometheus))

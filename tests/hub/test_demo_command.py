@@ -99,7 +99,8 @@ def test_one_demo_per_folder_url_when_answering_and_no_child_left(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     command = [sys.executable, "-m", "workspacespawner.cli", "demo", "--state-dir", str(state), "--proxy", "python"]
     free = ["--port", "0", "--proxy-api-port", "0", "--hub-port", "0", "--dashboard-port", "0"]
-    demo = subprocess.Popen([*command, *free], stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    log = tmp_path / "demo.log"
+    demo = subprocess.Popen([*command, *free], stdout=subprocess.PIPE, stderr=log.open("w"), text=True, env=env, cwd=tmp_path)
     try:
         said: list[str] = []
         url = read_url(demo, seen=said)
@@ -124,6 +125,12 @@ def test_one_demo_per_folder_url_when_answering_and_no_child_left(tmp_path):
         assert demo.wait(90) == 1
         assert not alive(proxy_pid) and not alive(hub_pid)
         assert port_is_free(int(url.rsplit(":", 1)[1]))
+        # the terminal a person watches: no line per scrape of the demo's Prometheus (every 5 s), no proxy error
+        # from asking through the proxy before the hub had its route
+        terminal = log.read_text()
+        assert "/hub/api/" in terminal or "JupyterHub" in terminal  # the hub's log is there
+        assert not [line for line in terminal.splitlines() if "200 GET" in line and "/metrics " in line], terminal[-3000:]
+        assert "404 GET /hub/api/" not in terminal
     finally:
         if demo.poll() is None:
             demo.send_signal(signal.SIGINT)

@@ -111,6 +111,21 @@ def test_the_hub_config_keeps_successful_scrapes_out_of_the_log(tmp_path, monkey
     assert shown(logging.INFO, "302 GET /hub/metrics-explained (@127.0.0.1) 1.00ms")
 
 
+def test_the_node_agents_scrapes_are_kept_out_of_the_demos_terminal_too():
+    """The local cluster's node agent serves dcgm-exporter's /metrics and the kubelet's in the demo's own process."""
+    import logging
+
+    from workspacespawner.demo import quiet_scrapes
+
+    def record(level: int, message: str) -> logging.LogRecord:
+        return logging.LogRecord("tornado.access", level, __file__, 1, message, (), None)
+
+    assert not quiet_scrapes(record(logging.INFO, "200 GET /kubelet/metrics (127.0.0.1) 1.06ms"))
+    assert not quiet_scrapes(record(logging.INFO, "200 GET /metrics (127.0.0.1) 45.17ms"))
+    assert quiet_scrapes(record(logging.ERROR, "500 GET /metrics (127.0.0.1) 2.00ms"))
+    assert quiet_scrapes(record(logging.INFO, "201 POST /api/v1/namespaces/default/pods (127.0.0.1) 3.00ms"))
+
+
 def test_the_hub_config_without_prometheus_has_none_of_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     c, services, roles = load(tmp_path, demo_config(tmp_path, config_dir(), 8000))

@@ -158,4 +158,4 @@ class RecoveringReflector:
                     self.log.warning("The %s watch in %s failed (%s: %s); retrying every %.0f s at most until it is back",
                                      self.kind, self._where(), type(e).__name__, e, RETRY_CAP)
                 await asyncio.sleep(retry_delay(self.failures))
-        self.log.info("The %s watch in %s stopped", self.kind, self._where())
+        self.log.debug("The %s watch in %s stopped", self.kind, self._where())
