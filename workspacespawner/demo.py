@@ -187,6 +187,15 @@ async def npm_proxy(state_dir: Path, *, timeout: float | None = None) -> list[st
     return [str(command)]
 
 
+def _npm_proxy_advice(proxy: str) -> str:
+    """What to do for npm's configurable-http-proxy, when the demo runs the Python proxy (``proxy``: the option)."""
+    if proxy == "python":
+        return "drop --proxy python for npm's configurable-http-proxy"
+    if shutil.which("npm") is None:
+        return "install npm for its configurable-http-proxy"
+    return "npm could not install configurable-http-proxy, see above; the next run tries again"
+
+
 class DemoError(Exception):
     """The demo cannot start; the message says why (printed without a traceback, exit code 1)."""
 
@@ -468,10 +477,19 @@ async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str, prometheus:
         await make_golden_image(cluster, GOLDEN_IMAGE[0], GOLDEN_IMAGE[1], GOLDEN_FILES)
         metrics = await start_prometheus(state_dir, cluster, ports.hub, prometheus)
         config_file = state_dir / "jupyterhub_config.py"
-        proxy_command = await npm_proxy(state_dir) if proxy == "auto" else None
+        proxy_command = None
+        if proxy == "auto":
+            installing = asyncio.create_task(npm_proxy(state_dir))  # Ctrl-C stops it (and npm), as it stops the rest
+            await asyncio.wait([installing, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
+            if stop.is_set():
+                installing.cancel()
+                with suppress(asyncio.CancelledError):
+                    await installing
+                return 130
+            proxy_command = installing.result()
         if proxy_command is None and code_server is not None:
             print("The Python proxy forwards WebSocket frames VS Code cannot read: the code-server profiles will show "
-                  "a blank page (install npm, or drop --proxy python, for npm's configurable-http-proxy)", flush=True)
+                  f"a blank page ({_npm_proxy_advice(proxy)})", flush=True)
         config_file.write_text(
             demo_config(state_dir, config_dir(), ports.public, proxy_command, proxy_api_port=ports.proxy_api, hub_port=ports.hub,
                         dashboard_port=ports.dashboard, prometheus_url=metrics.url if metrics else None,

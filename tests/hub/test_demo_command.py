@@ -1,7 +1,8 @@
 """``workspacespawner demo`` as a person runs it: ports, a second instance, the URL, cleaning up.
 
 Covers: a busy port (public, proxy API or hub) named with its option before
-anything starts, every busy port in one refusal, and the same port given twice; the whole demo in a process
+anything starts, every busy port in one refusal, and the same port given twice;
+Ctrl-C while npm installs the proxy ends the demo and npm; the whole demo in a process
 of its own with every port picked free: the URL printed only once the hub
 answers there; a second demo in the same folder refusing at once, naming the
 first's PID, and changing nothing (the first keeps its kubeconfig, proxy and
@@ -55,6 +56,41 @@ def test_every_busy_port_is_named_at_once(tmp_path, capsys):
         assert demo_main(["--state-dir", str(tmp_path / "demo"), "--port", str(ports[0]), "--hub-port", str(ports[1])]) == 1
     err = capsys.readouterr().err
     assert f"port {ports[0]} on 127.0.0.1 (--port) is in use" in err and f"port {ports[1]} on 127.0.0.1 (--hub-port) is in use" in err, err
+
+
+def test_ctrl_c_during_the_npm_install_stops_the_demo_and_npm(tmp_path):
+    """npm without network hangs for minutes: Ctrl-C ends the demo at once (exit 130), npm's processes with it, and
+    nothing tells the person to install npm or to drop an option they never gave."""
+    bin_dir, pids = tmp_path / "bin", tmp_path / "npm.pids"
+    bin_dir.mkdir()
+    (bin_dir / "npm").write_text(f"#!/bin/sh\nsleep 600 &\necho $$ $! > {pids}\nwait\n")
+    (bin_dir / "npm").chmod(0o755)
+    env = dict(os.environ, PYTHONPATH=str(REPO), PATH=f"{bin_dir}:{os.environ['PATH']}")
+    command = [sys.executable, "-m", "workspacespawner.cli", "demo", "--state-dir", str(tmp_path / "demo"),
+               "--prometheus", "off", "--port", "0", "--proxy-api-port", "0", "--hub-port", "0", "--dashboard-port", "0"]
+    demo = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
+    said = []
+    try:
+        for line in demo.stdout:
+            said.append(line)
+            if "Installing configurable-http-proxy" in line:
+                break
+        deadline = time.monotonic() + 30
+        while not pids.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        demo.send_signal(signal.SIGINT)
+        said += demo.stdout.readlines()
+        assert demo.wait(60) == 130, "".join(said)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    npm_pid, child_pid = (int(p) for p in pids.read_text().split())
+    deadline = time.monotonic() + 10
+    while (alive(npm_pid) or alive(child_pid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(npm_pid) and not alive(child_pid), "npm was left running"
+    text = "".join(said)
+    assert "install npm" not in text and "--proxy python" not in text and "Traceback" not in text, text
 
 
 def test_the_same_port_twice_is_refused(tmp_path, capsys):
