@@ -46,8 +46,13 @@ cat > "$work/fstab" <<'FSTAB'
 /dev/vda / ext4 errors=remount-ro 0 1
 FSTAB
 # NoCloud only (KubeVirt's cloudInitNoCloud is a `cidata` disk): cloud-init probes nothing else at boot.
+# /etc/hosts names the guest's host name (sudo looks it up). No locale module: its default, en_US.UTF-8, is
+# not generated in a minbase tree (update-locale fails and cloud-init reports an error); the tree's
+# /etc/default/locale says C.UTF-8, which glibc has built in.
 cat > "$work/90-datasource.cfg" <<'CFG'
 datasource_list: [NoCloud, None]
+manage_etc_hosts: true
+locale: false
 CFG
 
 # pip in the tree trusts the host's CA bundle while it builds (a machine behind an HTTPS proxy with its own CA
@@ -72,6 +77,7 @@ mmdebstrap --mode=root --variant=minbase --format=directory \
     --customize-hook="install -m 0644 '$work/fstab' \"\$1/etc/fstab\"" \
     --customize-hook="install -m 0644 '$work/90-datasource.cfg' \"\$1/etc/cloud/cloud.cfg.d/90-datasource.cfg\"" \
     --customize-hook='echo localhost > "$1/etc/hostname"' \
+    --customize-hook='echo LANG=C.UTF-8 > "$1/etc/default/locale"' \
     --customize-hook='chroot "$1" python3 -m venv /opt/workspace/venv' \
     --customize-hook="install -m 0644 '$host_ca' \"\$1/tmp/host-ca.crt\"" \
     --customize-hook="chroot \"\$1\" env -u PIP_FIND_LINKS PIP_CERT=/tmp/host-ca.crt REQUESTS_CA_BUNDLE=/tmp/host-ca.crt SSL_CERT_FILE=/tmp/host-ca.crt /opt/workspace/venv/bin/pip install --no-cache-dir --disable-pip-version-check -q jupyterhub==$JUPYTERHUB_VERSION jupyterlab==$JUPYTERLAB_VERSION" \
