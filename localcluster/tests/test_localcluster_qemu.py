@@ -127,6 +127,42 @@ def test_newest_guest_image_takes_only_finished_builds(tmp_path):
     assert image is not None and image.folder == tmp_path / "bookworm-old"
 
 
+# A stand-in for qemu-system-x86_64: serves QMP on the -qmp socket; on system_powerdown it exits when its first
+# argument is "obeys", else it carries on (a guest that ignores the power button).
+FAKE_QEMU = """#!/usr/bin/env python3
+import json, os, socket, sys, time
+path = sys.argv[sys.argv.index("-qmp") + 1].split(",")[0].removeprefix("unix:")
+server = socket.socket(socket.AF_UNIX)
+server.bind(path)
+server.listen()
+while True:
+    conn, _ = server.accept()
+    conn.sendall(b'{"QMP": {"version": {}, "capabilities": []}}\\n')
+    for line in conn.makefile():
+        command = json.loads(line)["execute"]
+        conn.sendall(b'{"return": {}}\\n')
+        if command == "system_powerdown" and os.environ["FAKE_GUEST"] == "obeys":
+            sys.exit(0)
+"""
+
+
+@pytest.mark.parametrize(("behaviour", "clean"), [("obeys", True), ("ignores", False)])
+async def test_stop_presses_the_power_button_then_kills_after_the_grace_period(tmp_path, monkeypatch, behaviour, clean):
+    fake = tmp_path / "fake-qemu"
+    fake.write_text(FAKE_QEMU)
+    fake.chmod(0o755)
+    monkeypatch.setenv("FAKE_GUEST", behaviour)
+    guest = QemuGuest(_spec(tmp_path, name=f"fake-{uuid.uuid4().hex[:8]}"), qemu=str(fake))
+    await guest.start()
+    assert guest.running
+    started = time.monotonic()
+    assert await guest.stop(grace=1.0) is clean
+    assert time.monotonic() - started < 10
+    assert guest.returncode == (0 if clean else -9)
+    assert _qemu_processes(guest.spec.name) == []
+    assert not guest.spec.qmp.exists()
+
+
 # -- real boots -----------------------------------------------------------------------------------------------
 
 

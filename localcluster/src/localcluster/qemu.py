@@ -138,7 +138,7 @@ class QemuGuest:
             return ""
 
     async def start(self) -> None:
-        """Start QEMU (in its own process group); GuestError when it exits at once."""
+        """Start QEMU (in its own process group) and wait for its QMP socket; GuestError when QEMU exits first."""
         if self.process is not None:
             raise GuestError(f"guest {self.spec.name} was started already")
         for stale in (self.spec.qmp, self.spec.console):
@@ -211,8 +211,8 @@ class QemuGuest:
     async def stop(self, grace: float = 30.0) -> bool:
         """Press the ACPI power button and wait ``grace`` seconds for the guest to power off, then kill QEMU.
 
-        Returns True when the guest shut down by itself, False when it was
-        killed (or QEMU's monitor could not be reached).
+        Returns True when QEMU exited within ``grace`` (the guest powered
+        off), False when it had to be killed.
         """
         if self.process is None:
             return True
