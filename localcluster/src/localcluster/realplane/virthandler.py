@@ -84,12 +84,15 @@ class KubeVirtGuest(GuestRuntime):
 
     def build_status(self, current: dict) -> dict:
         status = super().build_status(current)
+        # Ready is virt-controller's (from the launcher Pod): the current one, in its place (virt-controller's
+        # JSON patches test the whole list, order included)
         ready = find_condition(current.get("conditions"), "Ready")
-        status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "Ready"]
-        if ready is not None:
-            status["conditions"].append(ready)  # virt-controller's, from the launcher Pod
-        if not status["conditions"]:
-            status.pop("conditions")
+        conditions = [ready if c.get("type") == "Ready" else c for c in status.get("conditions") or []]
+        conditions = [c for c in conditions if c is not None]
+        if conditions:
+            status["conditions"] = conditions
+        else:
+            status.pop("conditions", None)
         return status
 
 
