@@ -217,7 +217,7 @@ CASES = [
          (("PUT", VM_STOP, times(E503, 10_000)),), action="stop", profile=VM),
     # tampered input: refused with a sentence, nothing written
     Case("bad-profile", "tampered input", "a profile that does not exist", options={"profile": "no-such-profile"},
-         expect="failed", words=("no-such-profile",)),
+         expect="failed", words=("no such profile",)),  # our sentence: the request's text is never repeated
     Case("profile-not-text", "tampered input", "a profile that is a number", options={"profile": 7}, expect="failed"),
     Case("profile-huge", "tampered input", "a 100,000-character profile", options={"profile": BIG}, expect="failed"),
     Case("profile-newline", "tampered input", "a profile with a newline", options={"profile": f"{CPU}\n"}, expect="failed"),
