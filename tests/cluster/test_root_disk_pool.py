@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+import pytest
 from localcluster.controllers.refs import DATA_SOURCES, DATA_VOLUMES, PVCS, VMS
 from localcluster.goldenimage import make_golden_image
 
@@ -33,7 +34,7 @@ from tests.cluster.test_vm_workspace import (
 )
 from tests.support.invariants import violations
 from workspacespawner.backends.vm.manifests import VMIdentity
-from workspacespawner.backends.vm.pool import POOL_SELECTOR, RootDiskPoolKeeper, shape_for
+from workspacespawner.backends.vm.pool import POOL_SELECTOR, RootDiskPoolKeeper, claim_operations, shape_for
 from workspacespawner.backends.vm.rootdisk import current_root_disk
 from workspacespawner.backends.vm.workspace import cached_vm_and_disks
 from workspacespawner.config.rootdiskpool import PoolEntry
@@ -231,3 +232,41 @@ def claim_file(cluster, name: str) -> str | None:
     root = claim_path(cluster, NS, name)
     motd = root / "etc" / "motd" if root is not None else None
     return motd.read_text() if motd is not None and motd.exists() else None
+
+
+@pytest.mark.parametrize("meanwhile", ["clone progress", "claim"])
+async def test_a_stale_pool_disk_that_changed_since_the_look_is_retired_unless_claimed(kube, audit_log, meanwhile):
+    """CDI writes a cloning disk's status while the keeper looks: its DELETE's ``resourceVersion`` precondition then
+    answers 409. A disk that is still nobody's is read again and retired in the same look; a claimed one stays."""
+    thread, custom_api, _core = kube
+    ws = workspace(kube)
+    await ws.watch()
+    keeper = keeper_for(kube, audit_log, count=1)
+    [old] = await until_ready(keeper, 1)
+    name = old["metadata"]["name"]
+    await thread.acall(make_golden_image, GOLDEN_NS, "ubuntu-2404-v2", {**GOLDEN_FILES, "etc/motd": "v2\n"})
+    await repoint_datasource(kube, "ubuntu-2404", "ubuntu-2404-v2")
+    listed = keeper.kube.list
+
+    async def list_then_change(*args, **kwargs):
+        disks = await listed(*args, **kwargs)
+        if any(d["metadata"]["name"] == name for d in disks):
+            keeper.kube.list = listed
+            if meanwhile == "claim":
+                fresh = next(d for d in await listed(*args, fresh=True, **kwargs) if d["metadata"]["name"] == name)
+                await keeper.kube.patch(DATA_VOLUME, NS, name, claim_operations(fresh, ws.ident, recorded=None, annotations={}))
+            else:
+                group, version, plural = DATA_VOLUMES
+                await custom_api.patch_namespaced_custom_object(
+                    group, version, NS, plural, name,
+                    [{"op": "add", "path": "/metadata/annotations/example.test~1progress", "value": "50.0%"}])
+        return disks
+
+    keeper.kube.list = list_then_change
+    await keeper.refill()
+    left = [d["metadata"]["name"] for d in await pool_disks(keeper) if not d["metadata"].get("deletionTimestamp")]
+    assert name not in left
+    if meanwhile == "claim":
+        assert stored(kube, DATA_VOLUMES, name) is not None and audit_log.query(action="delete") == []
+    else:
+        assert [r.disk for r in audit_log.query(action="delete")] == [name]

@@ -59,6 +59,8 @@ log = logging.getLogger("workspacespawner")
 POOL_SELECTOR = f"{names.MANAGED_BY_LABEL}={names.MANAGED_BY},{names.DISK_LABEL}={names.POOL_DISK}"
 #: A pool disk whose clone failed is retired (and replaced) once it is this many refill intervals old.
 FAILED_AFTER_INTERVALS = 10
+#: How many times one look tries to retire a pool disk that keeps changing under it (see :meth:`RootDiskPoolKeeper._retire`).
+RETIRE_ATTEMPTS = 3
 
 
 def _meta(obj: dict) -> dict:
@@ -310,15 +312,33 @@ class RootDiskPoolKeeper:
         return todo
 
     async def _retire(self, dv: dict) -> None:
+        """Delete pool disk ``dv`` unless it was claimed since it was read.
+
+        The DELETE's ``uid`` and ``resourceVersion`` preconditions answer 409
+        when the disk changed since: a claim, or (far more often) CDI writing
+        the status of a clone in progress. The disk is then read again and,
+        while it is still the same disk and still in the pool, retired with
+        its new ``resourceVersion``; a claimed disk is left alone.
+        """
         meta = _meta(dv)
         name, image = meta["name"], (meta.get("annotations") or {}).get(names.GOLDEN_IMAGE_ANNOTATION)
-        try:
-            await self.kube.delete(DATA_VOLUME, self.namespace, name, uid=meta.get("uid"), resource_version=meta.get("resourceVersion"))
-        except ApiException as e:
-            if e.status == 409:
-                return  # it changed since it was read (claimed?): looked at again next time
-            await self._record(user="", disk=name, action="delete", before={"pool": image}, after=None, result=f"error: {e.status} {e.reason}")
-            raise
+        for _attempt in range(RETIRE_ATTEMPTS):
+            try:
+                await self.kube.delete(DATA_VOLUME, self.namespace, name, uid=meta.get("uid"), resource_version=meta.get("resourceVersion"))
+                break
+            except ApiException as e:
+                if e.status != 409:
+                    await self._record(user="", disk=name, action="delete", before={"pool": image}, after=None,
+                                       result=f"error: {e.status} {e.reason}")
+                    raise
+            fresh = await self.kube.get(DATA_VOLUME, self.namespace, name, fresh=True)
+            fresh_meta = _meta(fresh) if fresh is not None else {}
+            if fresh is None or fresh_meta.get("uid") != meta.get("uid") or fresh_meta.get("deletionTimestamp") \
+                    or (fresh_meta.get("labels") or {}).get(names.DISK_LABEL) != names.POOL_DISK:
+                return  # gone, replaced, or claimed meanwhile: not the keeper's to delete
+            meta = fresh_meta
+        else:
+            return  # it keeps changing: looked at again next time
         log.info("Retired pool disk %s/%s of %s", self.namespace, name, image)
         await self._record(user="", disk=name, action="delete", before={"pool": image}, after=None, result="ok: pool disk retired")
 
