@@ -94,7 +94,9 @@ class Hub:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 60
+        # a deadline, not a measure: a hub starts in seconds, but CI's two passes share two cores with clusters,
+        # browsers and code-server builds
+        deadline = time.monotonic() + 150
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"jupyterhub exited {self.proc.returncode}:\n{self.log()}")
@@ -104,7 +106,7 @@ class Hub:
             except requests.ConnectionError:
                 pass
             time.sleep(0.2)
-        raise RuntimeError(f"jupyterhub did not answer:\n{self.log()}")
+        raise RuntimeError(f"jupyterhub did not answer {self.url}/hub/api/ in 150 s:\n{self.log()}")
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
