@@ -13,7 +13,9 @@ hold its compute (:func:`close_run_if_gone`).
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 
+from jupyterhub import orm
 from kubespawner.clients import shared_client
 
 from workspacespawner import upstream
@@ -32,12 +34,23 @@ def start_hub_tasks(spawner) -> None:
     except RuntimeError:
         return
     services = spawner.services
+    # the hub's session, through the user (Spawner.db is deprecated); none outside a hub (kubespawner's mock user)
+    db = getattr(spawner.user, "db", None)
+    if services.hub_database is None and db is not None:
+        services.hub_database = partial(running_in_database, db)
     services.start_reconciler(watches.compute_objects, interval=spawner.reconcile_interval)
     for backend in spawner.backends.values():
         backend.start_hub_tasks()
     if spawner.hub is not None:
         services.quota.start_enforcer(hub_api_url=spawner.hub.api_url, alive=alive_workspaces)
         services.start_idle_pass(watches.pods_and_vmis, hub_api_url=spawner.hub.api_url)
+
+
+def running_in_database(db, user: str, server: str) -> bool | None:
+    """True if JupyterHub's database (``db``: its session) has ``user``'s server ``server`` running, else None."""
+    found = (db.query(orm.Spawner.server_id).join(orm.User, orm.Spawner.user_id == orm.User.id)
+             .filter(orm.User.name == user, orm.Spawner.name == server).first())
+    return True if found is not None and found.server_id is not None else None
 
 
 async def watch_workspaces(spawner) -> bool:

@@ -67,6 +67,10 @@ class HubServices:
         self.kube = CachedKube(core_api, custom_api) if core_api is not None else None
         self.tasks = BackgroundTasks()
         self._active: dict[tuple[str, str], Callable[[], bool]] = {}
+        #: ``(user, server) -> True | None``: whether the hub's database has that server running (True) or not
+        #: (None), for the servers whose spawner this process has not built yet (set by
+        #: :func:`~workspacespawner.hubtasks.start_hub_tasks`; None: spawners only).
+        self.hub_database: Callable[[str, str], bool | None] | None = None
         self._retries: dict[object, Callable[[], Awaitable[bool]]] = {}
         self.reconciler: ComputeReconciler | None = None
         self._gpus: GPUCapacity | None = None
@@ -98,9 +102,16 @@ class HubServices:
         self._active[(user, server)] = active
 
     def believed_running(self, user: str, server: str) -> bool | None:
-        """Whether the hub has ``(user, server)`` running, starting or stopping; None when it is no server of this hub."""
+        """Whether the hub has ``(user, server)`` running, starting or stopping; None when it is no server of this hub.
+
+        Its spawner's word when this process built it; else the hub's
+        database's (a running server whose spawner JupyterHub has not built
+        yet at start-up), so an orphan is told from a server on the first pass.
+        """
         active = self._active.get((user, server))
-        return None if active is None else bool(active())
+        if active is not None:
+            return bool(active())
+        return None if self.hub_database is None else self.hub_database(user, server)
 
     def gpu_capacity(self, compute: Callable[[], list | None]) -> GPUCapacity | None:
         """The process's view of free GPUs (:mod:`.workspace.gpus`), made on the first call with ``compute`` (the watch

@@ -247,7 +247,8 @@ class WorkspaceSpawner(upstream.KubeSpawnerOverrides, PodHooks, KubeSpawner, Kub
         """Fence, ensure the home volume and the tiers, then start the backend's compute; return the server URL."""
         ref = self._ref()
         self.steps.say("Start accepted; preparing your workspace", Milestone.ACCEPTED)  # the quota check passed
-        await self.lifecycle.before_start(ref, fence_own=self.backend.fence, say=self.steps.say)
+        await self.lifecycle.before_start(ref, fence_own=self.backend.fence, say=self.steps.say,
+                                          servers=list(self.user.orm_user.orm_spawners))
         labels = {key: upstream.expand(self, value) for key, value in self.storage_extra_labels.items()}  # z2jh extraLabels
         pvc = await home.home_pvc(self, self._ref(), kubespawner_username=upstream.expand(self, "{username}"), extra_labels=labels)
         home.say_home_ready(pvc, self.home_pvc_name, self.steps.say)

@@ -22,6 +22,7 @@ from tests.support.lifecycleenv import (
     kind_for,
     make_home,
     phase_label,
+    pod_manifest,
     start_pod,
     wait_async,
     with_kube,
@@ -81,12 +82,34 @@ async def test_terminating_pod_is_waited_for_with_progress(kube_objects):
 
 async def test_other_server_using_the_home_is_refused(kube_objects):
     await make_home(kube_objects, USER)
-    await start_pod(kube_objects, USER, "jupyter-fay--gpu", "home-fay")
+    pod = pod_manifest(USER, "jupyter-fay--gpu", "home-fay")
+    pod["metadata"]["annotations"].update({fence.KUBESPAWNER_USER: USER, names.SERVER_ANNOTATION: "gpu"})  # kubespawner's
+    await kube_objects.create(POD, NS, pod)
     with pytest.raises(WorkspaceError) as caught:
-        await fence.check_before_start(kube_objects, namespace=NS, user_name=USER, claims=["home-fay"], own_pod="jupyter-fay", wait=5)
+        await fence.check_before_start(kube_objects, namespace=NS, user_name=USER, claims=["home-fay"], own_pod="jupyter-fay",
+                                       server="", servers=["", "gpu"], wait=5)
     assert (caught.value.reason, caught.value.status_code) == ("disk-in-use", 409)
-    assert "jupyter-fay--gpu" in caught.value.message
+    assert caught.value.message == "Your disk is in use by your server gpu; stop that server first, then start this one."
     assert await kube_objects.get(POD, NS, "jupyter-fay--gpu") is not None
+
+
+@pytest.mark.parametrize("made_by", ["an older hub", "a server the hub no longer has"])
+async def test_a_leftover_the_hub_did_not_start_is_refused_in_words_an_admin_can_act_on(kube_objects, made_by):
+    """Issue #38 item 3: a Pod with the user's labels that is no server of the hub (an older hub or name template, a
+    hand-made Pod, a server since deleted) holds the home: the user is told what it is and who removes it, and how."""
+    await make_home(kube_objects, USER)
+    pod = pod_manifest(USER, "jupyter-fay-old-scheme", "home-fay")
+    if made_by == "a server the hub no longer has":
+        pod["metadata"]["annotations"].update({fence.KUBESPAWNER_USER: USER, names.SERVER_ANNOTATION: "deleted"})
+    await kube_objects.create(POD, NS, pod)
+    with pytest.raises(WorkspaceError) as caught:
+        await fence.check_before_start(kube_objects, namespace=NS, user_name=USER, claims=["home-fay"], own_pod="jupyter-fay",
+                                       server="", servers=[""], wait=5)
+    assert (caught.value.reason, caught.value.status_code) == ("leftover-compute", 409)
+    assert caught.value.message == (
+        "Your disk is held by jupyter-fay-old-scheme, a leftover that this hub did not start, so nothing was started. "
+        "Please ask an administrator to remove it (workspacespawner orphans --remove), then start again.")
+    assert await kube_objects.get(POD, NS, "jupyter-fay-old-scheme") is not None  # the hub cannot tell whose it is
 
 
 async def test_other_users_pod_is_not_a_holder(kube_objects, cluster):

@@ -64,5 +64,5 @@ async def test_home_held_by_another_pod_is_refused_before_compute(kube_objects):
     await make_home(kube_objects, USER, HOME)
     await start_pod(kube_objects, USER, "jupyter-tia--gpu", HOME)
     with pytest.raises(WorkspaceError) as refused:
-        await tracker(kube_objects).before_start(REF, fence_own=nothing_of_its_own, say=print)
-    assert (refused.value.reason, refused.value.status_code) == ("disk-in-use", 409)
+        await tracker(kube_objects).before_start(REF, fence_own=nothing_of_its_own, say=print, servers=[""])
+    assert (refused.value.reason, refused.value.status_code) == ("leftover-compute", 409)  # kubespawner made no such Pod

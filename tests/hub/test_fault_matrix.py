@@ -164,6 +164,32 @@ def test_orphan_compute_is_reported_and_one_command_removes_it(hub, cluster, cor
     assert_invariants(cluster, ledger=ledger)
 
 
+@matrix_case("leftover-holds-home", "orphans", "a Pod the hub did not start holds the user's home")
+def test_a_leftover_holding_the_home_is_named_as_one_and_the_start_after_its_removal_runs(hub, cluster, core, ledger, capsys):
+    """Issue #38 item 3: a Pod with bea's owner labels, of a server the hub does not have (an older hub's name scheme),
+    mounts her home: her start is refused in words that say what it is and how an administrator removes it; after
+    ``workspacespawner orphans --remove`` she starts."""
+    user = "bea-left"
+    hub.create_user(user)
+    hub.start_server(user, {"profile": "jupyterlab-cpu"})  # her home exists
+    hub.stop_server(user)
+    leftover = pod_manifest(user, "jupyter-bea-old-scheme", f"home-{user}")
+    leftover["metadata"]["annotations"].update({"hub.jupyter.org/username": user, "hub.jupyter.org/servername": "old"})
+    core.create_namespaced_pod("default", leftover)
+    r = hub.spawn(user, {"profile": "jupyterlab-cpu"})
+    assert r.status_code == 409, r.text
+    assert r.json()["message"] == (
+        "Your disk is held by jupyter-bea-old-scheme, a leftover that this hub did not start, so nothing was started. "
+        "Please ask an administrator to remove it (workspacespawner orphans --remove), then start again.")
+    assert [p.metadata.name for p in user_pods(core, user)] == ["jupyter-bea-old-scheme"]  # not removed by the hub
+    code, out = orphans_command(hub, cluster, capsys, "--remove")
+    assert code == 0 and "jupyter-bea-old-scheme" in out, out
+    assert wait_until(lambda: not user_pods(core, user), timeout=60)
+    hub.start_server(user, {"profile": "jupyterlab-cpu"})
+    hub.stop_server(user)
+    assert_invariants(cluster, ledger=ledger)
+
+
 
 # -- the matrix ------------------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from tests.hub.test_fault_matrix import (
     CASES,
     core,  # noqa: F401 (a CoreV1Api on this module's cluster)
     test_a_ghost_pod_is_removed_once_the_api_is_back_and_metered_until_then,  # noqa: F401
+    test_a_leftover_holding_the_home_is_named_as_one_and_the_start_after_its_removal_runs,  # noqa: F401
     test_a_stop_retries_a_pod_delete_that_answers_500,  # noqa: F401
     test_a_stop_while_the_start_is_under_way,  # noqa: F401
     test_a_vm_root_disk_is_claimed_on_its_first_start,  # noqa: F401

@@ -9,6 +9,8 @@ planes (tests/support/planes.py).
 
 from __future__ import annotations
 
+import time
+
 import kubernetes
 import pytest
 
@@ -38,7 +40,8 @@ def test_restarted_hub_keeps_running_workspaces(cluster, tmp_path):
     client = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
     core, custom = kubernetes.client.CoreV1Api(client), kubernetes.client.CustomObjectsApi(client)
     plane_config, start_timeout = planes.hub_settings(cluster)
-    config = config_pieces("10-workspace-spawner.py", "20-profiles.py") + "c.JupyterHub.cleanup_servers = False\n" + plane_config
+    config = config_pieces("10-workspace-spawner.py", "20-profiles.py") + "c.JupyterHub.cleanup_servers = False\n" \
+        + "c.WorkspaceSpawner.reconcile_interval = 1\n" + plane_config
     hub = Hub(tmp_path / "hub", cluster.kubeconfig, config, start_timeout=start_timeout).start()
     try:
         for user, profile in (("cora", "jupyterlab-cpu"), ("vic", "ubuntu-vm")):
@@ -55,6 +58,8 @@ def test_restarted_hub_keeps_running_workspaces(cluster, tmp_path):
             assert owned(custom, core, user) == before[user]
             r = hub.server_request(user, "GET", "api/status")
             assert r.status_code == 200, r.text
+        time.sleep(3)  # a few reconciler passes, the first at start-up (orphans are reported from the first pass on)
+        assert "Orphan compute" not in hub.log(tail=None)  # the reloaded servers are the hub's
         for user in ("cora", "vic"):
             hub.stop_server(user)
             assert owned(custom, core, user) == [] or _eventually_gone(custom, core, user)
@@ -64,8 +69,6 @@ def test_restarted_hub_keeps_running_workspaces(cluster, tmp_path):
 
 
 def _eventually_gone(custom, core, user, timeout: float = 30) -> bool:
-    import time
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if owned(custom, core, user) == []:

@@ -17,8 +17,12 @@ a VM's own VMI:
   never force-deletes a Pod that may still hold the disk; while the API
   refuses the DELETE (5xx, 429) it is tried again for up to ``wait``
   seconds, the user reading that it is still being removed;
-* any other (another server of the user using the same home): refused,
-  ``disk-in-use`` (409).
+* another server of the user using the same home (kubespawner made it for
+  a server the hub has): refused, ``disk-in-use`` (409): stop that one first;
+* anything else (an older hub's or name template's, made by hand, of a
+  server since deleted): refused, ``leftover-compute`` (409), saying that
+  an administrator removes it with ``workspacespawner orphans --remove``;
+  never removed here: the hub cannot tell whose it is.
 
 The workspace's own VMI is left to :meth:`.vm.VMWorkspace.fence`.
 
@@ -38,7 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 from kubernetes_asyncio.client.rest import ApiException
 
@@ -113,6 +117,21 @@ def _spawned_for(obj: dict, user_name: str, server: str) -> bool:
     return KUBESPAWNER_USER in annotations and names.server_of(obj["metadata"]) == (user_name, server)
 
 
+def _held_by(obj: dict, user_name: str, servers: Collection[str]) -> WorkspaceError:
+    """The refusal for a start whose disk ``obj`` holds: another of the user's servers, or a leftover of nobody's."""
+    meta = obj["metadata"]
+    owner = names.server_of(meta)
+    if KUBESPAWNER_USER in (meta.get("annotations") or {}) and owner is not None and owner[0] == user_name \
+            and owner[1] in servers:
+        which = f"server {owner[1]}" if owner[1] else "default server"
+        return refusal("disk-in-use", f"Your disk is in use by your {which}; stop that server first, then start this one.")
+    return refusal(
+        "leftover-compute",
+        f"Your disk is held by {meta['name']}, a leftover that this hub did not start, so nothing was started. "
+        f"Please ask an administrator to remove it (workspacespawner orphans --remove), then start again.",
+    )
+
+
 async def _delete_leftover(kube, obj: dict, wait: float, interval: float, progress: Progress) -> bool:
     """Remove the server's leftover Pod (by uid) or VMI (its VM stopped), trying again for ``wait`` s while the API refuses.
 
@@ -150,6 +169,7 @@ async def check_before_start(
     own_pod: str | None = None,
     own_vmi: str | None = None,
     server: str | None = None,
+    servers: Collection[str] = (),
     wait: float = 120.0,
     interval: float = 1.0,
     progress: Progress | None = None,
@@ -161,9 +181,14 @@ async def check_before_start(
     fence); ``server``: this server's name (``""`` for the default one): any
     other Pod or VMI that kubespawner's annotations give to this same server
     (left by its earlier start of another kind, whose stop failed) is
-    removed and waited for like a leftover Pod. ``wait`` and ``interval`` are seconds; ``progress(message)``
+    removed and waited for like a leftover Pod. ``servers``: the names of
+    the user's servers the hub has (its database's): a holder that
+    kubespawner made for one of them is another server of the user
+    (``disk-in-use``: stop it first); any other holder is a leftover the hub
+    did not start (``leftover-compute``: an administrator removes it).
+    ``wait`` and ``interval`` are seconds; ``progress(message)``
     shows a waiting step. Raises a 409 :class:`WorkspaceError`
-    (``node-unreachable``, ``still-stopping``, ``disk-in-use``).
+    (``node-unreachable``, ``still-stopping``, ``disk-in-use``, ``leftover-compute``).
     """
     say = progress or (lambda message: None)
     compute = await _user_compute(kube, namespace, user_name)
@@ -181,10 +206,7 @@ async def check_before_start(
             server is not None and _spawned_for(obj, user_name, server)
         )
         if not (own or terminating(obj)):
-            raise refusal(
-                "disk-in-use",
-                f"Your disk is in use by your {_what(obj)}; stop that server first, then start this one.",
-            )
+            raise _held_by(obj, user_name, servers)
         if own and not terminating(obj):
             log.warning("Removing leftover %s %s/%s of %s before its workspace starts again", obj["kind"], namespace, name, user_name)
             if not await _delete_leftover(kube, obj, wait, interval, say):

@@ -14,8 +14,8 @@ what the hub believes of its ``(user, server)``
   gone. Its run stays open meanwhile: the quota's reconciliation closes it
   only once the caches no longer hold it;
 * ``None``: no server of this hub (made while the hub was down, or left
-  before a restart): an **orphan**, seen on two passes in a row, then logged
-  once, counted in the ``workspacespawner_orphan_compute`` gauge and listed by
+  before a restart, by an older hub or name template, or by hand): an
+  **orphan**, logged once from the first pass on (at hub start-up), counted in the ``workspacespawner_orphan_compute`` gauge and listed by
   ``workspacespawner orphans`` (:mod:`workspacespawner.admin.orphans`);
   ``workspacespawner orphans --remove`` removes them. Never removed here: the hub cannot tell whose it is.
 
@@ -116,7 +116,6 @@ class ComputeReconciler(PeriodicPass):
         self.believed_running = believed_running
         self.every = interval
         self.orphans: dict[str, Found] = {}
-        self._suspects: set[str] = set()
 
     async def tick(self) -> list[Found]:
         """One pass: remove ghosts, report orphans; returns what it found (empty while the caches are not loaded)."""
@@ -134,13 +133,12 @@ class ComputeReconciler(PeriodicPass):
             except (ApiException, aiohttp.ClientError, TimeoutError) as e:
                 log.warning("Could not remove %s yet (%s); trying again at the next pass", ghost.describe(),
                             getattr(e, "status", None) or type(e).__name__)
-        suspects = {f.uid: f for f in found if f.what == "orphan"}
-        orphans = {uid: f for uid, f in suspects.items() if uid in self._suspects}
+        orphans = {f.uid: f for f in found if f.what == "orphan"}
         for uid, orphan in orphans.items():
             if uid not in self.orphans:
                 log.warning("Orphan compute: %s is not a server of this hub; "
                             "`workspacespawner orphans --remove` removes it", orphan.describe())
-        self._suspects, self.orphans = set(suspects), orphans
+        self.orphans = orphans
         ORPHANS.set(len(orphans))
         GHOSTS.set(len(ghosts))
         return found

@@ -22,7 +22,7 @@ What a kind's objects show comes from ``kind`` (the backend's
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 
 from workspacespawner.core.errors import WorkspaceError
@@ -99,14 +99,16 @@ class WorkspaceLifecycle:
         self.status = await lifecycle.reconcile(self.kube, ref, self.kind, self.status, audit=self.audit)
         return self.status
 
-    async def before_start(self, ref: WorkspaceRef, *, fence_own: Callable[[], Awaitable[None]], say) -> None:
+    async def before_start(self, ref: WorkspaceRef, *, fence_own: Callable[[], Awaitable[None]], say,
+                           servers: Collection[str] = ()) -> None:
         """Before any object is made: reconcile with the cluster, reclaim retained disks, fence.
 
         ``fence_own``: the backend's own fence (a VM's VMI); ``say(message)``
-        shows a step. Raises :class:`~workspacespawner.core.errors.WorkspaceError`
+        shows a step; ``servers``: the names of the user's servers the hub has
+        (:func:`~.fence.check_before_start`). Raises :class:`~workspacespawner.core.errors.WorkspaceError`
         (409): ``disk-retained`` (admin-only reclaim), ``disk-deleting``,
         ``node-unreachable`` (the workspace goes ``Degraded``),
-        ``still-stopping``, ``disk-in-use``, ``already-running``.
+        ``still-stopping``, ``disk-in-use``, ``leftover-compute``, ``already-running``.
         """
         self.starting = True
         status = await self.reconcile(ref)
@@ -135,6 +137,7 @@ class WorkspaceLifecycle:
                 own_pod=ref.pod,
                 own_vmi=ref.vm,
                 server=ref.server_name,
+                servers=servers,
                 wait=self.settings.fence_wait_seconds,
                 progress=say,
             )
