@@ -20,6 +20,8 @@ import copy
 import re
 import unicodedata
 
+from sqlalchemy.orm import object_session
+
 from workspacespawner import upstream
 from workspacespawner.config.profiles import (
     UNLISTED_MAX_CHARS,
@@ -113,6 +115,7 @@ def check_user_options(spawner, profiles: list[dict]) -> dict:
             raise WorkspaceError(
                 "No server profile is available to you. Please ask an administrator.", reason="forbidden", status_code=403
             )
+        check_option_names(options, profile)
         return profile
     profile = next((p for p in profiles if p["slug"] == slug), None)
     if profile is None:
@@ -130,6 +133,7 @@ def check_user_options(spawner, profiles: list[dict]) -> dict:
             reason="forbidden",
             status_code=403,
         )
+    check_option_names(options, profile)
     for option_name, option in (profile.get("profile_options") or {}).items():
         choice = options.get(option_name)
         if choice is not None and not isinstance(choice, str):
@@ -155,6 +159,25 @@ def check_user_options(spawner, profiles: list[dict]) -> dict:
     except ValueError as e:
         raise WorkspaceError(str(e), reason="invalid-options") from None
     return profile
+
+
+def check_option_names(options: dict, profile: dict) -> None:
+    """Refuse (400) options that ``profile`` does not define: kubespawner would ignore them, and JupyterHub would keep
+    them in the server's ``user_options`` as if they applied (a REST API start, or a tampered spawn form).
+
+    Known are ``profile``, and each of the profile's ``profile_options``
+    with its free-form value (``<option>--unlisted-choice``). The refusal
+    names the options the profile has (the site's names), never the request's.
+    """
+    defined = profile.get("profile_options") or {}
+    known = {"profile", *defined, *(f"{name}{UNLISTED_SUFFIX}" for name in defined)}
+    if set(options) - known:
+        takes = f"the options {', '.join(sorted(defined))}" if defined else "no options"
+        raise WorkspaceError(
+            f"The start asked for an option that profile {profile.get('display_name', profile['slug'])!r} does not have; "
+            f"it takes {takes}. Nothing was started.",
+            reason="invalid-options",
+        )
 
 
 def check_unlisted_choice(option: dict, option_name: str, value) -> None:
@@ -220,11 +243,24 @@ async def refuse_bad_options(spawner, user_options: dict, *, sent: bool = True) 
         check_user_options(spawner, profiles)
     except WorkspaceError as e:
         if sent:
+            forget_saved_options(spawner)
             raise
         spawner.log.warning("Saved options of %s no longer hold (%s); starting the default profile", upstream.log_name(spawner), e)
         spawner.user_options = {}
         check_user_options(spawner, profiles)
     spawner.checked_profiles = profiles
+
+
+def forget_saved_options(spawner) -> None:
+    """Keep nothing of a refused request's options: JupyterHub saved them as the server's ``user_options`` (what its
+    next start without options reuses, and the spawn form pre-selects) before any hook ran; they become empty, in the
+    database and on the spawner (what the REST API shows of a stopped server)."""
+    spawner.user_options = {}
+    orm_spawner = getattr(spawner, "orm_spawner", None)
+    session = object_session(orm_spawner) if orm_spawner is not None else None
+    if session is not None:
+        orm_spawner.user_options = {}
+        session.commit()
 
 
 def reset_to_configured(spawner, profiles: list[dict], configured: dict) -> None:

@@ -250,6 +250,8 @@ CASES = [
     Case("profile-shell", "tampered input", "a profile that is a shell command", options={"profile": "$(reboot)"},
          expect="failed"),
     Case("options-list", "tampered input", "options that are a list", options={"profile": [CPU]}, expect="failed"),
+    Case("options-unknown", "tampered input", "an option no profile defines (a trait's name)",
+         options={"profile": CPU, "cpu_limit": "64"}, expect="failed", words=("does not have",)),
     # odd names
     Case("name-email", "odd names", "a user named like an e-mail address", user="ann@example.org"),
     Case("name-unicode", "odd names", "a user with non-ASCII letters", user="zoë-ünal"),

@@ -220,6 +220,7 @@ def test_forbidden_profile_is_403(hub, core):
         ({"profile": ["jupyterlab-cpu"]}, "by its name"),
         ({"profile": "choose-image", "image": "evil"}, "not a choice"),
         ({"profile": "choose-image", "image--unlisted-choice": "evil/miner:latest"}, "only one of its listed choices"),
+        ({"profile": "jupyterlab-cpu", "evil_cpu_limit": "64"}, "does not have; it takes no options"),  # issue #38 item 6
     ],
 )
 def test_tampered_options_are_400(hub, core, options, words):
@@ -229,6 +230,8 @@ def test_tampered_options_are_400(hub, core, options, words):
     assert words in r.json()["message"]
     assert "no-such-profile" not in r.json()["message"] and "evil" not in r.json()["message"]  # our words, not theirs
     assert user_pods(core, "tamperer") == []
+    stored = hub.api("GET", "/users/tamperer?include_stopped_servers=1").json()["servers"]
+    assert all(key in ("profile", "image") for server in stored.values() for key in server.get("user_options") or {}), [s.get("user_options") for s in stored.values()]
 
 
 @pytest.mark.parametrize(

@@ -221,3 +221,21 @@ def test_form_and_kubespawner_get_the_image_rule_where_the_admin_set_none():
 
 def test_start_up_check_accepts_the_sample_unlisted_choices():
     validate_profile_list(PROFILES, TRAITS)
+
+
+@pytest.mark.parametrize("options", [
+    {"profile": "cpu", "cpu_limit": "64"},  # a trait's name, sent through the REST API
+    {"profile": "any-image", "image": "scipy", "gpus": "8"},  # what a tampered form's profile-option-any-image--gpus gives
+    {"cpu_limit": "64"},  # the default profile, with an option it does not have
+])
+def test_options_no_profile_option_defines_are_refused_before_they_are_stored(options):
+    """Issue #38 item 6: kubespawner ignores them, JupyterHub would store them as if they applied. The refusal names the
+    options the profile has (the site's words), never what the request sent."""
+    e = refusal(options)
+    takes = "image" if options.get("profile") == "any-image" else "no options"
+    assert e.message.startswith("The start asked for an option that profile ") and takes in e.message, e.message
+    assert "cpu_limit" not in e.message and "gpus" not in e.message
+
+
+def test_an_options_free_field_with_its_choice_is_known():
+    assert check({"profile": "any-image", "image": "unlisted-choice", "image--unlisted-choice": "quay.io/a/b:1"})["slug"] == "any-image"
