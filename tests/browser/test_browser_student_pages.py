@@ -244,20 +244,28 @@ document.addEventListener("DOMContentLoaded", () => {
     seen.push(Number(bar.getAttribute("aria-valuenow")));
     sessionStorage.setItem("bar", JSON.stringify(seen));
   }).observe(bar, { attributes: true, attributeFilter: ["aria-valuenow"] });
+  const log = document.getElementById("progress-log");
+  if (log) new MutationObserver(() => sessionStorage.setItem("log", log.innerText)).observe(log, { childList: true, subtree: true });
 });
 """
 
 
 def follow_progress(page, shot: str, wait_for: str, done_url: str) -> list[int]:
     """The progress bar's values on the spawn-pending page until ``done_url`` loads (recorded by
-    :data:`BAR_RECORDER`); a screenshot ``shot`` of the page once its log shows ``wait_for``."""
-    page.evaluate("sessionStorage.removeItem('bar')")
+    :data:`BAR_RECORDER`, with the log's lines: :func:`progress_log`); a screenshot ``shot`` of the page once its log
+    shows ``wait_for``."""
+    page.evaluate("sessionStorage.removeItem('bar'); sessionStorage.removeItem('log')")
     page.wait_for_url("**/hub/spawn-pending/**", timeout=60_000)
     page.locator("#progress-details").evaluate("details => { details.open = true; }")
     page.locator("#progress-log", has_text=wait_for).wait_for(timeout=120_000)
     page.screenshot(path=str(ARTIFACTS / shot), full_page=True)
     page.wait_for_url(done_url, timeout=300_000)
     return page.evaluate("JSON.parse(sessionStorage.getItem('bar') || '[]')")
+
+
+def progress_log(page) -> list[str]:
+    """The lines of the last spawn-pending page's progress log, as it last read (recorded by :data:`BAR_RECORDER`)."""
+    return [line.strip() for line in page.evaluate("sessionStorage.getItem('log') || ''").splitlines() if line.strip()]
 
 
 def test_the_progress_bar_climbs_the_steps_of_a_container_and_a_vm_start(vm_demo):
@@ -282,5 +290,11 @@ def test_the_progress_bar_climbs_the_steps_of_a_container_and_a_vm_start(vm_demo
         cloning = [v for v in bar if LADDER[Milestone.HOME_READY] < v < LADDER[Milestone.ROOT_DISK_READY]]
         assert cloning, f"the root disk's clone did not move the bar: {bar}"
         assert LADDER[Milestone.ANSWERING] in bar, bar
+        # issue #38 item 12: what happened, in that order and in plain words
+        log = progress_log(page)
+        booting = next((i for i, line in enumerate(log) if "booting" in line and " on " in line), None)
+        assert booting is not None, "\n".join(log)
+        assert not any("Found a node" in line for line in log[booting:]), "\n".join(log)
+        assert not any("probe" in line or "Container created" in line or line.startswith("[") for line in log), "\n".join(log)
         vm_demo.stop_server("climber")
         browser.close()

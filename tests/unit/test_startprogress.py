@@ -185,3 +185,15 @@ def test_a_start_nobody_watches_keeps_no_waiter_and_a_watched_one_survives_a_new
     unwatched, shown = asyncio.run(run())
     assert unwatched is None
     assert shown[0] == "Preparing your workspace" and shown[-1] == "Server answering", shown
+
+
+def test_a_vmis_events_read_in_a_vms_words():
+    """Issue #38 item 12: KubeVirt's Events on a VMI (virt-controller's, virt-handler's) are not a container's."""
+    def about(reason, message):
+        return {"reason": reason, "message": message, "type": "Normal",
+                "involvedObject": {"kind": "VirtualMachineInstance", "name": "vm-ann"}}
+
+    assert describe_event(about("SuccessfulCreate", "Created virtual machine pod virt-launcher-vm-ann-x2k9q")) \
+        == "Your virtual machine's Pod was created"
+    assert describe_event(about("Created", "VirtualMachineInstance defined.")) == "Your virtual machine is defined on its node"
+    assert describe_event(about("Started", "VirtualMachineInstance started.")) == "Your virtual machine started"

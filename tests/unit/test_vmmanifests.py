@@ -370,7 +370,9 @@ def test_status_starting_running_ready():
     assert "node" in scheduling.message and scheduling.milestone is None
     assert vmstatus.interpret(vm, vmi_with("Scheduled", node="n1"), None, failures_before=0).milestone is Milestone.NODE_FOUND
     booting = vmstatus.interpret(vm, vmi_with("Running", cond("Ready", "False", "GuestNotRunning", "units not running"), node="n1", ip="10.0.0.5"), None)
-    assert (booting.state, booting.ready) == ("Starting", False) and "units not running" in booting.message
+    assert (booting.state, booting.ready) == ("Starting", False)
+    # issue #38 item 12: plain words, not the Ready condition's ("readiness probe", "units not running")
+    assert booting.message == "Your virtual machine is booting on n1; waiting for its server to answer"
     assert booting.milestone is Milestone.STARTED
     running = vmstatus.interpret(vm_with("Running", "Always"), vmi_with("Running", cond("Ready", "True"), node="n1", ip="10.0.0.5"), None)
     assert (running.state, running.ready, running.ip, running.node) == ("Running", True, "10.0.0.5", "n1")

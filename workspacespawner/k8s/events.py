@@ -26,6 +26,14 @@ EVENT_STEPS = {
     "Killing": "Stopping: {message}",
 }
 
+#: Event reason -> how the step reads, for the Events KubeVirt records on a VirtualMachineInstance (virt-controller
+#: creating its virt-launcher Pod, virt-handler defining and starting the guest): not a container's words.
+VMI_EVENT_STEPS = {
+    "SuccessfulCreate": "Your virtual machine's Pod was created",
+    "Created": "Your virtual machine is defined on its node",
+    "Started": "Your virtual machine started",
+}
+
 #: The node in kube-scheduler's Scheduled message ("Successfully assigned default/jupyter-ann to cpu-node-1").
 _ASSIGNED = re.compile(r" to (\S+)$")
 
@@ -35,13 +43,15 @@ INIT_CONTAINER_STEP = "Preparing your server: {message}"
 
 def describe_event(event: dict) -> str:
     """One progress line for a core/v1 Event dict: :data:`EVENT_STEPS` by reason; an init container's Normal
-    Events as :data:`INIT_CONTAINER_STEP` (they are not the server's own steps); other reasons as
-    ``[type] message``."""
+    Events as :data:`INIT_CONTAINER_STEP` (they are not the server's own steps); a VMI's by
+    :data:`VMI_EVENT_STEPS`; other reasons as ``[type] message``."""
     reason = event.get("reason") or ""
     message = (event.get("message") or "").strip()
     field_path = (event.get("involvedObject") or {}).get("fieldPath") or ""
     if field_path.startswith("spec.initContainers") and event.get("type", "Normal") == "Normal":
         return INIT_CONTAINER_STEP.format(message=message)
+    if (event.get("involvedObject") or {}).get("kind") == "VirtualMachineInstance" and reason in VMI_EVENT_STEPS:
+        return VMI_EVENT_STEPS[reason]
     if reason == "Scheduled" and (placed := _ASSIGNED.search(message)):  # "Successfully assigned ns/pod to NODE"
         return f"Found a node for your server ({placed.group(1)})"
     template = EVENT_STEPS.get(reason)

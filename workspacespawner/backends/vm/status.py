@@ -217,9 +217,8 @@ def _running(vmi: dict) -> VMStatus:
     if ready:
         return VMStatus("Running", f"Your virtual machine is running on {node}", ready=True, ip=ip, node=node,
                         milestone=Milestone.ANSWERING)
-    why = (condition(vmi, "Ready") or {}).get("message") or "not ready yet"
-    return VMStatus("Starting", f"Your virtual machine is booting on {node}; waiting for its server ({why})", ip=ip, node=node,
-                    milestone=Milestone.STARTED)
+    return VMStatus("Starting", f"Your virtual machine is booting on {node}; waiting for its server to answer", ip=ip,
+                    node=node, milestone=Milestone.STARTED)
 
 
 def _with_vmi(vmi: dict, scale_up: bool) -> VMStatus:

@@ -557,7 +557,9 @@ class Scheduler(Controller):
             remove_condition(status.setdefault("conditions", []), "PodScheduled")
             status.update(nodeName=node, phase="Scheduled")
         await self.client.replace(kind, meta["namespace"], meta["name"], current, subresource="status")
-        await self.client.record_event(current, "Scheduled", f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}", component=COMPONENT)
+        if key == PODS:  # KubeVirt records no Scheduled on a VMI (kube-scheduler records it on the virt-launcher Pod)
+            await self.client.record_event(current, "Scheduled", f"Successfully assigned {meta['namespace']}/{meta['name']} to {node}",
+                                           component=COMPONENT)
         log.debug("bound %s %s/%s to %s", kind.kind, meta["namespace"], meta["name"], node)
 
     async def _unschedulable(self, key, obj: dict, message: str, retry: bool) -> None:
