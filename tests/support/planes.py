@@ -4,7 +4,9 @@ A test module opts in by building its cluster on the ``control_plane``
 fixture (see ``tests/conftest.py``): every test of it then runs once per
 plane, ``embedded`` always, ``real`` when ``WORKSPACESPAWNER_CONTROL_PLANE=real``
 and ``WORKSPACESPAWNER_K8S_BIN`` name the binaries tools/k8s/build.sh built
-(skipped otherwise). A test that needs what only the embedded cluster has
+(skipped otherwise); with ``WORKSPACESPAWNER_KUBEVIRT_BIN`` too, the real
+plane runs KubeVirt's own virt-api and virt-controller
+(``localcluster.realplane.virthandler``). A test that needs what only the embedded cluster has
 (a fault knob inside the API server, its store, a node made unreachable)
 says so with ``@pytest.mark.embedded_only("why")`` and runs there only.
 
@@ -58,7 +60,9 @@ def running(plane: str, state_dir, golden: bool = False, **options):
     else:
         from localcluster.realplane.agents import RealCluster
 
-        real = RealCluster(state_dir, skip_unless_real(), **options).start()
+        # with WORKSPACESPAWNER_KUBEVIRT_BIN (tools/kubevirt/build.sh), KubeVirt's own virt-api and virt-controller
+        kubevirt_bin = os.environ.get("WORKSPACESPAWNER_KUBEVIRT_BIN") or None
+        real = RealCluster(state_dir, skip_unless_real(), kubevirt_bin=kubevirt_bin, **options).start()
         thread, stop, cluster = real.thread, real.stop, real.agents
     try:
         if golden:

@@ -15,6 +15,9 @@ from workspacespawner.k8s.owned import call as _call
 
 #: KubeVirt's VM subresource path, ``{action}`` appended: ``start`` or ``stop``.
 VM_ACTION_PATH = "/apis/subresources.kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}/"
+#: The ``Accept`` header of the calls, as client-go (and so virtctl) sends it: virt-api's start and stop routes
+#: declare no response type, and its go-restful answers 406 Not Acceptable to ``application/json`` alone.
+ACCEPT = "application/json, */*"
 
 
 async def _vm_action(api_client, namespace: str, name: str, action: str, body: dict) -> None:
@@ -23,7 +26,7 @@ async def _vm_action(api_client, namespace: str, name: str, action: str, body: d
         VM_ACTION_PATH + action,
         "PUT",
         path_params={"namespace": namespace, "name": name},
-        header_params={"Accept": "application/json", "Content-Type": "application/json"},
+        header_params={"Accept": ACCEPT, "Content-Type": "application/json"},
         body=body,
         auth_settings=["BearerToken"],
         response_types_map={},

@@ -9,6 +9,7 @@ from localcluster.realplane.fixtures import (  # noqa: F401 (fixtures, found by 
     k8s_bin,
     kubectl,
     kubevirt_bin,
+    kubevirt_cluster,
     kubevirt_plane,
     namespace,
     ns,

@@ -68,6 +68,7 @@ def test_localcluster_control_plane_real_cli(k8s_bin, kubectl, tmp_path):
     import time
 
     env = dict(os.environ, WORKSPACESPAWNER_K8S_BIN=str(k8s_bin))
+    env.pop("WORKSPACESPAWNER_KUBEVIRT_BIN", None)  # the plane's four; with it, virt-api and virt-controller too
     proc = subprocess.Popen(
         [
             sys.executable,

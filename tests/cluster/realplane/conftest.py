@@ -8,6 +8,8 @@ from localcluster.realplane.fixtures import (  # noqa: F401 (fixtures, found by 
     cluster_namespace,
     k8s_bin,
     kubectl,
+    kubevirt_bin,
+    kubevirt_plane,
     namespace,
     ns,
     plane,

@@ -1,11 +1,15 @@
 """``python -m localcluster.realplane --state DIR``: run the
 real control plane, with our agents as its API clients (see :mod:`.agents`),
-in the foreground until Ctrl-C or SIGTERM."""
+in the foreground until Ctrl-C or SIGTERM. With ``--kubevirt-bin`` (default
+``$WORKSPACESPAWNER_KUBEVIRT_BIN``), KubeVirt's own virt-api and
+virt-controller run in place of our imitations (:mod:`.kubevirt`,
+:mod:`.virthandler`)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -22,16 +26,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: $WORKSPACESPAWNER_K8S_BIN, else the newest tools/k8s/build.sh build in the cache)",
     )
     parser.add_argument(
+        "--kubevirt-bin",
+        help="folder of KubeVirt's virt-api and virt-controller (tools/kubevirt/build.sh), run in place of our "
+        "imitations (default: $WORKSPACESPAWNER_KUBEVIRT_BIN, else none)",
+    )
+    parser.add_argument(
         "--service-cidr", default=DEFAULT_SERVICE_CIDR, help="--service-cluster-ip-range (default: %(default)s)"
     )
 
 
-def serve(state_dir, bin_dir=None, service_cidr=DEFAULT_SERVICE_CIDR, kubeconfig_copy=None) -> int:
-    """Start the plane and the agents, print the kubeconfig, wait for SIGINT/SIGTERM, stop."""
+def serve(state_dir, bin_dir=None, service_cidr=DEFAULT_SERVICE_CIDR, kubeconfig_copy=None, kubevirt_bin=None) -> int:
+    """Start the plane and the agents, print the kubeconfig, wait for SIGINT/SIGTERM, stop. ``kubevirt_bin``
+    (default ``$WORKSPACESPAWNER_KUBEVIRT_BIN``): run KubeVirt's own virt-api and virt-controller."""
     stop = threading.Event()
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, lambda *_: stop.set())
-    cluster = RealCluster(state_dir, bin_dir, service_cidr=service_cidr)
+    kubevirt_bin = kubevirt_bin or os.environ.get("WORKSPACESPAWNER_KUBEVIRT_BIN") or None
+    cluster = RealCluster(state_dir, bin_dir, service_cidr=service_cidr, kubevirt_bin=kubevirt_bin)
     plane = cluster.plane
     try:
         cluster.start()
@@ -60,7 +71,7 @@ def main(argv=None) -> int:
     parser.add_argument("--log-level", default="INFO", type=str.upper)
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return serve(args.state, args.bin_dir, args.service_cidr, args.kubeconfig)
+    return serve(args.state, args.bin_dir, args.service_cidr, args.kubeconfig, args.kubevirt_bin)
 
 
 if __name__ == "__main__":

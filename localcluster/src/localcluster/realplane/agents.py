@@ -34,6 +34,7 @@ Test infrastructure: not imported by the product.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from pathlib import Path
@@ -49,6 +50,14 @@ log = logging.getLogger(__name__)
 
 #: The agents run on the real control plane, in start order (names of :data:`~..controllers.CONTROLLERS`).
 AGENTS = ("storage", "snapshots", "cdi", "scheduler", "virt", "nodeagent", "serviceproxy", "virtapi")
+#: The agents beside KubeVirt's own virt-controller and virt-api (:mod:`.kubevirt`): no imitation of them, and no
+#: VMI scheduler (kube-scheduler places the virt-launcher Pods); the node agent is :mod:`.virthandler`'s.
+KUBEVIRT_AGENTS = tuple(a for a in AGENTS if a not in ("scheduler", "virt", "virtapi"))
+#: The CRDs of :data:`~.CRDS_DIR` that KubeVirt's install brings itself (its own version of them).
+KUBEVIRT_CRDS = ("virtualmachineinstances.kubevirt.io", "virtualmachines.kubevirt.io")
+#: The CRDs of :data:`~.CRDS_DIR` installed only for KubeVirt's own virt-controller: with CDI's API present it waits
+#: for its informers of these kinds (cdi-operator's configuration; nothing of ours reads them) before it works.
+CDI_CONFIG_CRDS = ("cdis.cdi.kubevirt.io", "cdiconfigs.cdi.kubevirt.io", "storageprofiles.cdi.kubevirt.io")
 
 _READ = ["get", "list", "watch"]
 _EVENTS = {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "update", "patch"]}
@@ -147,12 +156,16 @@ def wait_condition(plane, path: str, condition: str, deadline: float) -> None:
         time.sleep(0.2)
 
 
-def install_crds(plane, timeout: float = 60.0) -> None:
-    """Create (or update) the KubeVirt, CDI and VolumeSnapshot CRDs of :data:`~.CRDS_DIR`, wait until each is Established, then
-    install CDI's clone-permission check (:func:`install_clone_permission`)."""
+def install_crds(plane, timeout: float = 60.0, kubevirt: bool = False) -> None:
+    """Create (or update) the KubeVirt, CDI and VolumeSnapshot CRDs of :data:`~.CRDS_DIR`, wait until each is Established,
+    then install CDI's clone-permission check (:func:`install_clone_permission`). With ``kubevirt`` (the plane runs
+    KubeVirt's own components), not :data:`KUBEVIRT_CRDS` but :data:`CDI_CONFIG_CRDS` too."""
+    skip = KUBEVIRT_CRDS if kubevirt else CDI_CONFIG_CRDS
     names = []
     for path in sorted(Path(CRDS_DIR).glob("*.yaml")):
         crd = yaml.safe_load(path.read_text())
+        if crd["metadata"]["name"] in skip:
+            continue
         _create_or_replace(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
         names.append(crd["metadata"]["name"])
     deadline = time.monotonic() + timeout
@@ -241,8 +254,9 @@ def install_agent(plane, agent: str) -> Path:
 
 
 def install(plane, agents=AGENTS) -> dict[str, Path]:
-    """Prepare ``plane`` for the agents: CRDs, then each agent's credentials. Returns {agent: kubeconfig}."""
-    install_crds(plane)
+    """Prepare ``plane`` for the agents: CRDs (KubeVirt's from its own install when the plane runs it), then each
+    agent's credentials. Returns {agent: kubeconfig}."""
+    install_crds(plane, kubevirt=getattr(plane, "kubevirt", None) is not None)
     return {agent: install_agent(plane, agent) for agent in agents}
 
 
@@ -258,15 +272,19 @@ class PlaneAgents:
     from :func:`install` (run here when not given). With ``fault_proxy``,
     ``kubeconfig`` names a :class:`~.faultproxy.FaultProxy` in front of the
     API server (the agents still dial it directly), whose ``faults`` and
-    ``requests`` are the cluster's, as the embedded cluster has them.
+    ``requests`` are the cluster's, as the embedded cluster has them. On a
+    plane running KubeVirt's own components (``plane.kubevirt``), the node
+    agent is :class:`~.virthandler.KubeVirtNodeAgent` and ``agents``
+    defaults to :data:`KUBEVIRT_AGENTS`.
     """
 
     real_control_plane = True
 
-    def __init__(self, plane, *, agents=AGENTS, nodes=None, volume_binding_mode: str = "Immediate", kubeconfigs=None,
+    def __init__(self, plane, *, agents=None, nodes=None, volume_binding_mode: str = "Immediate", kubeconfigs=None,
                  fault_proxy: bool = False):
         self.plane = plane
-        self.agents = tuple(agents)
+        self.kubevirt = getattr(plane, "kubevirt", None) is not None
+        self.agents = tuple(agents if agents is not None else KUBEVIRT_AGENTS if self.kubevirt else AGENTS)
         self.state_dir = Path(plane.state_dir) / "agents"
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.nodes = nodes
@@ -299,6 +317,10 @@ class PlaneAgents:
         from .virtapi import VirtApi
 
         factories = {**CONTROLLERS, VirtApi.name: VirtApi}
+        if self.kubevirt:
+            from .virthandler import KubeVirtNodeAgent
+
+            factories[KubeVirtNodeAgent.name] = KubeVirtNodeAgent
 
         if self.kubeconfigs is None:
             self.kubeconfigs = await asyncio.to_thread(install, self.plane, self.agents)
@@ -343,17 +365,28 @@ class RealCluster:
     with :class:`~..cluster.ClusterThread`); ``stop()`` stops the agents, then
     the plane. ``kubeconfig`` is the plane's admin kubeconfig;
     ``service_cidr`` the plane's ClusterIP range; ``extra_apiserver_args``
-    go to kube-apiserver (an audit policy, say). Other keyword
+    go to kube-apiserver (an audit policy, say). With ``kubevirt_bin`` (the
+    folder tools/kubevirt/build.sh printed) the plane runs KubeVirt's own
+    virt-api and virt-controller (:mod:`.kubevirt`) in place of our
+    imitations, and the node agent plays virt-handler beside them
+    (:mod:`.virthandler`). Other keyword
     arguments go to :class:`PlaneAgents` (``nodes``, ``volume_binding_mode``,
     ``agents``).
     """
 
-    def __init__(self, state_dir, bin_dir=None, *, service_cidr=None, extra_apiserver_args=(), **agent_kwargs):
+    def __init__(self, state_dir, bin_dir=None, *, service_cidr=None, extra_apiserver_args=(), kubevirt_bin=None,
+                 **agent_kwargs):
         from .plane import DEFAULT_SERVICE_CIDR, RealControlPlane
 
         self.plane = RealControlPlane(
-            state_dir, bin_dir, service_cidr=service_cidr or DEFAULT_SERVICE_CIDR, extra_apiserver_args=extra_apiserver_args
+            state_dir,
+            bin_dir,
+            service_cidr=service_cidr or DEFAULT_SERVICE_CIDR,
+            extra_apiserver_args=extra_apiserver_args,
+            kubevirt_bin=kubevirt_bin,
         )
+        if kubevirt_bin is not None:
+            self.plane.before_kubevirt.append(functools.partial(install_crds, kubevirt=True))
         self.agent_kwargs = agent_kwargs
         self.thread = None
 
@@ -370,7 +403,7 @@ class RealCluster:
 
         self.plane.start()
         try:
-            agents = self.agent_kwargs.get("agents", AGENTS)
+            agents = self.agent_kwargs.get("agents") or (KUBEVIRT_AGENTS if self.plane.kubevirt is not None else AGENTS)
             kubeconfigs = install(self.plane, agents)
             self.thread = ClusterThread(cluster=PlaneAgents(self.plane, kubeconfigs=kubeconfigs, **self.agent_kwargs))
             self.thread.start()

@@ -148,6 +148,16 @@ def realcluster(k8s_bin, tmp_path_factory):
         yield cluster
 
 
+@pytest.fixture(scope="session")
+def kubevirt_cluster(k8s_bin, kubevirt_bin, tmp_path_factory):
+    """A real control plane running KubeVirt's own virt-api and virt-controller, with our agents beside them
+    (the node agent as each node's kubelet and virt-handler: localcluster.realplane.virthandler)."""
+    from localcluster.realplane.agents import RealCluster
+
+    with RealCluster(tmp_path_factory.mktemp("kubevirtcluster"), k8s_bin, kubevirt_bin=kubevirt_bin) as cluster:
+        yield cluster
+
+
 @pytest.fixture
 async def cluster_api(realcluster):
     """A kubernetes_asyncio ApiClient with the admin kubeconfig of ``realcluster``."""

@@ -164,6 +164,10 @@ class RealControlPlane:
         self.ready_timeout = ready_timeout
         self.etcd_unsafe_no_fsync = etcd_unsafe_no_fsync
         self.kubevirt = None
+        #: Called with the plane once the controller manager works, before KubeVirt starts: virt-controller exits
+        #: when the CDI API appears after its start (it "reinitializes": a Pod would be restarted), so the CDI CRDs
+        #: of our agents go in first.
+        self.before_kubevirt: list = []
         if kubevirt_bin is not None:
             from .kubevirt import KubeVirt
 
@@ -211,6 +215,8 @@ class RealControlPlane:
             self._start_scheduler()
             self._wait_default_serviceaccount()
             if self.kubevirt is not None:
+                for prepare in self.before_kubevirt:
+                    prepare(self)
                 self.kubevirt.start()
         except BaseException:
             self.stop()
