@@ -40,15 +40,16 @@ def real_plane_bin() -> Path | None:
     return bin_dir
 
 
-def real_kubevirt_bin() -> str | None:
+def real_kubevirt_bin(kubevirt: bool = False) -> str | None:
     """KubeVirt's bin folder for the hub tests' real plane, or None for our imitation of virt-controller and virt-api.
 
-    Opt-in with ``WORKSPACESPAWNER_REAL_VIRT=kubevirt`` (and ``WORKSPACESPAWNER_KUBEVIRT_BIN``): CI sets the bin folder
-    for the local cluster's own KubeVirt tests, and the hub modules that turn knobs of our imitation's controllers
-    have not all met KubeVirt's own yet (``tests/hub/test_spawner_vm.py``, the root-disk pool and the hub restart
-    pass there).
+    Needs ``WORKSPACESPAWNER_KUBEVIRT_BIN`` (CI sets it). A module opts in
+    with ``running(..., kubevirt=True)`` (``tests/hub/test_spawner_vm.py``);
+    ``WORKSPACESPAWNER_REAL_VIRT=kubevirt`` opts every module in: those that
+    turn knobs of our imitation's controllers have not all met KubeVirt's own
+    yet (the root-disk pool and the hub restart pass there too).
     """
-    if os.environ.get("WORKSPACESPAWNER_REAL_VIRT") != "kubevirt":
+    if not (kubevirt or os.environ.get("WORKSPACESPAWNER_REAL_VIRT") == "kubevirt"):
         return None
     return os.environ.get("WORKSPACESPAWNER_KUBEVIRT_BIN") or None
 
@@ -62,9 +63,11 @@ def skip_unless_real() -> Path:
 
 
 @contextlib.contextmanager
-def running(plane: str, state_dir, golden: bool = False, **options):
+def running(plane: str, state_dir, golden: bool = False, kubevirt: bool = False, **options):
     """A started cluster on ``plane`` (``embedded`` or ``real``), stopped on exit; with ``golden``, holding
-    the demo's golden image (for VM profiles). Yields the cluster object (see the module docstring)."""
+    the demo's golden image (for VM profiles); with ``kubevirt``, the real plane runs KubeVirt's own virt-api and
+    virt-controller where their binaries are (:func:`real_kubevirt_bin`). Yields the cluster object (see the module
+    docstring)."""
     from localcluster import ClusterThread
 
     if plane == "embedded":
@@ -74,7 +77,7 @@ def running(plane: str, state_dir, golden: bool = False, **options):
     else:
         from localcluster.realplane.agents import RealCluster
 
-        kubevirt_bin = real_kubevirt_bin()
+        kubevirt_bin = real_kubevirt_bin(kubevirt)
         real = RealCluster(state_dir, skip_unless_real(), kubevirt_bin=kubevirt_bin, **options).start()
         thread, stop, cluster = real.thread, real.stop, real.agents
     try:
