@@ -26,6 +26,7 @@ Screenshots go to ``test-artifacts/spawn-page-*.png`` and ``home-*.png`` for a p
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from urllib.parse import urlencode
 
@@ -208,7 +209,16 @@ def test_the_home_page_shows_servers_the_warning_and_kept_disks(demo_hub):
         phone.goto(f"{demo_hub.url}/hub/home")
         phone.locator("#ws-home .ws-phase", has_text="Running").wait_for(timeout=30_000)
         phone.screenshot(path=str(ARTIFACTS / "home-page-phone.png"), full_page=True)
-        demo_hub.stop_server("homer")
+        # issue #38 item 11: Stop clicked, the row says Stopping at once and never Running again
+        page.click("#stop")
+        phases = [row.locator(".ws-phase").inner_text()]
+        page.screenshot(path=str(ARTIFACTS / "home-page-stopping.png"), full_page=True)
+        deadline = time.monotonic() + 60
+        while phases[-1] != "Stopped" and time.monotonic() < deadline:
+            page.wait_for_timeout(200)
+            phases.append(row.locator(".ws-phase").inner_text())
+        assert phases[0] == "Stopping" and phases[-1] == "Stopped" and "Running" not in phases, phases
+        assert not demo_hub.user("homer")["servers"]
 
         back = log_in(browser, demo_hub.url, "returner")
         back.goto(f"{demo_hub.url}/hub/home")
