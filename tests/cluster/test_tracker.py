@@ -27,7 +27,7 @@ def tracker(kube, **settings) -> WorkspaceLifecycle:
     return WorkspaceLifecycle(kube=kube, audit=None, kind=ContainerStatus(), settings=LifecycleSettings(**settings), label="tia")
 
 
-async def nothing_of_its_own():
+async def nothing_of_its_own(say=None):
     return None
 
 

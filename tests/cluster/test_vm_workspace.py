@@ -435,6 +435,45 @@ async def test_fence_and_profile_change(kube):
     assert await with_gpu.stop() is True
 
 
+@pytest.mark.parametrize("stop_refusals", [0, 4])
+async def test_a_start_of_a_server_the_hub_shows_stopped_stops_its_ghost_vm_first(kube, stop_refusals):
+    """Issue #38 item 4: the stop subresource kept failing, so the hub shows the server stopped while its guest runs.
+    The next start (``ghost=True``: the hub shows it stopped) stops that guest, trying the stop again while the API
+    answers 5xx, says so, waits for it to go, and boots afresh; never a second guest on the root disk."""
+    thread = kube[0]
+    ws = workspace(kube)
+    await ws.start(env=hub_env("t1"), command=COMMAND)
+    ghost = stored(kube, VMIS, ws.ident.vm)["metadata"]["uid"]
+    thread.call(lambda cluster: cluster.faults.add("PUT", rf"/virtualmachines/{ws.ident.vm}/stop$", status=500,
+                                                   count=stop_refusals))
+    steps = []
+    again = workspace(kube)
+    await again.fence(ghost=True, say=steps.append)
+    assert stored(kube, VMIS, ws.ident.vm) is None  # gone before anything new starts
+    assert steps == ["Your previous virtual machine is still shutting down; waiting for it before starting"]
+    await again.start(env=hub_env("t2"), command=COMMAND)
+    assert stored(kube, VMIS, ws.ident.vm)["metadata"]["uid"] != ghost
+    assert await again.stop() is True
+
+
+async def test_a_ghost_vm_that_cannot_be_stopped_refuses_the_start_with_the_reason(kube):
+    thread = kube[0]
+    ws = workspace(kube)
+    await ws.start(env=hub_env("t1"), command=COMMAND)
+    thread.call(lambda cluster: cluster.faults.add("PUT", rf"/virtualmachines/{ws.ident.vm}/stop$", status=500, count=10_000))
+    again = workspace(kube)
+    again.stop_timeout = 3
+    with pytest.raises(WorkspaceError) as refused:
+        await again.fence(ghost=True)
+    assert (refused.value.reason, refused.value.status_code) == ("still-stopping", 409)
+    assert refused.value.message == ("Your workspace's previous virtual machine is still running and could not be "
+                                     "stopped (the cluster answered 500); nothing was started. Please try again in a "
+                                     "few minutes, or ask an administrator.")
+    assert stored(kube, VMIS, ws.ident.vm) is not None  # one guest, untouched
+    thread.call(lambda cluster: cluster.faults.clear())
+    assert await ws.stop() is True
+
+
 async def assert_fails_keeping_vmi(kube, reason: str) -> WorkspaceError:
     """A second start is refused with ``reason``; the running VMI is left alone (same uid, not being deleted)."""
     before = stored(kube, VMIS, identity().vm)

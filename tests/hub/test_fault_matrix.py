@@ -190,6 +190,34 @@ def test_a_leftover_holding_the_home_is_named_as_one_and_the_start_after_its_rem
     assert_invariants(cluster, ledger=ledger)
 
 
+@matrix_case("vm-ghost-restart", "VM stop", "stop subresource 503 past the stop; the user starts again while it still fails")
+def test_a_vm_whose_stop_kept_failing_does_not_lock_its_user_out(hub, cluster, core, ledger):
+    """Issue #38 item 4: the hub shows the VM server stopped while its guest runs (the ``stop`` answers 503). The
+    user's next start stops that ghost itself, trying again while the API still refuses, says so, and starts."""
+    user = "vic-ghost"
+    hub.create_user(user)
+    hub.start_server(user, {"profile": VM})
+    cluster.faults.add("PUT", VM_STOP, status=503, reason="ServiceUnavailable", count=10_000)
+    stop(hub, user)  # shown stopped; the guest still runs
+    vmis = [v for v in custom_objects(cluster, "virtualmachineinstances") if names.labelled_for(v["metadata"], user)]
+    assert vmis, "the ghost guest is gone already: nothing tested"
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(lambda: (time.sleep(8), cluster.faults.clear()))  # the API takes the stop again a while later
+        outcome, said = faultcases.attempt_start(hub, user, {"profile": VM})
+    assert outcome == "ready", f"{said}\n{hub.log()}"
+    assert "Your previous virtual machine is still shutting down" in said, said
+    stop(hub, user)
+    assert_invariants(cluster, ledger=ledger)
+
+
+def custom_objects(cluster, plural: str) -> list[dict]:
+    client = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
+    try:
+        return kubernetes.client.CustomObjectsApi(client).list_namespaced_custom_object("kubevirt.io", "v1", "default", plural)["items"]
+    finally:
+        client.close()
+
+
 
 # -- the matrix ------------------------------------------------------------------------------------
 

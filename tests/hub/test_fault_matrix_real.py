@@ -27,6 +27,7 @@ from tests.hub.test_fault_matrix import (
     test_a_stop_retries_a_pod_delete_that_answers_500,  # noqa: F401
     test_a_stop_while_the_start_is_under_way,  # noqa: F401
     test_a_vm_root_disk_is_claimed_on_its_first_start,  # noqa: F401
+    test_a_vm_whose_stop_kept_failing_does_not_lock_its_user_out,  # noqa: F401
     test_hub_killed_while_a_gpu_server_runs,  # noqa: F401
     test_hub_killed_while_a_start_is_under_way,  # noqa: F401
     test_hub_killed_while_a_stop_is_under_way,  # noqa: F401

@@ -85,8 +85,9 @@ class Backend(abc.ABC):
         """Degraded for a failed root disk, ProvisioningDisk for one being prepared, else None."""
 
     @abc.abstractmethod
-    async def fence(self) -> None:
-        """Refuse or clean up this kind's own leftover compute before a start (the generic fence covers Pods).
+    async def fence(self, say=None) -> None:
+        """Refuse or clean up this kind's own leftover compute before a start (the generic fence covers Pods);
+        ``say(message)`` shows a waiting step.
 
         Raises a 409 :class:`~workspacespawner.core.errors.WorkspaceError`
         (``node-unreachable``, ``already-running``, ``still-stopping``).

@@ -99,11 +99,11 @@ class WorkspaceLifecycle:
         self.status = await lifecycle.reconcile(self.kube, ref, self.kind, self.status, audit=self.audit)
         return self.status
 
-    async def before_start(self, ref: WorkspaceRef, *, fence_own: Callable[[], Awaitable[None]], say,
+    async def before_start(self, ref: WorkspaceRef, *, fence_own: Callable[..., Awaitable[None]], say,
                            servers: Collection[str] = ()) -> None:
         """Before any object is made: reconcile with the cluster, reclaim retained disks, fence.
 
-        ``fence_own``: the backend's own fence (a VM's VMI); ``say(message)``
+        ``fence_own(say)``: the backend's own fence (a VM's VMI); ``say(message)``
         shows a step; ``servers``: the names of the user's servers the hub has
         (:func:`~.fence.check_before_start`). Raises :class:`~workspacespawner.core.errors.WorkspaceError`
         (409): ``disk-retained`` (admin-only reclaim), ``disk-deleting``,
@@ -141,7 +141,7 @@ class WorkspaceLifecycle:
                 wait=self.settings.fence_wait_seconds,
                 progress=say,
             )
-            await fence_own()
+            await fence_own(say)
         except WorkspaceError as e:
             if e.reason == "node-unreachable":
                 await self._move(ref, Phase.DEGRADED, reason=e.reason, message=e.message, observed=True)

@@ -68,7 +68,7 @@ class ContainerBackend(Backend):
     def root_disk_status(self, observed: Observed) -> Status | None:
         return self._status.root_disk_status(observed)
 
-    async def fence(self) -> None:
+    async def fence(self, say=None) -> None:
         """Nothing of its own: a container's Pods are covered by the generic fence."""
 
     async def start(self, ctx: StartContext) -> str:

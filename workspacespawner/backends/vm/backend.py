@@ -170,9 +170,10 @@ class VMBackend(Backend):
             on_root_disk=self.use_root_disk,
         )
 
-    async def fence(self) -> None:
-        """At most one guest per root disk: see :meth:`.workspace.VMWorkspace.fence`."""
-        await self._workspace().fence()
+    async def fence(self, say=None) -> None:
+        """At most one guest per root disk: see :meth:`.workspace.VMWorkspace.fence`. Called as this server starts,
+        which the hub shows stopped: a guest still up is a ghost of a stop that failed, stopped first."""
+        await self._workspace().fence(ghost=True, say=say)
 
     async def start(self, ctx: StartContext) -> str:
         """Ensure the root disk, VM, cloud-init Secret and Service, call ``start``; return ``http://<Service IP>:8888``."""

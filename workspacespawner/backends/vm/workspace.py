@@ -58,7 +58,7 @@ from workspacespawner.k8s.api import node_ready
 from workspacespawner.k8s.events import scale_up_triggered
 from workspacespawner.k8s.kinds import VMI
 from workspacespawner.k8s.kubevirt import start_vm, stop_vm
-from workspacespawner.k8s.owned import forbidden_error
+from workspacespawner.k8s.owned import TRANSIENT_STATUSES, forbidden_error
 from workspacespawner.k8s.watches import (
     DataVolumeReflector,
     VirtualMachineInstanceReflector,
@@ -222,18 +222,22 @@ class VMWorkspace:
         """Whether the node's Ready condition is True; False for a deleted node; None when unknown (see :func:`.kube.node_ready`)."""
         return await node_ready(self.core_api, node)
 
-    async def fence(self) -> None:
+    async def fence(self, *, ghost: bool = False, say=None) -> None:
         """Refuse to start next to an existing VMI: at most one guest per root disk (RBD is ReadWriteOnce).
 
         No VMI: fine. A VMI on a node that is not Ready (or deleted): refused
         (``node-unreachable``) whatever its phase, since its virt-launcher
         may still hold the disk. A VMI whose guest is up (``Ready``): refused
-        (``already-running``). One still booting (an earlier start of this
+        (``already-running``), unless ``ghost``: the hub shows this server
+        stopped (a stop whose ``stop`` call kept failing), so that guest is
+        its ghost, stopped like the rest. One still booting (an earlier start of this
         same server, interrupted or retried: the VM is this server's alone),
         one that never reached a node, has finished, or is shutting down:
-        the VM is stopped and the start waits up to ``stop_timeout`` for it
-        to go (else ``still-stopping``), then boots it afresh with this
-        start's cloud-init (its API token).
+        the VM is stopped (the ``stop`` tried again while the API answers
+        429 or 5xx) and the start waits up to ``stop_timeout`` for it to go
+        (else ``still-stopping``, with the API's answer when the stop was
+        never accepted), saying so through ``say(message)``, then boots it
+        afresh with this start's cloud-init (its API token).
         """
         await self.watch()
         vmi = self.observe()[1]  # the VMI watch: a VMI is made only after a start asks for it, long before this start
@@ -249,7 +253,8 @@ class VMWorkspace:
                 "was started. Please ask an administrator to confirm that the node is down.",
             )
         placed = bool(node) and status.get("phase") not in (None, "", "Pending", "Scheduling")
-        if placed and vmstatus.vmi_active(vmi) and not vmstatus.vmi_terminating(vmi) and vmstatus.vmi_ready(vmi):
+        up = placed and vmstatus.vmi_active(vmi) and not vmstatus.vmi_terminating(vmi) and vmstatus.vmi_ready(vmi)
+        if up and not ghost:
             raise self._failure(
                 "already-running",
                 f"Your workspace's virtual machine is already running ({status.get('phase') or 'Pending'}"
@@ -257,12 +262,38 @@ class VMWorkspace:
                 "If your server shows as stopped, please ask an administrator.",
             )
         log.info("Waiting for the previous VMI %s/%s to go before starting", self.ident.namespace, self.ident.vm)
-        await stop_vm(self.custom_api.api_client, self.ident.namespace, self.ident.vm)
-        if not await self._vmi_gone(self.stop_timeout):
+        if say is not None:
+            say("Your previous virtual machine is still shutting down; waiting for it before starting")
+        deadline = asyncio.get_running_loop().time() + self.stop_timeout
+        refused = await self._stop_until_accepted(deadline)
+        if refused is not None:
+            raise self._failure(
+                "still-stopping",
+                "Your workspace's previous virtual machine is still running and could not be stopped (the cluster "
+                f"answered {refused}); nothing was started. Please try again in a few minutes, or ask an administrator.",
+            )
+        if not await self._vmi_gone(max(0.0, deadline - asyncio.get_running_loop().time())):
             raise self._failure(
                 "still-stopping",
                 "Your workspace's previous virtual machine is still shutting down; nothing was started. Please try again in a minute.",
             )
+
+    async def _stop_until_accepted(self, deadline: float, interval: float = 1.0) -> int | None:
+        """Ask for the VM's ``stop`` until the API accepts it (or there was nothing to stop): None; while it answers 429
+        or 5xx, again every ``interval`` seconds until the loop time ``deadline``, then the last status."""
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                await stop_vm(self.custom_api.api_client, self.ident.namespace, self.ident.vm)
+                return None
+            except ApiException as e:
+                if e.status not in TRANSIENT_STATUSES:
+                    raise
+                if loop.time() + interval > deadline:
+                    return e.status
+                log.warning("Stopping the previous VMI %s/%s: the API answered %s; trying again", self.ident.namespace,
+                            self.ident.vm, e.status)
+            await asyncio.sleep(interval)
 
     # -- start ---------------------------------------------------------------
 
