@@ -89,6 +89,7 @@ def test_the_spawn_page_shows_free_gpus_live_and_the_card_hours_left(demo_hub):
         assert [g.lower() for g in groups[:2]] == ["jupyterlab · container", "code-server · container"], groups
         assert f"8 of 8 {A100} free now" in card(page, "jupyterlab-1gpu").inner_text()
         assert "Costs 1 card-hour per hour" in card(page, "jupyterlab-1gpu").inner_text()
+        assert "4 GiB memory" in card(page, "jupyterlab-cpu").inner_text()  # mem_limit "4G" is 4 GiB (#38 item 13)
         page.screenshot(path=str(ARTIFACTS / "spawn-page.png"), full_page=True)
 
         demo_hub.start_server("filler", {"profile": "jupyterlab-8gpu"})  # the whole GPU node

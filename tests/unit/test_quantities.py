@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import pytest
 
-from workspacespawner.core.quantities import bytes_for_people, gib, in_unit_of, parse_quantity
+from workspacespawner.core.quantities import gib, in_unit_of, parse_quantity, spawner_memory_for_people
 
 BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 DECIMAL = {
@@ -259,9 +259,15 @@ def test_sizes_in_the_unit_given(nbytes, given, shown):
     assert in_unit_of(nbytes, given) == shown
 
 
-def test_byte_quantities_for_people_keep_their_unit():
-    assert bytes_for_people("4G") == "4 GB"
-    assert bytes_for_people("32Gi") == "32 GiB"
-    assert bytes_for_people("512Mi") == "512 MiB"
-    assert bytes_for_people("1.5G") == "1.5 GB"
-    assert bytes_for_people("1e9") == "1e9" and bytes_for_people("2000") == "2000" and bytes_for_people("lots") == "lots"
+def test_a_spawners_memory_reads_as_jupyterhub_counts_it():
+    """JupyterHub's ByteSpecification: ``"4G"`` is 4 * 1024**3 bytes, so the spawn card says 4 GiB (issue #38 item 13)."""
+    from jupyterhub.traitlets import ByteSpecification
+    from traitlets import HasTraits
+
+    class Limits(HasTraits):
+        mem = ByteSpecification()
+
+    assert Limits(mem="4G").mem == 4 * 2**30
+    assert spawner_memory_for_people("4G") == "4 GiB" and spawner_memory_for_people("1.5T") == "1.5 TiB"
+    assert spawner_memory_for_people(4 * 2**30) == "4 GiB" and spawner_memory_for_people("512M") == "512 MiB"
+    assert spawner_memory_for_people("lots") == "lots"

@@ -135,7 +135,8 @@ def test_the_form_groups_cards_and_keeps_kubespawners_field_names():
     assert 'name="profile-option-vm--image"' in form
     assert 'data-name="profile-option-vm--image--unlisted-choice"' in form
     assert "3 of 8 NVIDIA-A100-SXM4-80GB free now" in form
-    assert "2 CPU cores · 4 GB memory" in form and "8 CPU cores · 32 GB memory · 1 NVIDIA-A100-SXM4-80GB GPU" in form
+    # kubespawner's "4G" is 4 GiB (JupyterHub's byte specification counts in 1024s): issue #38 item 13
+    assert "2 CPU cores · 4 GiB memory" in form and "8 CPU cores · 32 GiB memory · 1 NVIDIA-A100-SXM4-80GB GPU" in form
     assert form.count("No GPU: costs no card-hours") == 3  # the CPU cards
     assert "A card-hour is one GPU for one hour" in form
     assert "<strong>12.5</strong> of 50 card-hours used, <strong>37.5</strong> left" in form

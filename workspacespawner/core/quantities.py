@@ -80,18 +80,24 @@ def _number(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
-#: How a person writes the unit of a Kubernetes quantity's suffix (bytes).
-_BYTE_UNITS = {"k": "kB", "M": "MB", "G": "GB", "T": "TB", "P": "PB", "E": "EB",
-               "Ki": "KiB", "Mi": "MiB", "Gi": "GiB", "Ti": "TiB", "Pi": "PiB", "Ei": "EiB"}
+#: JupyterHub's byte specification (``Spawner.mem_limit``, ``mem_guarantee``): K, M, G and T count powers of 1024.
+_SPAWNER_BYTE_UNITS = {"K": "KiB", "M": "MiB", "G": "GiB", "T": "TiB"}
 
 
-def bytes_for_people(quantity: str) -> str:
-    """A byte quantity as a person writes it, in the unit it was given: ``"4G"`` is ``"4 GB"``, ``"32Gi"`` is
-    ``"32 GiB"``; anything else (no suffix, an exponent, not a quantity) is returned as given."""
-    match = _QUANTITY_RE.fullmatch(quantity.strip()) if isinstance(quantity, str) else None
-    if match is None or match.group("exponent") is not None or match.group("suffix") not in _BYTE_UNITS:
-        return quantity
-    return f"{match.group('number')} {_BYTE_UNITS[match.group('suffix')]}"
+def spawner_memory_for_people(value) -> str:
+    """A spawner's ``mem_limit`` as a person reads it. JupyterHub's byte specification counts K, M, G and T in powers
+    of 1024 (kubespawner's ``"4G"`` is a limit of 4 GiB), so ``"4G"`` is ``"4 GiB"``; plain bytes are shown in GiB;
+    anything else as given."""
+    text = str(value).strip()
+    if text.isdigit():
+        return gib(int(text))
+    if text[-1:] in _SPAWNER_BYTE_UNITS:
+        try:
+            number = float(text[:-1])
+        except ValueError:
+            return text
+        return f"{_number(number)} {_SPAWNER_BYTE_UNITS[text[-1]]}"
+    return text
 
 
 def gib(nbytes: float | int | Decimal) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from tornado.escape import url_escape
 
-from workspacespawner.core.quantities import bytes_for_people
+from workspacespawner.core.quantities import spawner_memory_for_people
 from workspacespawner.quota.policy import number
 from workspacespawner.spawnpage.gather import SpawnPage, gather
 
@@ -25,7 +25,7 @@ TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 _ENV = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True))
 _ENV.globals["number"] = number
-_ENV.globals["memory"] = bytes_for_people
+_ENV.globals["memory"] = spawner_memory_for_people
 
 
 def chosen_slug(page: SpawnPage, saved: str | None) -> str | None:
