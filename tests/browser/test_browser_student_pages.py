@@ -147,6 +147,7 @@ def test_the_gpu_kinds_of_the_demo_on_the_spawn_page(demo_hub):
         assert "4 of 4 Tesla-T4-SHARED free now" in shared and "Costs 0.25 card-hours per hour" in shared, shared
         cheapest = card(page, "jupyterlab-cheapest").inner_text()
         assert "from 0.25 to 1 card-hours per hour" in cheapest and "Prefers older GPUs" in cheapest, cheapest
+        assert "Tesla-P4" not in cheapest, cheapest  # priced, but the demo's cluster has none (#38 item 13)
         pool = card(page, "research-pool").inner_text()
         assert "Your team's pool 'research': 8 of 8 GPUs free" in pool, pool
         assert f"8 of 8 {A100} free now" in card(page, "jupyterlab-1gpu").inner_text()  # the pool's node not counted

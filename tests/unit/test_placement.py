@@ -100,7 +100,7 @@ def test_a_gpu_workspace_spreads_away_from_its_owners_others():
 def test_the_spawn_pages_sentence():
     assert prefers_sentence(["Tesla-P4", "Tesla-V100-SXM2-16GB", "NVIDIA-A100-SXM4-80GB"]) == (
         "Prefers older GPUs: Tesla-P4, then Tesla-V100-SXM2-16GB, then NVIDIA-A100-SXM4-80GB")
-    assert prefers_sentence([]) is None
+    assert prefers_sentence([]) is None and prefers_sentence(["NVIDIA-A100-SXM4-80GB"]) is None  # no choice to state
 
 
 def everything(pool=None) -> dict:

@@ -21,7 +21,8 @@ async def team_gpu_pools(spawner, profiles: list[dict]) -> dict:
 
 
 async def notes(spawner, profile: dict) -> dict[str, str | None]:
-    """``{"pool_note": ..., "prefers_note": ...}`` of a profile_list entry's card (see :class:`~.model.Card`)."""
+    """``{"pool_note": ..., "prefers_note": ...}`` of a profile_list entry's card (see :class:`~.model.Card`); the
+    preference names, cheapest first, the GPU types the profile's nodes have (all priced ones while that is unknown)."""
     override = profile.get("kubespawner_override") or {}
     resource, gpus = gpu_limit(override.get("extra_resource_limits"), spawner.services.economy.declared())
     pool = pool_of_profile(profile)
@@ -29,6 +30,10 @@ async def notes(spawner, profile: dict) -> dict[str, str | None]:
     prefer = override.get("prefer_cheaper_gpus", spawner.prefer_cheaper_gpus)
     product = (override.get("node_selector") or {}).get(GPU_PRODUCT_LABEL)
     products = [name for name, _ in spawner.services.economy.products_by_cost(resource)]
+    if gpus and prefer and not product:  # only the products its nodes have: a price list may name more
+        present = await spawner.gpu_view.free(pool)
+        if present is not None:
+            products = [name for name in products if (resource, name) in present]
     return {
         "pool_note": poolholders.describe(use) if use is not None else None,
         "prefers_note": placement.prefers_sentence(products) if gpus and prefer and not product else None,

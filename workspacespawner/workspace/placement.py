@@ -175,5 +175,5 @@ def apply(spec: dict, where: Placement) -> dict:
 
 
 def prefers_sentence(products: Sequence[str]) -> str | None:
-    """``Prefers older GPUs: Tesla-P4, then Tesla-V100-SXM2-16GB, then ...`` (None for no products)."""
-    return "Prefers older GPUs: " + ", then ".join(products) if products else None
+    """``Prefers older GPUs: Tesla-P4, then Tesla-V100-SXM2-16GB, then ...`` (None for fewer than two: no choice)."""
+    return "Prefers older GPUs: " + ", then ".join(products) if len(products) > 1 else None
