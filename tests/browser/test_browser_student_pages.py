@@ -306,6 +306,7 @@ def test_the_progress_bar_climbs_the_steps_of_a_container_and_a_vm_start(vm_demo
         log = progress_log(page)
         booting = next((i for i, line in enumerate(log) if "booting" in line and " on " in line), None)
         assert booting is not None, "\n".join(log)
+        assert "gpu" not in log[booting], log[booting]  # a CPU VM keeps off the GPU nodes (#38 item 9)
         assert not any("Found a node" in line for line in log[booting:]), "\n".join(log)
         assert not any("probe" in line or "Container created" in line or line.startswith("[") for line in log), "\n".join(log)
         vm_demo.stop_server("climber")

@@ -79,7 +79,7 @@ def test_cheaper_gpus_first_cheapest_weighted_highest_equal_prices_equal_weights
 ])
 def test_only_a_gpu_profile_naming_no_product_prefers_cheaper(gpus, product, prefer, preferred):
     where = placement(user_name="ann", gpus=gpus, product=product, prefer_cheaper=prefer, spread=False,
-                      products_by_cost=ECONOMY.products_by_cost("nvidia.com/gpu"))
+                      products_by_cost=ECONOMY.products_by_cost("nvidia.com/gpu"), keep_off_gpu_nodes=False)
     assert bool(where.preferred) is preferred
     assert where.preferred_products == (["Tesla-P4", "Tesla-T4", "Tesla-V100-SXM2-16GB", "NVIDIA-A100-SXM4-80GB"]
                                         if preferred else [])
@@ -91,7 +91,7 @@ def test_a_gpu_workspace_spreads_away_from_its_owners_others():
         "weight": 100, "podAffinityTerm": {
             "labelSelector": {"matchLabels": {names.OWNER_LABEL: names.owner_id("ann")}},
             "topologyKey": "kubernetes.io/hostname"}}]}
-    assert "affinity" not in apply({}, placement(user_name="ann", gpus=0))
+    assert "podAntiAffinity" not in apply({}, placement(user_name="ann", gpus=0)).get("affinity", {})  # CPU: no spread
     assert "affinity" not in apply({}, placement(user_name="ann", gpus=2, spread=False))
     cheaper = placement(user_name="ann", gpus=1, prefer_cheaper=True, products_by_cost=[("Tesla-P4", 0.25)])
     assert cheaper.preferred and not cheaper.anti_affinity  # the cheaper card comes first: no spread to fight it
@@ -130,3 +130,15 @@ def test_a_vm_template_with_every_rule_is_valid_and_current_after_a_restart(pool
     assert vm_spec_current(vm, vm)
     without = make_virtual_machine(ident=ident, settings=VMSettings(golden_image="g", golden_image_namespace="hub", gpus=2))
     assert not vm_spec_current(vm, without)  # a profile that lost its placement brings the VM to it
+
+
+def test_a_cpu_workspace_prefers_nodes_without_gpus():
+    """Issue #38 item 9: CPU work keeps off GPU nodes while a CPU node can take it (a preference: it still runs on a
+    GPU node when no other fits); a GPU workspace and a CPU one that opts out get no such term."""
+    cpu = placement(user_name="ann", gpus=0)
+    assert cpu.preferred == ({"weight": 100, "preference": {"matchExpressions": [
+        {"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"}]}},)
+    assert placement(user_name="ann", gpus=0, keep_off_gpu_nodes=False).preferred == ()
+    assert placement(user_name="ann", gpus=1).preferred == ()
+    spec = apply({"containers": []}, cpu)
+    assert spec["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] == list(cpu.preferred)

@@ -1,4 +1,5 @@
-"""Where a workspace runs, per profile: ``team_pool``, ``prefer_cheaper_gpus`` and ``spread_gpu_workspaces``.
+"""Where a workspace runs, per profile: ``team_pool``, ``prefer_cheaper_gpus``, ``cpu_prefers_cpu_nodes`` and
+``spread_gpu_workspaces``.
 
 A trait-only class (``HasTraits``) mixed into WorkspaceSpawner, so these are
 ``c.WorkspaceSpawner.*`` settings, usually set per profile in
@@ -50,6 +51,19 @@ class PlacementTraits(HasTraits):
         free and falls back to the next otherwise. The spawn page says so
         ("Prefers older GPUs: Tesla-P4, then ..."). Usually set per profile;
         False (the default): no preference.
+        """,
+    )
+
+    cpu_prefers_cpu_nodes = Bool(
+        True,
+        config=True,
+        help="""Place a CPU workspace (one that asks for no GPU) on a node without GPUs while one can take it.
+
+        True (the default): a preferred node affinity (weight 100) for nodes
+        without the ``nvidia.com/gpu.product`` label, so CPU work leaves a
+        GPU node's CPU and memory to the GPU workspaces there; with no CPU
+        node free it still runs on a GPU node. False: no such preference
+        (say, per profile, for CPU work that should sit next to GPU data).
         """,
     )
 

@@ -84,6 +84,7 @@ class GPUView:
             product=profile.gpu_product if profile else None,
             products_by_cost=s.services.economy.products_by_cost(resource),
             prefer_cheaper=s.prefer_cheaper_gpus, spread=s.spread_gpu_workspaces,
+            keep_off_gpu_nodes=s.cpu_prefers_cpu_nodes,
         )
 
     async def price_on_node(self) -> None:

@@ -13,6 +13,10 @@ Pod (or a VM's VirtualMachineInstance template) must carry:
   ``nvidia.com/gpu.product``, one preferred node affinity term per product
   :class:`~workspacespawner.config.gpueconomy.GPUEconomy` prices for its
   GPU resource, the cheapest weighted highest (:func:`cheaper_first`);
+- ``cpu_prefers_cpu_nodes``: a CPU workspace (no GPUs) prefers nodes
+  without GPUs (no ``nvidia.com/gpu.product`` label), so it leaves a GPU
+  node's CPU and memory to the GPU work there while a CPU node can take it
+  (:func:`cpu_nodes_first`);
 - ``spread_gpu_workspaces``: a GPU workspace prefers nodes without another
   workspace of its owner (preferred pod anti-affinity, weight 100, on the
   owner label :data:`~workspacespawner.core.names.OWNER_LABEL`, per
@@ -92,6 +96,12 @@ def cheaper_first(products_by_cost: Sequence[tuple[str, float]]) -> list[dict]:
     return terms
 
 
+def cpu_nodes_first() -> dict:
+    """The ``PreferredSchedulingTerm`` of a CPU workspace: nodes without a GPU (no ``nvidia.com/gpu.product``), weight 100."""
+    return {"weight": CHEAPEST_WEIGHT, "preference": {
+        "matchExpressions": [{"key": GPU_PRODUCT_LABEL, "operator": "DoesNotExist"}]}}
+
+
 def pool_exclusion(pools: Iterable[TeamPool]) -> tuple[dict, ...]:
     """Node selector requirements that keep a workspace off every pool's nodes: ``<label> NotIn [values]`` per label."""
     by_label: dict[str, set[str]] = {}
@@ -110,7 +120,7 @@ def spread_term(user_name: str) -> dict:
 
 def placement(*, user_name: str, gpus: int, pool: TeamPool | None = None, pools: Iterable[TeamPool] = (),
               product: str | None = None, products_by_cost: Sequence[tuple[str, float]] = (),
-              prefer_cheaper: bool = False, spread: bool = True) -> Placement:
+              prefer_cheaper: bool = False, spread: bool = True, keep_off_gpu_nodes: bool = True) -> Placement:
     """The :class:`Placement` of one start.
 
     ``user_name``: the owner (JupyterHub name); ``gpus``: GPU units the
@@ -120,7 +130,8 @@ def placement(*, user_name: str, gpus: int, pool: TeamPool | None = None, pools:
     selects (None: any); ``products_by_cost``: the products priced for the
     profile's GPU resource, cheapest first; ``prefer_cheaper``/``spread``:
     the profile's ``prefer_cheaper_gpus``/``spread_gpu_workspaces`` (a
-    preference for cheaper GPUs, when it applies, replaces the spread).
+    preference for cheaper GPUs, when it applies, replaces the spread);
+    ``keep_off_gpu_nodes``: its ``cpu_prefers_cpu_nodes`` (CPU workspaces only).
     """
     selector, tolerations, required = {}, (), ()
     if pool is not None:
@@ -129,6 +140,8 @@ def placement(*, user_name: str, gpus: int, pool: TeamPool | None = None, pools:
     else:
         required = pool_exclusion(pools)
     preferred = tuple(cheaper_first(products_by_cost)) if gpus and prefer_cheaper and not product else ()
+    if not gpus and keep_off_gpu_nodes:
+        preferred = (cpu_nodes_first(),)
     anti = (spread_term(user_name),) if gpus and spread and not preferred else ()
     return Placement(selector, required, preferred, anti, tolerations)
 
