@@ -83,6 +83,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the repository root: tests.support
 
 from tests.support.hubharness import Hub, config_pieces  # noqa: E402
+from workspacespawner.workspace import placement  # noqa: E402
 
 #: The singleuser server of both spawners: answers every request 200, binds the hub's port on the Pod's address.
 TINY_SERVER = textwrap.dedent(
@@ -183,8 +184,10 @@ SCRATCH_NOTICE_CONTAINER = {
 
 #: KubeSpawner configured to make the Pod WorkspaceSpawner's default profile makes (tests/cluster/test_burst_baseline.py
 #: compares the two): the same image, home PVC and mount, working directory, scratch emptyDir with its notice's init
-#: container, and environment. Only the owner labels and annotations differ: KubeSpawner cannot write the owner's
+#: container, environment, and the preference for nodes without GPUs. Only the owner labels and annotations differ: KubeSpawner cannot write the owner's
 #: hashed id.
+#: The preferred node affinity of a CPU workspace (WorkspaceSpawner's ``cpu_prefers_cpu_nodes``): nodes without a GPU.
+CPU_NODES_FIRST = placement.cpu_nodes_first()
 KUBESPAWNER = f"""
 c.JupyterHub.spawner_class = "kubespawner.KubeSpawner"
 c.KubeSpawner.image = {IMAGE!r}
@@ -201,6 +204,7 @@ c.KubeSpawner.volume_mounts = [{{"name": "home", "mountPath": "/home/jovyan"}}, 
 c.KubeSpawner.working_dir = "/home/jovyan"
 c.KubeSpawner.environment = {ENVIRONMENT!r}
 c.KubeSpawner.init_containers = [{SCRATCH_NOTICE_CONTAINER!r}]
+c.KubeSpawner.node_affinity_preferred = [{CPU_NODES_FIRST!r}]
 """
 
 SPAWNERS = {
