@@ -157,9 +157,33 @@ class Hub:
             if server and server.get("ready"):
                 return server
             if not server:
-                raise AssertionError(f"server of {name} stopped while starting:\n{self.log()}")
+                raise AssertionError(f"server of {name} stopped while starting:\n{self.log()}\n{self.cluster_state()}")
             time.sleep(0.3)
-        raise AssertionError(f"server of {name} not ready after {timeout}s:\n{self.log()}")
+        raise AssertionError(f"server of {name} not ready after {timeout}s:\n{self.log()}\n{self.cluster_state()}")
+
+    def cluster_state(self, namespace: str = "default") -> str:
+        """What the cluster showed when a start failed: each Pod's phase, node and conditions, and the namespace's last
+        Events (for a start that hung with nothing in the hub's log); never raises."""
+        try:
+            import kubernetes
+
+            client = kubernetes.config.new_client_from_config(self.env["KUBECONFIG"])
+            try:
+                core = kubernetes.client.CoreV1Api(client)
+                lines = ["-- Pods:"]
+                for pod in core.list_namespaced_pod(namespace, _request_timeout=10).items:
+                    conditions = ", ".join(f"{c.type}={c.status}{' (' + c.reason + ')' if c.reason else ''}"
+                                           for c in pod.status.conditions or [])
+                    lines.append(f"{pod.metadata.name}: {pod.status.phase} on {pod.spec.node_name} [{conditions}]")
+                lines.append("-- Events (last 30):")
+                events = core.list_namespaced_event(namespace, _request_timeout=10).items
+                for event in events[-30:]:
+                    lines.append(f"{event.involved_object.kind}/{event.involved_object.name}: {event.reason}: {event.message}")
+                return "\n".join(lines)
+            finally:
+                client.close()
+        except Exception as e:  # noqa: BLE001 - only a help for reading a failure
+            return f"(cluster state unavailable: {type(e).__name__})"
 
     def start_server(self, name: str, user_options: dict | None = None) -> dict:
         r = self.spawn(name, user_options)
