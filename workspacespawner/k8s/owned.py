@@ -48,6 +48,26 @@ async def call(fn, *args, **kwargs):
         await asyncio.sleep(delay)
 
 
+async def until_accepted(fn, deadline: float, *, interval: float = 1.0, on_retry=None) -> int | None:
+    """``await fn()`` until the API accepts it, for a write the caller must not give up on at once (a leftover's
+    removal before a start): while it raises a transient ``ApiException`` (:data:`TRANSIENT_STATUSES`), again every
+    ``interval`` seconds until the loop time ``deadline``. None once ``fn()`` returned; the last transient status when
+    the deadline came first; any other error propagates. ``on_retry(status)`` runs before each wait."""
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            await fn()
+            return None
+        except ApiException as e:
+            if e.status not in TRANSIENT_STATUSES:
+                raise
+            if loop.time() >= deadline:
+                return e.status
+            if on_retry is not None:
+                on_retry(e.status)
+        await asyncio.sleep(interval)
+
+
 async def call_json(fn, *args, **kwargs) -> dict:
     """:func:`call` of a kubernetes_asyncio API method (``CoreV1Api.read_namespaced_persistent_volume_claim``, ...) for
     its answer as the API server's JSON: a dict with camelCase keys, timestamps as the server wrote them.

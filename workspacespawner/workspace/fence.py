@@ -44,15 +44,13 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection, Iterable
 
-from kubernetes_asyncio.client.rest import ApiException
-
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE, VMI
 from workspacespawner.k8s.kubevirt import stop_vm
 from workspacespawner.k8s.objects import counted_once, holders, node_of, pointer, terminating
-from workspacespawner.k8s.owned import TRANSIENT_STATUSES
+from workspacespawner.k8s.owned import until_accepted
 from workspacespawner.workspace import lifecycle
 from workspacespawner.workspace.lifecycle import SYSTEM, Phase, Status, WorkspaceRef
 
@@ -138,26 +136,23 @@ async def _delete_leftover(kube, obj: dict, wait: float, interval: float, progre
     True once the removal was asked for, False if the API refused it all along.
     """
     meta = obj["metadata"]
-    loop = asyncio.get_running_loop()
-    deadline, said = loop.time() + wait, False
-    while True:
-        try:
-            if obj["kind"] == VMI.kind:
-                await stop_vm(kube.custom_api.api_client, meta["namespace"], meta["name"])
-            else:
-                await kube.delete(POD, meta["namespace"], meta["name"], uid=meta["uid"])
-            return True
-        except ApiException as e:
-            if e.status not in TRANSIENT_STATUSES or loop.time() >= deadline:
-                if e.status in TRANSIENT_STATUSES:
-                    return False
-                raise
-            log.warning("Removing leftover %s %s/%s: the API answered %s; trying again", obj["kind"], meta["namespace"], meta["name"],
-                        e.status)
+    said: list[int] = []
+
+    async def remove() -> None:
+        if obj["kind"] == VMI.kind:
+            await stop_vm(kube.custom_api.api_client, meta["namespace"], meta["name"])
+        else:
+            await kube.delete(POD, meta["namespace"], meta["name"], uid=meta["uid"])
+
+    def retrying(status: int) -> None:
+        log.warning("Removing leftover %s %s/%s: the API answered %s; trying again", obj["kind"], meta["namespace"], meta["name"],
+                    status)
         if not said:
             progress(f"Your previous {_what(obj)} is still being removed; waiting for it before starting")
-            said = True
-        await asyncio.sleep(interval)
+            said.append(status)
+
+    deadline = asyncio.get_running_loop().time() + wait
+    return await until_accepted(remove, deadline, interval=interval, on_retry=retrying) is None
 
 
 async def check_before_start(

@@ -58,7 +58,7 @@ from workspacespawner.k8s.api import node_ready
 from workspacespawner.k8s.events import scale_up_triggered
 from workspacespawner.k8s.kinds import VMI
 from workspacespawner.k8s.kubevirt import start_vm, stop_vm
-from workspacespawner.k8s.owned import TRANSIENT_STATUSES, forbidden_error
+from workspacespawner.k8s.owned import forbidden_error, until_accepted
 from workspacespawner.k8s.watches import (
     DataVolumeReflector,
     VirtualMachineInstanceReflector,
@@ -265,7 +265,10 @@ class VMWorkspace:
         if say is not None:
             say("Your previous virtual machine is still shutting down; waiting for it before starting")
         deadline = asyncio.get_running_loop().time() + self.stop_timeout
-        refused = await self._stop_until_accepted(deadline)
+        refused = await until_accepted(
+            lambda: stop_vm(self.custom_api.api_client, self.ident.namespace, self.ident.vm), deadline,
+            on_retry=lambda status: log.warning("Stopping the previous VMI %s/%s: the API answered %s; trying again",
+                                                self.ident.namespace, self.ident.vm, status))
         if refused is not None:
             raise self._failure(
                 "still-stopping",
@@ -277,23 +280,6 @@ class VMWorkspace:
                 "still-stopping",
                 "Your workspace's previous virtual machine is still shutting down; nothing was started. Please try again in a minute.",
             )
-
-    async def _stop_until_accepted(self, deadline: float, interval: float = 1.0) -> int | None:
-        """Ask for the VM's ``stop`` until the API accepts it (or there was nothing to stop): None; while it answers 429
-        or 5xx, again every ``interval`` seconds until the loop time ``deadline``, then the last status."""
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                await stop_vm(self.custom_api.api_client, self.ident.namespace, self.ident.vm)
-                return None
-            except ApiException as e:
-                if e.status not in TRANSIENT_STATUSES:
-                    raise
-                if loop.time() + interval > deadline:
-                    return e.status
-                log.warning("Stopping the previous VMI %s/%s: the API answered %s; trying again", self.ident.namespace,
-                            self.ident.vm, e.status)
-            await asyncio.sleep(interval)
 
     # -- start ---------------------------------------------------------------
 
