@@ -139,7 +139,7 @@ def next_start(hub: Hub, user: str) -> Callable[[], None]:
     """The invariant "next start works": a CPU start that reaches the server, then a stop."""
     def start_again():
         outcome, said = attempt_start(hub, user, {"profile": CPU})
-        assert outcome == "ready", f"the next start of {user} failed: {said}\n{hub.log()}"
+        assert outcome == "ready", f"the next start of {user} failed: {said}\n{hub.cluster_state()}\n{hub.log()}"
         stop(hub, user)
     return start_again
 
@@ -153,7 +153,7 @@ def run_case(case: Case, *, hub: Hub, cluster, ledger) -> None:
     options = case.options if case.options is not None else {"profile": case.profile}
     slug = safe_slug(user)
     if case.action == "stop":
-        assert attempt_start(hub, user, options)[0] == "ready", hub.log()
+        assert attempt_start(hub, user, options)[0] == "ready", f"{hub.cluster_state()}\n{hub.log()}"
     for method, pattern, kwargs in case.faults:
         cluster.faults.add(method, pattern.format(user=slug), **kwargs)
     try:
@@ -166,7 +166,7 @@ def run_case(case: Case, *, hub: Hub, cluster, ledger) -> None:
                 stop(hub, user)
     finally:
         cluster.faults.clear()
-    assert outcome == case.expect, f"{case.id}: {outcome} ({said})\n{hub.log()}"
+    assert outcome == case.expect, f"{case.id}: {outcome} ({said})\n{hub.cluster_state()}\n{hub.log()}"
     for words in case.words:
         assert words in said, f"{case.id}: {words!r} not in {said!r}"
     if server_of(hub, user) is not None:
