@@ -117,11 +117,18 @@ DEMO_GPU_PROFILES = [
                  extra_resource_limits={"nvidia.com/gpu": 8}, cpu_limit=30, mem_limit="240G", team_pool="research"),
 ]
 
+#: The sample list's research profile (a whole shared 8-A100 node) that the demo's research pool replaces: on the demo's
+#: cluster the research group has a node of its own, and a second "8 GPUs (A100)" card for the node students share
+#: would nearly always be greyed out.
+REPLACED_BY_POOL = "jupyterlab-8gpu"
+
 #: Config the demo adds before the start-up check: the research pool and :data:`DEMO_GPU_PROFILES`.
-DEMO_GPU_CONFIG = f"""# GPU kinds on the demo's cluster: MIG slices, a time-sliced T4, the cheapest free GPU, the research pool.
+DEMO_GPU_CONFIG = f"""# GPU kinds on the demo's cluster: MIG slices, a time-sliced T4, the cheapest free GPU, the research pool
+# (in place of the sample list's 8-GPU profile on the shared node).
 c.TeamGPUPools.pools = {{"research": {{"groups": ["research"], "node_selector": {{{POOL_LABEL!r}: "research"}},
                                      "taint": {POOL_TAINT!r}}}}}
-c.KubeSpawner.profile_list = [*c.KubeSpawner.profile_list, *{pprint.pformat(DEMO_GPU_PROFILES, width=110, sort_dicts=False)}]"""
+c.KubeSpawner.profile_list = [*(p for p in c.KubeSpawner.profile_list if p["slug"] != {REPLACED_BY_POOL!r}),
+                              *{pprint.pformat(DEMO_GPU_PROFILES, width=110, sort_dicts=False)}]"""
 
 DEMO_PIECES = ("10-workspace-spawner.py", "20-profiles.py", "40-quota.py", "44-gpu-economy.py", "46-vm-root-disk-pool.py",
                "90-check-config.py")
@@ -292,7 +299,7 @@ def free_port() -> int:
 #: What the demo's login page says above the form (JupyterHub's ``announcement_login``).
 LOGIN_HINT = (
     "This is the workspacespawner demo: any user name logs in, with any password. "
-    "<b>researcher</b> is in the research group and also sees the 8-GPU profile; <b>admin</b> is an administrator."
+    "<b>researcher</b> is in the research group and also sees its pool's 8-GPU profile; <b>admin</b> is an administrator."
 )
 
 

@@ -3,9 +3,11 @@
 - A student with card-hours left sees the header (card-hours bar, reset,
   workspaces, disk) and the profiles as cards grouped by IDE and kind, each
   GPU card with the A100s free now (8 of 8).
-- While the page stays open, a research user takes the whole 8-GPU node:
-  within a refresh of the page's live endpoint the 1-GPU card says 0 of 8
-  free and why it cannot start, without a reload.
+- While the page stays open, a training run takes the whole shared 8-GPU
+  node: within a refresh of the page's live endpoint the 1-GPU card says 0
+  of 8 free and why it cannot start, without a reload.
+- The research lead sees one 8-GPU profile, the team pool's, and every card
+  says which node pool it runs on (#38 item 8).
 - A student whose card-hours are nearly used sees the bar nearly full; one
   whose card-hours are used up sees the GPU cards marked and not selectable,
   the CPU cards still selectable.
@@ -27,13 +29,16 @@ Screenshots go to ``test-artifacts/spawn-page-*.png`` and ``home-*.png`` for a p
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from datetime import timedelta
 from urllib.parse import urlencode
 
 import pytest
+from localcluster.controllers.scheduler import GPU_TAINT
 
 from tests.browser.test_browser_demo import CHROMIUM, launch, log_in, running_demo
 from tests.support.paths import ARTIFACTS
+from workspacespawner.core import names
 from workspacespawner.core.milestones import LADDER, Milestone
 from workspacespawner.quota import policy
 from workspacespawner.quota.ledger import Ledger
@@ -73,11 +78,32 @@ def card(page, slug: str):
     return page.locator(f".js-ws-card[data-slug={slug}]")
 
 
+@contextmanager
+def shared_a100s_held(hub):
+    """A Pod holding all 8 A100s of the demo's shared GPU node, deleted on exit: shaped as a research user's workspace
+    (kubespawner's component label, our owner labels) since the hub counts the GPUs of the Pods it watches, workspaces."""
+    import kubernetes
+
+    client = kubernetes.config.new_client_from_config(hub.env["KUBECONFIG"])
+    core = kubernetes.client.CoreV1Api(client)
+    labels = {"component": "singleuser-server", **names.owner_labels("filler")}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "training-run", "labels": labels},
+           "spec": {"nodeSelector": {"nvidia.com/gpu.product": A100},
+                    "tolerations": [{"key": GPU_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}],
+                    "containers": [{"name": "train", "image": "python:3.11", "command": ["sleep", "600"],
+                                    "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+    core.create_namespaced_pod("default", pod)
+    try:
+        yield
+    finally:
+        core.delete_namespaced_pod("training-run", "default", grace_period_seconds=0)
+        client.close()
+
+
 def test_the_spawn_page_shows_free_gpus_live_and_the_card_hours_left(demo_hub):
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
-    demo_hub.create_user("filler", groups=("research",))
     with sync_playwright() as p:
         browser = launch(p)
         page = log_in(browser, demo_hub.url, "student3")
@@ -92,12 +118,12 @@ def test_the_spawn_page_shows_free_gpus_live_and_the_card_hours_left(demo_hub):
         assert "4 GiB memory" in card(page, "jupyterlab-cpu").inner_text()  # mem_limit "4G" is 4 GiB (#38 item 13)
         page.screenshot(path=str(ARTIFACTS / "spawn-page.png"), full_page=True)
 
-        demo_hub.start_server("filler", {"profile": "jupyterlab-8gpu"})  # the whole GPU node
-        one = card(page, "jupyterlab-1gpu")
-        one.locator(".js-ws-free", has_text=f"0 of 8 {A100} free now").wait_for(timeout=30_000)  # no reload
-        assert f"All 8 {A100} GPUs are in use right now" in one.locator(".js-ws-reason").inner_text()
-        assert one.locator("input[type=radio]").is_enabled()  # the autoscaler may add a node: still selectable
-        page.screenshot(path=str(ARTIFACTS / "spawn-page-gpus-busy.png"), full_page=True)
+        with shared_a100s_held(demo_hub):  # the whole shared GPU node
+            one = card(page, "jupyterlab-1gpu")
+            one.locator(".js-ws-free", has_text=f"0 of 8 {A100} free now").wait_for(timeout=30_000)  # no reload
+            assert f"All 8 {A100} GPUs are in use right now" in one.locator(".js-ws-reason").inner_text()
+            assert one.locator("input[type=radio]").is_enabled()  # the autoscaler may add a node: still selectable
+            page.screenshot(path=str(ARTIFACTS / "spawn-page-gpus-busy.png"), full_page=True)
 
         phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)
         phone.context.add_cookies(page.context.cookies())
@@ -105,7 +131,6 @@ def test_the_spawn_page_shows_free_gpus_live_and_the_card_hours_left(demo_hub):
         boxes = [card(phone, slug).bounding_box() for slug in ("jupyterlab-cpu", "jupyterlab-1gpu")]
         assert boxes[0]["width"] <= 390 and boxes[1]["y"] > boxes[0]["y"] + boxes[0]["height"] - 1  # one per row
         phone.screenshot(path=str(ARTIFACTS / "spawn-page-phone.png"), full_page=True)
-        demo_hub.stop_server("filler")
         browser.close()
 
 
@@ -150,6 +175,12 @@ def test_the_gpu_kinds_of_the_demo_on_the_spawn_page(demo_hub):
         assert "Tesla-P4" not in cheapest, cheapest  # priced, but the demo's cluster has none (#38 item 13)
         pool = card(page, "research-pool").inner_text()
         assert "Your team's pool 'research': 8 of 8 GPUs free" in pool, pool
+        assert "Runs on your team's pool 'research'" in pool, pool
+        eight = [t for t in page.locator(".js-ws-card h4").all_inner_texts() if "8 GPUs" in t]
+        assert eight == ["Research pool, 8 GPUs (A100)"], eight  # one 8-GPU card, the pool's (#38 item 8)
+        assert "Runs on the shared GPU nodes" in card(page, "jupyterlab-1gpu").inner_text()
+        cards = page.locator(".js-ws-card").count()
+        assert page.locator(".js-ws-card .js-ws-nodes").count() == cards  # each card names its node pool
         assert f"8 of 8 {A100} free now" in card(page, "jupyterlab-1gpu").inner_text()  # the pool's node not counted
         page.screenshot(path=str(ARTIFACTS / "spawn-page-gpu-kinds.png"), full_page=True)
         student = log_in(browser, demo_hub.url, "student9")

@@ -6,7 +6,8 @@ it and a non-member's start of it (a tampered form, or the REST API) is
 refused with 403 before anything is made; a member's start lands on the
 pool's node; a second member's start of the full pool is refused with the
 numbers and who holds the pool; a profile preferring cheaper GPUs names no
-preference when the only cheaper GPUs are a team pool's.
+preference when the only cheaper GPUs are a team pool's; every card says
+which node pool it runs on (#38 item 8).
 """
 
 from __future__ import annotations
@@ -107,3 +108,16 @@ def test_a_cheaper_first_profile_names_only_gpu_types_it_can_get(hub):
     page = spawn_page(hub, "cy")
     assert "One GPU, cheapest first" in page and "Prefers older GPUs" not in page
 
+
+
+def test_every_card_says_which_node_pool_it_runs_on(hub):
+    """On a site with a team pool, a member tells the pool's card from the shared ones without reading the config."""
+    import re
+
+    hub.create_user("dana", groups=("vision-lab",))
+    page = html.unescape(spawn_page(hub, "dana"))
+    cards = dict(re.findall(r'data-slug="([^"]+)">(.*?)</label>', page, re.S))
+    assert "Runs on your team's pool 'vision': nodes only its members use." in cards["vision-pool"]
+    assert "Runs on the shared GPU nodes everyone uses, not on a team's pool." in cards["jupyterlab-1gpu"]
+    assert "Runs on the shared nodes, CPU-only ones first." in cards["jupyterlab-cpu"]
+    assert all("Runs on" in text for text in cards.values()), [slug for slug, text in cards.items() if "Runs on" not in text]

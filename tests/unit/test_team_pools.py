@@ -156,3 +156,13 @@ def test_who_holds_a_pool_counts_its_nodes_only_and_names_the_servers():
 def test_an_idle_pool_says_all_free_and_names_no_one():
     use = poolholders.pool_use(POOLS["vision"], [node("vision-1", "vision")], [])
     assert poolholders.describe(use) == "Your team's pool 'vision': 8 of 8 GPUs free."
+
+
+def test_which_node_pool_a_card_names():
+    from workspacespawner.spawnpage.placementnotes import nodes_sentence
+
+    assert nodes_sentence("vision", 2, True, True) == "Runs on your team's pool 'vision': nodes only its members use."
+    assert nodes_sentence("", 1, True, True) == "Runs on the shared GPU nodes everyone uses, not on a team's pool."
+    assert nodes_sentence("", 0, True, True) == "Runs on the shared nodes, CPU-only ones first."
+    assert nodes_sentence("", 0, False, True) == "Runs on the shared nodes."
+    assert nodes_sentence("", 1, True, False) is None  # no team pools: every node is shared, nothing to tell apart

@@ -124,7 +124,8 @@ class Card:
     ``blocked``: why it cannot start now, in a sentence (None: it can);
     ``selectable``: False only when the start is sure to be refused (the
     user's own limits); a card short of GPUs stays selectable, since the
-    cluster autoscaler may add a node. ``pool_note``: for a team pool's
+    cluster autoscaler may add a node. ``nodes_note``: which node pool it runs on, on a site with team pools
+    (:func:`~.placementnotes.nodes_sentence`). ``pool_note``: for a team pool's
     profile, the pool's free GPUs and who holds them
     (:func:`~workspacespawner.workspace.poolholders.describe`);
     ``prefers_note``: which GPU types it tries first
@@ -147,6 +148,7 @@ class Card:
     gpus_total: int | None = None
     blocked: str | None = None
     selectable: bool = True
+    nodes_note: str | None = None
     pool_note: str | None = None
     prefers_note: str | None = None
     system_image: str = ""

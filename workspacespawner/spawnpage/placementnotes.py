@@ -1,4 +1,5 @@
-"""What a spawn-page card says of where its workspace runs: its team pool (free GPUs, who holds them) and its GPU preference.
+"""What a spawn-page card says of where its workspace runs: which node pool (a team's, or the shared nodes), the team
+pool's free GPUs and who holds them, and its GPU preference.
 
 Read from the profile as a start would apply it (its ``kubespawner_override``,
 else the spawner's own settings) and from the hub's shared caches through the
@@ -20,9 +21,23 @@ async def team_gpu_pools(spawner, profiles: list[dict]) -> dict:
     return {name: await spawner.gpu_view.free(name) for name in names}
 
 
+def nodes_sentence(pool: str, gpus: int, cpu_nodes_first: bool, site_has_pools: bool) -> str | None:
+    """Which node pool a card's workspace runs on, for a site with team pools (None on a site without: every node is
+    shared, nothing to tell apart). ``pool``: the profile's team pool (``""``: none); ``gpus``: units it asks for;
+    ``cpu_nodes_first``: a CPU profile prefers nodes without GPUs (``cpu_prefers_cpu_nodes``)."""
+    if pool:
+        return f"Runs on your team's pool {pool!r}: nodes only its members use."
+    if not site_has_pools:
+        return None
+    if gpus:
+        return "Runs on the shared GPU nodes everyone uses, not on a team's pool."
+    return "Runs on the shared nodes, CPU-only ones first." if cpu_nodes_first else "Runs on the shared nodes."
+
+
 async def notes(spawner, profile: dict) -> dict[str, str | None]:
-    """``{"pool_note": ..., "prefers_note": ...}`` of a profile_list entry's card (see :class:`~.model.Card`); the
-    preference names, cheapest first, the GPU types the profile's nodes have (all priced ones while that is unknown)."""
+    """``{"nodes_note": ..., "pool_note": ..., "prefers_note": ...}`` of a profile_list entry's card (see
+    :class:`~.model.Card`); the preference names, cheapest first, the GPU types the profile's nodes have (all priced
+    ones while that is unknown)."""
     override = profile.get("kubespawner_override") or {}
     resource, gpus = gpu_limit(override.get("extra_resource_limits"), spawner.services.economy.declared())
     pool = pool_of_profile(profile)
@@ -34,7 +49,9 @@ async def notes(spawner, profile: dict) -> dict[str, str | None]:
         present = await spawner.gpu_view.free(pool)
         if present is not None:
             products = [name for name in products if (resource, name) in present]
+    cpu_first = override.get("cpu_prefers_cpu_nodes", spawner.cpu_prefers_cpu_nodes)
     return {
+        "nodes_note": nodes_sentence(pool, gpus, cpu_first, bool(spawner.services.team_pools)),
         "pool_note": poolholders.describe(use) if use is not None else None,
         "prefers_note": placement.prefers_sentence(products) if gpus and prefer and not product else None,
     }
