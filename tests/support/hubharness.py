@@ -33,6 +33,30 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+
+def _container_state(state) -> str:
+    """A container state (kubernetes client model) in a few words."""
+    if state is None:
+        return "-"
+    for name in ("running", "waiting", "terminated"):
+        part = getattr(state, name, None)
+        if part is not None:
+            detail = getattr(part, "reason", None) or ""
+            code = getattr(part, "exit_code", None)
+            message = (getattr(part, "message", None) or "")[:200]
+            return " ".join(str(x) for x in (name, detail, f"exit {code}" if code is not None else "", message) if x)
+    return "-"
+
+
+def _log_tail(core, pod, container: str, lines: int = 15) -> list[str]:
+    """The container's log's last ``lines`` lines (the previous run's when it restarted), or why there are none."""
+    try:
+        text = core.read_namespaced_pod_log(pod.metadata.name, pod.metadata.namespace, container=container,
+                                            tail_lines=lines, _request_timeout=10)
+        return text.splitlines()[-lines:] or ["(empty log)"]
+    except Exception as e:  # noqa: BLE001 - only a help for reading a failure
+        return [f"(no log: {type(e).__name__})"]
+
 class Hub:
     """``jupyterhub`` in a subprocess running ``config`` (Python text), then the harness's loopback settings.
 
@@ -162,19 +186,30 @@ class Hub:
         raise AssertionError(f"server of {name} not ready after {timeout}s:\n{self.log()}\n{self.cluster_state()}")
 
     def cluster_state(self, namespace: str = "default") -> str:
-        """What the cluster showed when a start failed: each Pod's phase, node and conditions, and the namespace's last
-        Events (for a start that hung with nothing in the hub's log); never raises."""
+        """What the cluster showed when a start failed: each Node's Ready condition and taints, each Pod's phase,
+        node, conditions and containers (their state, restarts and, while not ready, their log's last lines), and the
+        namespace's last Events (for a start that hung with nothing in the hub's log); never raises."""
         try:
             import kubernetes
 
             client = kubernetes.config.new_client_from_config(self.env["KUBECONFIG"])
             try:
                 core = kubernetes.client.CoreV1Api(client)
-                lines = ["-- Pods:"]
+                lines = ["-- Nodes:"]
+                for node in core.list_node(_request_timeout=10).items:
+                    ready = next((f"Ready={c.status} ({c.reason})" for c in node.status.conditions or [] if c.type == "Ready"), "")
+                    taints = ", ".join(f"{t.key}:{t.effect}" for t in node.spec.taints or [])
+                    lines.append(f"{node.metadata.name}: {ready} taints [{taints}]")
+                lines.append("-- Pods:")
                 for pod in core.list_namespaced_pod(namespace, _request_timeout=10).items:
                     conditions = ", ".join(f"{c.type}={c.status}{' (' + c.reason + ')' if c.reason else ''}"
                                            for c in pod.status.conditions or [])
                     lines.append(f"{pod.metadata.name}: {pod.status.phase} on {pod.spec.node_name} [{conditions}]")
+                    for status in pod.status.container_statuses or []:
+                        lines.append(f"  {status.name}: ready={status.ready} restarts={status.restart_count} "
+                                     f"state={_container_state(status.state)} last={_container_state(status.last_state)}")
+                        if not status.ready:
+                            lines += [f"  | {line}" for line in _log_tail(core, pod, status.name)]
                 lines.append("-- Events (last 30):")
                 events = core.list_namespaced_event(namespace, _request_timeout=10).items
                 for event in events[-30:]:
@@ -183,7 +218,7 @@ class Hub:
             finally:
                 client.close()
         except Exception as e:  # noqa: BLE001 - only a help for reading a failure
-            return f"(cluster state unavailable: {type(e).__name__})"
+            return f"(cluster state unavailable: {type(e).__name__}: {e})"
 
     def start_server(self, name: str, user_options: dict | None = None) -> dict:
         r = self.spawn(name, user_options)
