@@ -116,3 +116,36 @@ async def test_pvc_on_ceph_rbd_binds(realcluster, cluster_api, cluster_namespace
     assert pv.spec.csi.driver == "rbd.csi.ceph.com" and pv.spec.claim_ref.uid == pvc.metadata.uid
     assert pv.status.phase == "Bound"
     assert pvc.status.capacity["storage"] == "2Gi"
+
+
+async def test_a_node_marked_unknown_reports_ready_again_and_takes_pods(realcluster, cluster_api, cluster_namespace):
+    """kube-controller-manager marks a node whose heartbeats were late Ready=Unknown and taints it unreachable; the
+    lifecycle controller never marks it Ready again: its kubelet does, by posting its status. A node agent that only
+    renewed the Lease left the node NotReady for good, and every later Pod for it Pending (a hub start hung)."""
+    core = client.CoreV1Api(cluster_api)
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    unknown = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+               "message": "Kubelet stopped posting node status.", "lastHeartbeatTime": now, "lastTransitionTime": now}
+    await core.patch_node_status("cpu-node-1", {"status": {"conditions": [unknown]}})
+
+    async def tainted():
+        node = await core.read_node("cpu-node-1")
+        return any(t.key == "node.kubernetes.io/unreachable" for t in node.spec.taints or [])
+
+    async def ready_and_untainted():
+        node = await core.read_node("cpu-node-1")
+        ready = [c.status for c in node.status.conditions if c.type == "Ready"]
+        return ready == ["True"] and not await tainted()
+
+    await eventually(ready_and_untainted, 60, what="the node Ready again, its unreachable taint removed")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "after-unknown", "namespace": cluster_namespace},
+           "spec": {"containers": [{"name": "main", "image": "python:3.11", "command": ["sleep", "600"]}],
+                    "terminationGracePeriodSeconds": 1}}
+    await core.create_namespaced_pod(cluster_namespace, pod)
+
+    async def running():
+        got = await core.read_namespaced_pod("after-unknown", cluster_namespace)
+        return got.status.phase == "Running" and got.spec.node_name == "cpu-node-1"
+
+    await eventually(running, 60, what="a new Pod Running on the node")
+    await core.delete_namespaced_pod("after-unknown", cluster_namespace)

@@ -123,7 +123,7 @@ from .kubelet import PodRuntime, container_log_path, image_repository
 from .launcher import is_launcher
 from .refs import CONFIG_MAPS, LEASES, NODES, PODS, PVCS, SECRETS, VMIS, get_or_none
 from .runtime import AddressPool, base_env
-from .scheduler import DEFAULT_NODES, register_nodes
+from .scheduler import DEFAULT_NODES, register_nodes, report_node_ready
 from .virthandler import GuestRuntime
 from .workload import Workload
 
@@ -163,7 +163,9 @@ class NodeAgent(Controller):
     ``lease_seconds``
         on the real control plane: how often each node's Lease in
         ``kube-node-lease`` is renewed (default 10, a kubelet's), so that
-        kube-controller-manager's node lifecycle controller keeps it Ready.
+        kube-controller-manager's node lifecycle controller keeps it Ready;
+        a node it marked ``Ready=Unknown`` meanwhile (heartbeats that came
+        late on a loaded machine) is reported Ready again at the same pace.
 
     ``metrics``
         the nodes' dcgm-exporter and kubelet volume metrics
@@ -426,6 +428,21 @@ class NodeAgent(Controller):
         while True:
             await asyncio.sleep(self.lease_seconds)
             await self._renew_leases(nodes)
+            await self._report_ready(nodes)
+
+    async def _report_ready(self, nodes: list[str]) -> None:
+        """Post the status of each node not shown Ready: kube-controller-manager marks a node whose heartbeats came
+        late ``Ready=Unknown`` and never marks it Ready again; its kubelet does, as here."""
+        for name in nodes:
+            node = get_or_none(self.client, NODES, None, name)
+            ready = find_condition(((node or {}).get("status") or {}).get("conditions"), "Ready")
+            if node is None or (ready or {}).get("status") == "True":
+                continue
+            log.warning("nodeagent: node %s was shown Ready=%s; reporting it Ready", name, (ready or {}).get("status"))
+            try:
+                await report_node_ready(self.client, name)
+            except ApiError as e:
+                log.warning("nodeagent: reporting node %s Ready: %s", name, e.message)
 
     async def _renew_leases(self, nodes: list[str]) -> None:
         """Renew (or create) each node's Lease in ``kube-node-lease``, as its kubelet's heartbeat."""

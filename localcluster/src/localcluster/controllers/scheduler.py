@@ -379,6 +379,16 @@ async def set_node_ready(client, name: str, ready: bool) -> None:
     await client.replace(kind, None, name, node, subresource="status")
 
 
+async def report_node_ready(client, name: str) -> None:
+    """Post node ``name``'s status as its kubelet does: Ready, with fresh heartbeats (the node lifecycle controller
+    then lifts the unreachable taints it added while the node was Unknown). Unconditional, as a kubelet's."""
+    kind = client.kind(*NODES)
+    node = copy.deepcopy(client.get(kind, None, name))
+    _set_node_conditions(node, True, rfc3339(client.clock()))
+    node["metadata"].pop("resourceVersion", None)
+    await client.replace(kind, None, name, node, subresource="status")
+
+
 async def register_nodes(client, specs: list[dict]) -> None:
     """Register a Node per spec (see :func:`make_node`), as kubelets do; one already registered reports Ready again."""
     await client.watch((NODES,))
