@@ -74,7 +74,8 @@ def core(cluster):
 def restart(hub: Hub, **config) -> None:
     """Stop the hub, change its configuration (see :func:`hub_config`), start it on the same database."""
     hub.stop()
-    hub.config_file.write_text(hub_config(**config) + hub._base_config())
+    hub.config = hub_config(**config)
+    hub.config_file.write_text(hub.config + hub._base_config())
     hub.start()
 
 

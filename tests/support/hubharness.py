@@ -71,6 +71,18 @@ class Hub:
     def __init__(self, workdir: Path, kubeconfig: Path, config: str, *, start_timeout: int = 60):
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.token = secrets.token_hex(16)
+        self.start_timeout = start_timeout
+        self.config_file = self.workdir / "jupyterhub_config.py"
+        self.config = textwrap.dedent(config)
+        self._pick_ports()
+        self.env = dict(os.environ, KUBECONFIG=str(kubeconfig))
+        self.proc: subprocess.Popen | None = None
+        self.log_file = self.workdir / "jupyterhub.log"
+        self.answered = False
+
+    def _pick_ports(self) -> None:
+        """Free ports for the proxy, the hub and the proxy's API, written into the config file."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         # the REST API is called at the hub's own port, as z2jh's services and singleuser servers do
@@ -78,13 +90,7 @@ class Hub:
         # configurable-http-proxy's 503 for a reset connection), which are not the hub's
         self.hub_port = free_port()
         self.api_url = f"http://127.0.0.1:{self.hub_port}/hub/api"
-        self.token = secrets.token_hex(16)
-        self.start_timeout = start_timeout
-        self.config_file = self.workdir / "jupyterhub_config.py"
-        self.config_file.write_text(textwrap.dedent(config) + self._base_config())
-        self.env = dict(os.environ, KUBECONFIG=str(kubeconfig))
-        self.proc: subprocess.Popen | None = None
-        self.log_file = self.workdir / "jupyterhub.log"
+        self.config_file.write_text(self.config + self._base_config())
 
     def _base_config(self) -> str:
         return textwrap.dedent(
@@ -108,6 +114,18 @@ class Hub:
         )
 
     def start(self) -> Hub:
+        """Start the hub and wait until it answers. Before it first answered, a port another process took between
+        :func:`free_port` and the hub's bind (two test workers, clusters, browsers) is picked again, twice at most."""
+        for attempt in range(3):
+            try:
+                return self._start()
+            except RuntimeError as e:
+                if self.answered or attempt == 2 or "Address already in use" not in str(e):
+                    raise
+                self._pick_ports()
+        raise AssertionError("unreachable")
+
+    def _start(self) -> Hub:
         # appended to, never truncated: a proxy the hub started outlives a SIGKILLed hub (kill_and_restart) and goes on
         # writing to this file; at its old offset in a truncated file that made a sparse file whose end was the proxy's
         log = open(self.log_file, "ab")
@@ -126,8 +144,9 @@ class Hub:
                 raise RuntimeError(f"jupyterhub exited {self.proc.returncode}:\n{self.log()}")
             try:
                 if requests.get(f"{self.url}/hub/api/", timeout=2).ok:
+                    self.answered = True
                     return self
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):
                 pass
             time.sleep(0.2)
         raise RuntimeError(f"jupyterhub did not answer {self.url}/hub/api/ in 150 s:\n{self.log()}")
