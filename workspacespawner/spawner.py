@@ -224,6 +224,7 @@ class WorkspaceSpawner(upstream.KubeSpawnerOverrides, PodHooks, KubeSpawner, Kub
         began = time.monotonic()
         self.steps.reset()
         hubtasks.start_hub_tasks(self)
+        upstream.when_spawn_ends(self, self.lifecycle.spawn_ended)
         self._compute_asked = self._refused_before_compute = False
         try:
             if not self._prepared:  # started without JupyterHub's spawn (no pre-spawn hook): do its part here

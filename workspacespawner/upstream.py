@@ -41,6 +41,10 @@ Spawner (JupyterHub 5.5 and 6):
 
 - ``_log_name``: how JupyterHub names the server in its own log lines
   (``user:server``), used in ours so both read alike (:func:`log_name`).
+- ``_spawn_future`` (a class attribute JupyterHub's handlers set): the
+  whole spawn (the start, then the wait for the server's answer), which a
+  stop during it cancels; JupyterHub then forgets it, so the outcome is
+  recorded when it ends (:func:`when_spawn_ends`).
 
 ResourceReflector (kubespawner 7), the one exception to "only here": every
 reflector of ours runs the watch loop of
@@ -72,7 +76,8 @@ from workspacespawner.k8s import watches
 @dataclass(frozen=True)
 class PrivateMember:
     """A private member of ``owner`` the package uses: a method with ``signature`` (its parameter names, in order), a
-    property (``signature`` "property"), or an attribute its class's source assigns (``signature`` "attribute")."""
+    property (``signature`` "property"), an attribute its class's source assigns (``signature`` "attribute"), or an
+    attribute the class declares for others to set (``signature`` "class attribute")."""
 
     owner: type
     name: str
@@ -84,8 +89,11 @@ class PrivateMember:
         if self.signature == "attribute":
             assigned = f"self.{self.name} =" in inspect.getsource(self.owner)
             return None if assigned else f"{where} is no longer assigned by {self.owner.__qualname__}"
-        found = inspect.getattr_static(self.owner, self.name, None)
-        if found is None:
+        missing = object()
+        found = inspect.getattr_static(self.owner, self.name, missing)
+        if self.signature == "class attribute":
+            return None if found is not missing else f"{where} is gone"
+        if found is missing or found is None:
             return f"{where} is gone"
         if self.signature == "property":
             return None if isinstance(found, property) else f"{where} is no longer a property"
@@ -112,6 +120,7 @@ PRIVATE_MEMBERS = (
     PrivateMember(KubeSpawner, "_last_event", "attribute"),
     PrivateMember(KubeSpawner, "_start_future", "attribute"),
     PrivateMember(Spawner, "_log_name", "property"),
+    PrivateMember(Spawner, "_spawn_future", "class attribute"),
     PrivateMember(ResourceReflector, "_watch_and_update", "self"),
     PrivateMember(ResourceReflector, "_list_and_update", "self, resource_version"),
     PrivateMember(ResourceReflector, "_stopping", "attribute"),
@@ -150,6 +159,14 @@ class KubeSpawnerOverrides:
             if isinstance(value, str):
                 expanded[key] = names.expand_with_literal_braces(value, self._expand_user_properties)
         return expanded
+
+
+def when_spawn_ends(spawner, callback) -> None:
+    """Call ``callback(cancelled)`` once JupyterHub's spawn of ``spawner`` ends (its ``_spawn_future``: the start,
+    then the wait for the server's answer); ``cancelled``: a stop cut it short. Nothing outside a spawn."""
+    future = spawner._spawn_future
+    if future is not None:
+        future.add_done_callback(lambda done: callback(done.cancelled()))
 
 
 def log_name(spawner) -> str:

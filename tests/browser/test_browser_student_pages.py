@@ -22,6 +22,9 @@
 
 - A link to the spawn page whose query is a sentence shows our refusal,
   none of its words.
+- A student who stops a start while it pulls its image (the spawn page's
+  Stop button) reads that the start was cancelled and gets Start again
+  (#38 item 5), not JupyterHub's bare "Server not running".
 
 Screenshots go to ``test-artifacts/spawn-page-*.png`` and ``home-*.png`` for a person to look at.
 """
@@ -54,7 +57,8 @@ A100 = "NVIDIA-A100-SXM4-80GB"
 
 @pytest.fixture(scope="module")
 def demo_hub(tmp_path_factory):
-    with running_demo(tmp_path_factory) as (_thread, hub):
+    with running_demo(tmp_path_factory) as (thread, hub):
+        hub.cluster_thread = thread  # for a test that slows the node agent down
         yield hub
 
 
@@ -186,6 +190,36 @@ def test_the_gpu_kinds_of_the_demo_on_the_spawn_page(demo_hub):
         student = log_in(browser, demo_hub.url, "student9")
         assert card(student, "research-pool").count() == 0 and card(student, "jupyterlab-mig").count() == 1
         browser.close()
+
+
+def test_a_start_stopped_while_starting_says_cancelled_and_offers_start_again(demo_hub):
+    """Screenshot spawn-cancelled.png."""
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    def pull_seconds(seconds: float) -> None:
+        demo_hub.cluster_thread.call(lambda cluster: setattr(cluster.controllers["nodeagent"], "pull_seconds", seconds))
+
+    pull_seconds(60.0)  # the image pull outlasts the click on Stop
+    try:
+        with sync_playwright() as p:
+            browser = launch(p)
+            page = log_in(browser, demo_hub.url, "student6")
+            page.check("input[value=jupyterlab-cpu]")
+            page.click("input[type=submit], button[type=submit]")
+            page.wait_for_url("**/spawn-pending/**", timeout=60_000)
+            page.locator("#stop-server-btn").click()
+            page.locator("h1", has_text="Start cancelled").wait_for(timeout=60_000)  # the page reloads after the stop
+            text = page.locator("body").inner_text()
+            assert "it was stopped while it was starting" in text and "Your home folder and your disks are kept" in text
+            page.screenshot(path=str(ARTIFACTS / "spawn-cancelled.png"), full_page=True)
+            pull_seconds(0.0)
+            page.locator("a#start", has_text="Start again").click()
+            page.wait_for_selector(".js-ws-card")  # the spawn form again, to choose and start
+            browser.close()
+    finally:
+        pull_seconds(0.0)
 
 
 def test_card_hours_nearly_used_and_used_up(demo_hub):

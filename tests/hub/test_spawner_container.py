@@ -458,3 +458,26 @@ def test_progress_speaks_plain_words_of_this_start_only(hub, core, cluster):
     assert percents == sorted(percents), percents
     hub.wait_ready("petra")
     hub.stop_server("petra")
+
+
+def test_a_stop_during_the_start_says_the_start_was_cancelled_and_offers_start_again(hub, core, cluster):
+    """#38 item 5: the user's spawn page, reloaded after a stop cut the start short, says so and offers Start again."""
+    hub.create_user("ceci")
+    agent = cluster.controllers["nodeagent"]
+    agent.pull_seconds = 30.0  # a start that is still pulling when the stop comes
+    try:
+        r = hub.spawn("ceci", {"profile": "jupyterlab-cpu"})
+        assert r.status_code == 202, r.text
+        hub.stop_server("ceci")
+    finally:
+        agent.pull_seconds = 0.0
+    session = login(hub, "ceci")
+    page = session.get(f"{hub.url}/hub/spawn-pending/ceci", timeout=30)
+    assert page.status_code == 200 and page.url.endswith("/hub/spawn-pending/ceci"), (page.status_code, page.url)
+    assert "Start cancelled" in page.text and "it was stopped while it was starting" in page.text, page.text[-3000:]
+    assert 'href="/hub/spawn/ceci">Start again</a>' in page.text
+    assert user_pods(core, "ceci") == []
+    hub.start_server("ceci", {"profile": "jupyterlab-cpu"})  # starting again works, and then the page is plain again
+    hub.stop_server("ceci")
+    page = session.get(f"{hub.url}/hub/spawn-pending/ceci", timeout=30)
+    assert "Server not running" in page.text and "Start cancelled" not in page.text

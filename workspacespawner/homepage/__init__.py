@@ -5,7 +5,9 @@ back (issue #17).
 - :mod:`.model`: the panel as data (pure);
 - :mod:`.gather`: that data for one user (JupyterHub's servers, one ledger read, the disks from the PVC watch);
 - ``templates/home.html``: JupyterHub's own home page with the panel below it, filled from
-  ``GET /hub/workspaces-data/<user>`` (:mod:`workspacespawner.hubhandlers`).
+  ``GET /hub/workspaces-data/<user>`` (:mod:`workspacespawner.hubhandlers`);
+- ``templates/not_running.html``: JupyterHub's "Server not running" page, which after a start a stop cut short says
+  "Start cancelled" and offers Start again (the spawner's lifecycle keeps that in its state).
 
 Install the template before JupyterHub's own (``c.JupyterHub.template_paths`` is searched in order)::
 
@@ -15,5 +17,5 @@ Install the template before JupyterHub's own (``c.JupyterHub.template_paths`` is
 
 from pathlib import Path
 
-#: The folder holding home.html (it extends JupyterHub's ``templates/home.html``).
+#: The folder holding home.html and not_running.html (each extends JupyterHub's own, ``templates/<name>``).
 TEMPLATES = str(Path(__file__).resolve().parent / "templates")

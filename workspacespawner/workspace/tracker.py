@@ -72,18 +72,23 @@ class WorkspaceLifecycle:
         self.status = Status(Phase.REQUESTED)
         #: True from before_start until the start ends: kubespawner may stop() a leftover Pod inside its start.
         self.starting = False
+        #: True when a stop cut the last spawn short (JupyterHub cancels it, then forgets that it did), until the next
+        #: spawn ends (:meth:`spawn_ended`); kept in the spawner's state. The hub's "not running" page says so.
+        self.start_cancelled = False
 
     @property
     def phase(self) -> Phase:
         return self.status.phase
 
     def state(self) -> dict:
-        """What ``get_state()`` keeps: ``{"lifecycle": {...}}`` (JSON)."""
-        return {"lifecycle": self.status.to_state()}
+        """What ``get_state()`` keeps: ``{"lifecycle": {...}}`` (JSON), and ``"start_cancelled": true`` after a
+        cancelled spawn (JupyterHub drops a stopped server's Spawner; the one it makes next reads this back)."""
+        return {"lifecycle": self.status.to_state(), **({"start_cancelled": True} if self.start_cancelled else {})}
 
     def load_state(self, state: dict) -> None:
         """Read back :meth:`state`; an unreadable or missing one leaves ``Requested`` (the cluster decides at the next start)."""
         self.status = Status.from_state(state.get("lifecycle") or {}) or Status(Phase.REQUESTED)
+        self.start_cancelled = state.get("start_cancelled") is True
 
     async def _move(self, ref: WorkspaceRef, target: Phase, **kwargs) -> Status:
         """:func:`lifecycle.move`; an illegal move (a bug) is logged and the cluster's view recorded instead."""
@@ -187,6 +192,10 @@ class WorkspaceLifecycle:
         released = await attach.release(self.kube, ref)
         if released:
             log.info("Released the attach claim of %s on %s", self.label, ", ".join(released))
+
+    def spawn_ended(self, cancelled: bool) -> None:
+        """JupyterHub's spawn of this server ended: ``cancelled`` by a stop, or not (a success or a failure)."""
+        self.start_cancelled = cancelled
 
     async def running(self, ref: WorkspaceRef) -> None:
         """The server is up: ``Starting -> Running``."""
