@@ -114,6 +114,8 @@ def test_a_teacher_publishes_and_rebuilds_her_stopped_vm_from_the_dashboard(demo
         rebuild = card.locator("form[action$='/rebuild']")
         assert publish.count() == 1 and rebuild.count() == 1
         card.screenshot(path=str(ARTIFACTS / "dashboard-vm-disks.png"))
+        disks = card.locator("[data-field=disk]").all_inner_texts()
+        assert any(text.startswith("System disk of the default server") and old_disk in text for text in disks), disks
 
         assert golden_image(cluster, "ml101-ubuntu-22.04-2026-11") is None
         publish.locator("input[name=name]").fill("ml101-ubuntu-22.04-2026-11")
@@ -145,6 +147,9 @@ def test_a_teacher_publishes_and_rebuilds_her_stopped_vm_from_the_dashboard(demo
                 and time.monotonic() < deadline:
             time.sleep(0.3)
         assert old_disk in retained
+        page.reload()
+        kept = page.locator("[data-field=retained-disk]").all_inner_texts()
+        assert any(text.startswith("System disk of the default server") and old_disk in text for text in kept), kept
         page.screenshot(path=str(ARTIFACTS / "dashboard-vm-disks-rebuilt.png"), full_page=True)
         browser.close()
 

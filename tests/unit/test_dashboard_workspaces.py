@@ -136,3 +136,18 @@ def test_a_vm_server_shows_the_golden_image_its_root_disk_was_cloned_from():
         ("vm", "ubuntu-24.04-gpu-2026-09", "2026-09")  # the annotation: what it was cloned from, as named then
     assert (lab["system_image"], lab["system_image_version"]) == ("ubuntu-24.04-gpu-2026-11", "2026-11")  # its sourceRef
     assert (cpu["kind"], cpu["system_image"]) == ("container", "")
+
+
+def test_a_disk_is_shown_as_what_it_is_to_its_workspace_with_its_name_beside():
+    """#38 item 15: a root disk taken from the pool keeps the pool's name; the user reads which workspace's it is."""
+    objects = [*datavolume("alice", "pool-ubuntu-24-04-gpu-2026-11-b7921e93-c64784", "lab"),
+               pvc("alice", "home-alice", server=""),
+               pvc("alice", "pool-ubuntu-24-04-gpu-2026-11-0c1d2e3f-a1b2c3", "40Gi", role="root", phase="Retained",
+                   server="old", retain_until="2026-04-01T00:00:00Z")]
+    data = my_workspaces("alice", hub_user(lab={"stopped": True}, **{"": {"stopped": True}}), objects, None, now=NOW)
+    by_server = {s["server"]: s for s in data["servers"]}
+    assert [(d["title"], d["name"]) for d in by_server["lab"]["disks"]] == [
+        ("System disk of server 'lab'", "pool-ubuntu-24-04-gpu-2026-11-b7921e93-c64784")]
+    assert [d["title"] for d in by_server[""]["disks"]] == ["Home folder"]
+    assert [r["title"] for r in data["retained"]] == ["System disk of server 'old'"]
+    assert names.disk_title("root", "") == "System disk of the default server"

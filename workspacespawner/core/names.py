@@ -90,6 +90,18 @@ def owner_id(user_name: str) -> str:
     return hashlib.sha256(user_name.encode("utf-8")).hexdigest()[:40]
 
 
+def disk_title(role: str, server: str) -> str:
+    """What a disk is to the people who use it, by its :data:`DISK_LABEL` ``role`` and the ``server`` it serves
+    (``""``: the default server): ``System disk of server 'gpu'``, ``Home folder`` (a user's servers share one by
+    default). A disk's Kubernetes name (a pool disk's ``pool-ubuntu-…-c64784``) says nothing of whose it is."""
+    which = f"server {server!r}" if server else "the default server"
+    if role == ROOT_DISK:
+        return f"System disk of {which}"
+    if role == HOME_DISK:
+        return "Home folder"
+    return f"Disk of {which}"
+
+
 def owner_labels(user_name: str) -> dict[str, str]:
     """The labels that mark an object as ours and owned by ``user_name``."""
     return {MANAGED_BY_LABEL: MANAGED_BY, OWNER_LABEL: owner_id(user_name)}

@@ -36,7 +36,8 @@ from workspacespawner.workspace.lifecycle import Phase, Status, rfc3339
 @dataclass(frozen=True)
 class DiskRow:
     """A disk a server uses: ``name`` (PersistentVolumeClaim), ``role`` (home, root, scratch...), ``size``
-    (``"10 GiB"``), ``size_bytes``, ``used_bytes`` and ``used_share`` (0-1; None without Prometheus), ``phase``."""
+    (``"10 GiB"``), ``size_bytes``, ``used_bytes`` and ``used_share`` (0-1; None without Prometheus), ``phase``,
+    ``title`` (what it is, by role and server: :func:`~workspacespawner.core.names.disk_title`)."""
 
     name: str
     role: str
@@ -45,6 +46,7 @@ class DiskRow:
     used_bytes: int | None
     used_share: float | None
     phase: str
+    title: str = ""
 
 
 @dataclass(frozen=True)
@@ -133,14 +135,17 @@ def _running_since(obj: dict) -> str:
     return _meta(obj).get("creationTimestamp") or ""
 
 
-def disk_row(obj: dict, used: dict[str, int] | None) -> DiskRow:
-    """A :class:`DiskRow` of a PersistentVolumeClaim or DataVolume; ``used``: PVC name -> used bytes (None: unknown)."""
+def disk_row(obj: dict, used: dict[str, int] | None, server: str = "") -> DiskRow:
+    """A :class:`DiskRow` of a PersistentVolumeClaim or DataVolume of ``server``; ``used``: PVC name -> used bytes
+    (None: unknown)."""
     name = _meta(obj)["name"]
     size = requested_bytes(obj)
     used_bytes = (used or {}).get(name)
+    role = (_meta(obj).get("labels") or {}).get(names.DISK_LABEL, "")
     return DiskRow(
         name=name,
-        role=(_meta(obj).get("labels") or {}).get(names.DISK_LABEL, ""),
+        title=names.disk_title(role, server),
+        role=role,
         size=gib(size),
         size_bytes=size,
         used_bytes=used_bytes,
@@ -201,7 +206,7 @@ def workspace_rows(user: str, hub_user: dict, objects: list[dict], month: MonthB
             memory=memory,
             gpus=gpus,
             gpu_type=labels.get(GPU_PRODUCT_LABEL, "") if gpus else "",
-            disks=[disk_row(d, used) for d in mine],
+            disks=[disk_row(d, used, server) for d in mine],
             system_image=image,
             system_image_version=version,
             running_since=_running_since(obj) if live else "",

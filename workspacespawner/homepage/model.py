@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from workspacespawner.core import names
 from workspacespawner.core.quantities import gib, parse_quantity
 from workspacespawner.quota.policy import number, when
 from workspacespawner.quota.service import MonthBalance
@@ -46,13 +47,15 @@ class ServerRow:
 @dataclass(frozen=True)
 class RetainedDisk:
     """A Retained disk of the user: ``name``, ``size`` (``"10 GiB"``), the ``server`` it served, ``retain_until``
-    (RFC 3339) and ``how`` to get it back, in a sentence."""
+    (RFC 3339) and ``how`` to get it back, in a sentence; ``title``: what it is
+    (:func:`~workspacespawner.core.names.disk_title`)."""
 
     name: str
     size: str
     server: str
     retain_until: str
     how: str
+    title: str = ""
 
 
 def server_phase(active: bool, ready: bool, pending: str | None) -> str:
@@ -124,6 +127,7 @@ def retained_disks(disks: list[dict]) -> list[RetainedDisk]:
             how = f"Start {target} again to use it" + (f"; it is kept{kept}." if until else ".")
         rows.append(RetainedDisk(
             name=obj["metadata"]["name"],
+            title=names.disk_title((obj["metadata"].get("labels") or {}).get(names.DISK_LABEL, ""), server),
             size=gib(requested_bytes(obj)),
             server=server,
             retain_until=rfc3339(until) if until else "",
