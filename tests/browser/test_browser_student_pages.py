@@ -199,7 +199,11 @@ def test_a_start_stopped_while_starting_says_cancelled_and_offers_start_again(de
     ARTIFACTS.mkdir(exist_ok=True)
 
     def pull_seconds(seconds: float) -> None:
-        demo_hub.cluster_thread.call(lambda cluster: setattr(cluster.controllers["nodeagent"], "pull_seconds", seconds))
+        def knob(cluster) -> None:
+            agent = cluster.controllers["nodeagent"]
+            agent.pull_seconds = seconds
+            agent.pulled_images.clear()  # else an image an earlier test pulled is "already present on machine"
+        demo_hub.cluster_thread.call(knob)
 
     pull_seconds(60.0)  # the image pull outlasts the click on Stop
     try:

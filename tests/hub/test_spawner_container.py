@@ -465,6 +465,7 @@ def test_a_stop_during_the_start_says_the_start_was_cancelled_and_offers_start_a
     hub.create_user("ceci")
     agent = cluster.controllers["nodeagent"]
     agent.pull_seconds = 30.0  # a start that is still pulling when the stop comes
+    agent.pulled_images.clear()  # (an image an earlier test pulled would be "already present on machine")
     try:
         r = hub.spawn("ceci", {"profile": "jupyterlab-cpu"})
         assert r.status_code == 202, r.text
