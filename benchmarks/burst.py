@@ -83,7 +83,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the repository root: tests.support
 
 from tests.support.hubharness import Hub, config_pieces  # noqa: E402
-from workspacespawner.workspace import placement  # noqa: E402
+from workspacespawner.gpu import placement  # noqa: E402
 
 #: The singleuser server of both spawners: answers every request 200, binds the hub's port on the Pod's address.
 TINY_SERVER = textwrap.dedent(

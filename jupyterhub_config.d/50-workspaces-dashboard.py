@@ -4,7 +4,7 @@
 # config>`) and logs users in through its OAuth. Its settings go here, before
 # configure_hub(c), which makes the service, its custom scopes and the roles
 # (every user: their own; each team group: the team's; the service: the hub API).
-from workspacespawner.dashboard.traits import configure_hub
+from workspacespawner.dashboard.settings import configure_hub
 
 # Members of these JupyterHub groups see each other's workspaces and the Cluster view.
 c.WorkspacesDashboard.team_groups = []  # e.g. ["research"]

@@ -137,11 +137,11 @@ def database_url(request, tmp_path):
 
 @pytest.fixture
 def audit_log(tmp_path):
-    """An empty :class:`workspacespawner.workspace.audit.AuditLog` in a SQLite file of the test's own.
+    """An empty :class:`workspacespawner.lifecycle.audit.AuditLog` in a SQLite file of the test's own.
 
     tests/unit/test_audit.py runs the log itself on PostgreSQL as well.
     """
-    from workspacespawner.workspace.audit import AuditLog
+    from workspacespawner.lifecycle.audit import AuditLog
 
     log = AuditLog.from_url(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
     yield log

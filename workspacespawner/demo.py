@@ -382,7 +382,7 @@ c.KubeSpawner.start_timeout = 120
 c.KubeSpawner.http_timeout = 60
 # The Workspaces dashboard (/services/workspaces/), as jupyterhub_config.d/50-workspaces-dashboard.py makes it:
 # research's members see each other's workspaces; the Reports view counts research under Physics.
-from workspacespawner.dashboard.traits import configure_hub
+from workspacespawner.dashboard.settings import configure_hub
 c.WorkspacesDashboard.team_groups = ["research"]
 c.WorkspacesDashboard.departments = {{"Physics": ["research"]}}
 c.WorkspacesDashboard.port = {dashboard_port}

@@ -29,18 +29,18 @@ from workspacespawner.config.teampools import TeamGPUPools, TeamPool
 from workspacespawner.core.prometheus import PrometheusClient
 from workspacespawner.core.tasks import BackgroundTasks
 from workspacespawner.db.engine import DatabaseUnavailable
+from workspacespawner.gpu.capacity import GPUCapacity
 from workspacespawner.idle.activity import HubUsers
 from workspacespawner.idle.gpupass import IdlePass
 from workspacespawner.idle.settings import GPUIdle
 from workspacespawner.k8s.cachedkube import CachedKube
 from workspacespawner.k8s.kinds import NODE
+from workspacespawner.lifecycle.audit import AuditLog
+from workspacespawner.lifecycle.reconciler import ComputeReconciler
 from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.quota.hubapi import HubApiStopper
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.quota.service import QuotaService
-from workspacespawner.workspace.audit import AuditLog
-from workspacespawner.workspace.gpus import GPUCapacity
-from workspacespawner.workspace.reconciler import ComputeReconciler
 
 log = logging.getLogger("workspacespawner")
 

@@ -31,24 +31,24 @@ from workspacespawner import hubconfig, hubtasks, upstream, useroptions
 from workspacespawner.backends import codeserver, kinds
 from workspacespawner.backends.base import Backend, StartContext
 from workspacespawner.backends.container.hooks import PodHooks
-from workspacespawner.backends.vm.traits import VMTraits
+from workspacespawner.backends.vm.settings import VMTraits
 from workspacespawner.config.placement import PlacementTraits
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.config.workspace import IDE_ENV, KubeSpawnerGuards, WorkspaceTraits
 from workspacespawner.core.milestones import Milestone
+from workspacespawner.gpu.view import GPUView
 from workspacespawner.hubcompat import options_sent, raise_for_user
 from workspacespawner.k8s import events
+from workspacespawner.lifecycle import disks
+from workspacespawner.lifecycle.settings import LifecycleTraits
+from workspacespawner.lifecycle.tracker import LifecycleSettings, WorkspaceLifecycle
 from workspacespawner.quota.request import reserve_for
 from workspacespawner.services import hub_services
 from workspacespawner.spawnpage import form as spawnpage_form
 from workspacespawner.startprogress import StartSteps
 from workspacespawner.storage import home
 from workspacespawner.storage.prepare import PreparedTiers, prepare_tiers
-from workspacespawner.storage.traits import HomeTraits, StorageTraits
-from workspacespawner.workspace import disks
-from workspacespawner.workspace.gpuview import GPUView
-from workspacespawner.workspace.tracker import LifecycleSettings, WorkspaceLifecycle
-from workspacespawner.workspace.traits import LifecycleTraits
+from workspacespawner.storage.settings import HomeTraits, StorageTraits
 
 #: Bumped when the meaning of get_state() changes; load_state() reads older ones.
 STATE_VERSION = 1

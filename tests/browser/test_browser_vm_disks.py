@@ -30,7 +30,7 @@ from tests.support.paths import ARTIFACTS
 from workspacespawner.config.goldenimages import version_label
 from workspacespawner.core import names
 from workspacespawner.demo import GOLDEN_IMAGE
-from workspacespawner.workspace.rootdisk import root_disk_of
+from workspacespawner.vmdisk.rootdisk import root_disk_of
 
 pytestmark = [
     pytest.mark.browser,

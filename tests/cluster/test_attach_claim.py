@@ -1,4 +1,4 @@
-"""The attach claim (:mod:`workspacespawner.workspace.attach`) on the local cluster, without a hub.
+"""The attach claim (:mod:`workspacespawner.lifecycle.attach`) on the local cluster, without a hub.
 
 Covers: two servers of one user sharing a home claiming it at the same
 moment: exactly one holds it, the other is refused (409 ``disk-attached``)
@@ -20,15 +20,15 @@ import pytest
 
 from tests.support.invariants import assert_invariants, violations
 from tests.support.lifecycleenv import NS, make_home, start_pod, wait_async
-from workspacespawner.backends.container.status import ContainerStatus
+from workspacespawner.backends.container.podstatus import ContainerStatus
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import POD, PVC
-from workspacespawner.workspace import attach
-from workspacespawner.workspace.disks import DiskOps
-from workspacespawner.workspace.lifecycle import WorkspaceRef, rfc3339, utcnow
-from workspacespawner.workspace.tracker import LifecycleSettings, WorkspaceLifecycle
+from workspacespawner.lifecycle import attach
+from workspacespawner.lifecycle.disks import DiskOps
+from workspacespawner.lifecycle.phases import WorkspaceRef, rfc3339, utcnow
+from workspacespawner.lifecycle.tracker import LifecycleSettings, WorkspaceLifecycle
 
 USER = "Cleo.Claim@school.example"
 HOME = "home-cleo"

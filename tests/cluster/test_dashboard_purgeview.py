@@ -14,8 +14,8 @@ from datetime import UTC, datetime, timedelta
 from tests.support.lifecycleenv import NS, make_home, start_pod
 from workspacespawner.dashboard import purgeview
 from workspacespawner.k8s.kinds import PVC
-from workspacespawner.workspace import retention
-from workspacespawner.workspace.lifecycle import Phase, Status, WorkspaceRef
+from workspacespawner.lifecycle import retention
+from workspacespawner.lifecycle.phases import Phase, Status, WorkspaceRef
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)

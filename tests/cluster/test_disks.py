@@ -1,4 +1,4 @@
-"""Disk operations and their audit records (:mod:`workspacespawner.workspace.disks`, ``workspacespawner disk``).
+"""Disk operations and their audit records (:mod:`workspacespawner.lifecycle.disks`, ``workspacespawner disk``).
 
 Covers: which PVC is a workspace's home (pure: a restored home for the
 template's slot, a restore in progress, the latest retained one, never
@@ -33,10 +33,10 @@ from tests.support.lifecycleenv import (
 from workspacespawner.admin import disk as disk_command
 from workspacespawner.core import names
 from workspacespawner.k8s.kinds import POD, PVC, VOLUME_SNAPSHOT
+from workspacespawner.lifecycle import disks, phases
+from workspacespawner.lifecycle.audit import AuditLog
+from workspacespawner.lifecycle.phases import Phase, Status
 from workspacespawner.quota.config import WorkspaceQuota
-from workspacespawner.workspace import disks, lifecycle
-from workspacespawner.workspace.audit import AuditLog
-from workspacespawner.workspace.lifecycle import Phase, Status
 
 GI = 2**30
 T0 = datetime(2025, 6, 1, tzinfo=UTC)
@@ -185,7 +185,7 @@ async def test_snapshot_and_restore_only_while_stopped(kube_objects, cluster, au
     assert new_name != "home-ann" and new["spec"]["dataSource"] == {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "ann-monday"}
     assert await phase_label(kube_objects, "home-ann") == "Retained"
     replaced = Status.from_object(await kube_objects.get(PVC, NS, "home-ann"))
-    assert replaced.reason == lifecycle.REPLACED  # a newer home replaced it: the home page says so
+    assert replaced.reason == phases.REPLACED  # a newer home replaced it: the home page says so
     assert await phase_label(kube_objects, new_name) == "Stopped"
     old = Status.from_object(await kube_objects.get(PVC, NS, "home-ann"))
     assert old.retain_until == T0 + timedelta(days=7)

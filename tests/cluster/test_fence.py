@@ -1,4 +1,4 @@
-"""The one-active invariant before a container start, and the admin's fence (:mod:`workspacespawner.workspace.fence`).
+"""The one-active invariant before a container start, and the admin's fence (:mod:`workspacespawner.lifecycle.fence`).
 
 Covers, against the local cluster: a leaked Pod of the workspace itself
 (deleted gracefully, by its uid, and waited for, never a second Pod on the
@@ -31,9 +31,9 @@ from workspacespawner.admin import fence as fence_command
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s.kinds import POD, VIRTUAL_MACHINE, VMI
-from workspacespawner.workspace import fence, lifecycle
-from workspacespawner.workspace.audit import AuditLog
-from workspacespawner.workspace.lifecycle import Phase, WorkspaceRef
+from workspacespawner.lifecycle import fence, phases
+from workspacespawner.lifecycle.audit import AuditLog
+from workspacespawner.lifecycle.phases import Phase, WorkspaceRef
 
 USER = "fay"
 
@@ -157,7 +157,7 @@ async def test_pod_on_not_ready_node_refuses_start(kube_objects, cluster_thread)
 
     # what the spawner's hook records, and what the observation says after a hub restart
     ref = WorkspaceRef(namespace=NS, user_name=USER, home_pvc="home-fay", pod="jupyter-fay")
-    found = await lifecycle.reconcile(kube_objects, ref, kind_for(ref), None)
+    found = await phases.reconcile(kube_objects, ref, kind_for(ref), None)
     assert (found.phase, found.reason) == (Phase.DEGRADED, "node-unreachable")
     assert await phase_label(kube_objects, "home-fay") == "Degraded"
 
@@ -165,7 +165,7 @@ async def test_pod_on_not_ready_node_refuses_start(kube_objects, cluster_thread)
 async def test_fence_command_plans_then_force_deletes_and_audits(kube_objects, cluster_thread, audit_log):
     node = await _pod_on_lost_node(kube_objects, cluster_thread)
     ref = WorkspaceRef(namespace=NS, user_name=USER, home_pvc="home-fay", pod="jupyter-fay")
-    await lifecycle.reconcile(kube_objects, ref, kind_for(ref), None)
+    await phases.reconcile(kube_objects, ref, kind_for(ref), None)
     fencer = fence.Fencer(kube_objects, NS, audit=audit_log, actor="root")
     targets, kept = await fencer.plan(USER)
     assert [t["metadata"]["name"] for t in targets] == ["jupyter-fay"] and kept == []

@@ -1,4 +1,4 @@
-"""Publishing a stopped VM workspace's root disk as a golden image (:mod:`workspacespawner.workspace.goldenpublish`,
+"""Publishing a stopped VM workspace's root disk as a golden image (:mod:`workspacespawner.vmdisk.publish`,
 ``workspacespawner image publish``) on the local cluster, whose snapshots and CDI clones are emulated.
 
 Covers: the image-name check and the provenance (pure); by snapshot: a VolumeSnapshot of the root disk, ready, with
@@ -24,10 +24,10 @@ from workspacespawner.config.imagepublish import check_image_name
 from workspacespawner.core import names
 from workspacespawner.k8s.kinds import DATA_SOURCE, DATA_VOLUME, PVC, VIRTUAL_MACHINE, VMI, VOLUME_SNAPSHOT
 from workspacespawner.k8s.objects import pointer, ready_condition
-from workspacespawner.workspace import goldenpublish
-from workspacespawner.workspace.attach import Holder
-from workspacespawner.workspace.audit import AuditLog
-from workspacespawner.workspace.disks import DiskOpError, DiskOps, user_disk_bytes
+from workspacespawner.lifecycle.attach import Holder
+from workspacespawner.lifecycle.audit import AuditLog
+from workspacespawner.lifecycle.disks import DiskOpError, DiskOps, user_disk_bytes
+from workspacespawner.vmdisk import publish
 
 #: Storage, snapshots and CDI only: a VMI made by hand stays as it is (no virt-controller acts on it).
 DISKS_ONLY = pytest.mark.parametrize("cluster_thread", [{"controllers": ("storage", "protection", "snapshots", "cdi")}],
@@ -45,16 +45,16 @@ def test_image_names():
 
 def test_provenance_and_what_is_made_carry_no_owner_label():
     at = datetime(2026, 12, 4, 10, 0, tzinfo=UTC)
-    prov = goldenpublish.Provenance("teach", at, "ann", "gpu", NS, "ws-ann-gpu-root", "golden-images/ubuntu")
+    prov = publish.Provenance("teach", at, "ann", "gpu", NS, "ws-ann-gpu-root", "golden-images/ubuntu")
     pvc = {"metadata": {"name": "ws-ann-gpu-root", "namespace": NS},
            "spec": {"accessModes": ["ReadWriteOnce"], "volumeMode": "Block", "storageClassName": "ceph-rbd",
                     "resources": {"requests": {"storage": "2Gi"}}}}
-    snap = goldenpublish.make_golden_snapshot(name="golden-ml-1", pvc=pvc, provenance=prov, snapshot_class="rbd")
-    clone = goldenpublish.make_golden_clone(name="ml", namespace=GOLDEN_NS, pvc=pvc, provenance=prov)
+    snap = publish.make_golden_snapshot(name="golden-ml-1", pvc=pvc, provenance=prov, snapshot_class="rbd")
+    clone = publish.make_golden_clone(name="ml", namespace=GOLDEN_NS, pvc=pvc, provenance=prov)
     for made in (snap, clone):
         assert names.OWNER_LABEL not in made["metadata"]["labels"]
         assert names.MANAGED_BY_LABEL not in made["metadata"]["labels"]
-        assert goldenpublish.published_from(made) == {"by": "teach", "at": "2026-12-04T10:00:00Z", "user": "ann",
+        assert publish.published_from(made) == {"by": "teach", "at": "2026-12-04T10:00:00Z", "user": "ann",
                                                       "server": "gpu", "namespace": NS, "disk": "ws-ann-gpu-root",
                                                       "golden_image": "golden-images/ubuntu"}
     assert snap["spec"] == {"source": {"persistentVolumeClaimName": "ws-ann-gpu-root"}, "volumeSnapshotClassName": "rbd"}
@@ -95,7 +95,7 @@ async def test_publish_makes_a_golden_image_new_disks_clone_and_leaves_the_works
     cluster = cluster_thread.cluster
     ident = await make_stopped_vm(kube_objects, cluster, "ann", "gpu", COURSE)
     before = await _workspace_state(kube_objects, ident)
-    publisher = goldenpublish.GoldenPublisher(kube_objects, NS, GOLDEN_NS, audit=audit_log, actor="teach", mode=mode)
+    publisher = publish.GoldenPublisher(kube_objects, NS, GOLDEN_NS, audit=audit_log, actor="teach", mode=mode)
 
     done = await publisher.publish("ann", "gpu", "ml101.v1")
 
@@ -113,7 +113,7 @@ async def test_publish_makes_a_golden_image_new_disks_clone_and_leaves_the_works
         expected_source = {"pvc": {"namespace": GOLDEN_NS, "name": "ml101.v1"}}
     ds = await _ready(kube_objects, DATA_SOURCE, GOLDEN_NS, "ml101.v1", ready_condition)
     assert ds["spec"]["source"] == expected_source
-    assert goldenpublish.published_from(ds) | {"at": ""} == {"by": "teach", "at": "", "user": "ann", "server": "gpu",
+    assert publish.published_from(ds) | {"at": ""} == {"by": "teach", "at": "", "user": "ann", "server": "gpu",
                                                                "namespace": NS, "disk": ident.root_disk,
                                                                "golden_image": f"{GOLDEN_NS}/ubuntu"}
 
@@ -139,7 +139,7 @@ async def _nothing_published(kube) -> None:
 async def test_refusals_are_audited_and_make_nothing(cluster_thread, kube_objects, audit_log):
     base_image(cluster_thread)
     ident = await make_stopped_vm(kube_objects, cluster_thread.cluster, "ann")
-    publisher = goldenpublish.GoldenPublisher(kube_objects, NS, GOLDEN_NS, audit=audit_log, actor="root")
+    publisher = publish.GoldenPublisher(kube_objects, NS, GOLDEN_NS, audit=audit_log, actor="root")
 
     async def refused(user, image, reason, server=""):
         with pytest.raises(DiskOpError) as e:

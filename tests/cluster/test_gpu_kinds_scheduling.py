@@ -6,7 +6,7 @@ a replica of a time-sliced T4 or a V100 by its product land on the node
 that has them; once a kind is exhausted the next Pod is refused with
 kube-scheduler's words naming that resource (the embedded scheduler and the
 real kube-scheduler alike); and the product's own count of free GPUs
-(``workspacespawner.workspace.gpus.gpu_pools`` over the cluster's Nodes and
+(``workspacespawner.gpu.capacity.gpu_pools`` over the cluster's Nodes and
 Pods) agrees with what the scheduler placed and refused.
 """
 
@@ -18,7 +18,7 @@ from localcluster.controllers.scheduler import ECONOMY_NODES
 
 from tests.support import planes
 from tests.support.faultcases import wait_until
-from workspacespawner.workspace.gpus import gpu_pools, shortage
+from workspacespawner.gpu.capacity import gpu_pools, shortage
 
 NS = "default"
 A100 = "NVIDIA-A100-SXM4-80GB"

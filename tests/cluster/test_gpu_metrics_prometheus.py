@@ -7,7 +7,7 @@ nor counted twice by the scheduler); the node agent's dcgm-exporter-format
 to: the server Pod, or the VMI's virt-launcher Pod) and kubelet volume stats
 ``/kubelet/metrics`` (a claim's real usage), both scraped by Debian's
 Prometheus 2.42 on loopback (tests/support/prometheus.py); then
-:mod:`workspacespawner.dashboard.gpumetrics` reads the values a test set
+:mod:`workspacespawner.gpu.metrics` reads the values a test set
 and joins them to the right user, server and kind for the container and
 the VM, and :mod:`workspacespawner.dashboard.cluster` counts the node's
 GPUs (held once each) and flags the idle VM, not the busy container.
@@ -28,9 +28,9 @@ from localcluster.volumes import claim_path
 from localcluster import LocalCluster
 from tests.support.prometheus import Unavailable, running_prometheus
 from workspacespawner.core.names import OWNER_ANNOTATION, SERVER_ANNOTATION, owner_labels
+from workspacespawner.core.prometheus import PrometheusClient, PrometheusError
 from workspacespawner.dashboard.cluster import idle_workspaces, node_views
-from workspacespawner.dashboard.gpumetrics import read_gpu_metrics, read_volume_usage
-from workspacespawner.dashboard.prometheus import PrometheusClient, PrometheusError
+from workspacespawner.gpu.metrics import read_gpu_metrics, read_volume_usage
 from workspacespawner.idle.activity import read_idle_readings
 
 NS = "default"

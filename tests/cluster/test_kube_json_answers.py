@@ -15,9 +15,9 @@ import pytest
 from kubernetes_asyncio.client.rest import ApiException
 
 from workspacespawner.core import names
+from workspacespawner.k8s.apistatus import status_message
 from workspacespawner.k8s.kinds import NODE, PVC
 from workspacespawner.k8s.owned import core_accessors
-from workspacespawner.k8s.status import status_message
 
 
 def claim(name: str) -> dict:

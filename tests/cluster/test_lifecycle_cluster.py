@@ -31,8 +31,8 @@ from tests.support.lifecycleenv import (
 from workspacespawner.core import names
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE
-from workspacespawner.workspace import lifecycle
-from workspacespawner.workspace.lifecycle import Phase, Status, WorkspaceRef
+from workspacespawner.lifecycle import phases
+from workspacespawner.lifecycle.phases import Phase, Status, WorkspaceRef
 
 USER = "Rae.Start@school.example"
 HOME = "home-rae"
@@ -47,7 +47,7 @@ def annotation(obj: dict) -> dict:
 async def test_move_records_phase_on_every_persistent_object(kube_objects, cluster_thread):
     await make_home(kube_objects, USER, HOME)
     await make_root_and_vm(kube_objects, cluster_thread, USER, VM.vm)
-    new = await lifecycle.move(kube_objects, VM, Status(Phase.STOPPED), Phase.RETAINED, retain_until=lifecycle.utcnow())
+    new = await phases.move(kube_objects, VM, Status(Phase.STOPPED), Phase.RETAINED, retain_until=phases.utcnow())
     for kind, name in ((PVC, HOME), (DATA_VOLUME, VM.root_disk), (VIRTUAL_MACHINE, VM.vm)):
         obj = await kube_objects.get(kind, NS, name)
         assert obj["metadata"]["labels"][names.PHASE_LABEL] == "Retained"
@@ -60,17 +60,17 @@ async def test_foreign_pvc_is_never_written(kube_objects):
         "metadata": {"name": HOME},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
     })
-    await lifecycle.move(kube_objects, CONTAINER, Status(Phase.REQUESTED), Phase.PROVISIONING_DISK)
+    await phases.move(kube_objects, CONTAINER, Status(Phase.REQUESTED), Phase.PROVISIONING_DISK)
     foreign = await kube_objects.get(PVC, NS, HOME)
     assert not (foreign["metadata"].get("labels") or {}) and names.LIFECYCLE_ANNOTATION not in (foreign["metadata"].get("annotations") or {})
 
 
 async def test_expect_refuses_a_changed_phase(kube_objects):
     await make_home(kube_objects, USER, HOME)
-    retained = await lifecycle.move(kube_objects, CONTAINER, Status(Phase.STOPPED), Phase.RETAINED, retain_until=lifecycle.utcnow())
-    await lifecycle.move(kube_objects, CONTAINER, retained, Phase.STOPPED)  # reclaimed meanwhile
+    retained = await phases.move(kube_objects, CONTAINER, Status(Phase.STOPPED), Phase.RETAINED, retain_until=phases.utcnow())
+    await phases.move(kube_objects, CONTAINER, retained, Phase.STOPPED)  # reclaimed meanwhile
     with pytest.raises(NotOurs):
-        await lifecycle.move(kube_objects, CONTAINER, retained, Phase.DELETING_DISK, expect=Phase.RETAINED)
+        await phases.move(kube_objects, CONTAINER, retained, Phase.DELETING_DISK, expect=Phase.RETAINED)
     assert await phase_label(kube_objects, HOME) == "Stopped"
 
 
@@ -132,7 +132,7 @@ async def node_lost(kube, cluster_thread):
 
 async def retained(kube, cluster_thread):
     await make_home(kube, USER, HOME)
-    await lifecycle.move(kube, CONTAINER, Status(Phase.STOPPED), Phase.RETAINED, retain_until=lifecycle.utcnow())
+    await phases.move(kube, CONTAINER, Status(Phase.STOPPED), Phase.RETAINED, retain_until=phases.utcnow())
     return CONTAINER
 
 
@@ -160,7 +160,7 @@ RESTARTS = [
 @pytest.mark.parametrize("build, expected", RESTARTS, ids=[b.__name__ for b, _p in RESTARTS])
 async def test_restarted_hub_derives_the_phase(kube_objects, cluster_thread, build, expected, saved):
     ref = await build(kube_objects, cluster_thread)
-    derived = await lifecycle.reconcile(kube_objects, ref, kind_for(ref), saved)
+    derived = await phases.reconcile(kube_objects, ref, kind_for(ref), saved)
     if build is nothing:  # no object to record on; a hub that remembers a workspace whose disks vanished says so
         assert (derived.phase, derived.reason) == ((Phase.REQUESTED, "") if saved is None else (Phase.DEGRADED, "disk-missing"))
         return
@@ -168,7 +168,7 @@ async def test_restarted_hub_derives_the_phase(kube_objects, cluster_thread, bui
     if expected == Phase.DEGRADED:
         assert derived.reason == "node-unreachable" and "fence" in derived.message
     home = await kube_objects.get(PVC, NS, HOME)
-    again = await lifecycle.reconcile(kube_objects, ref, kind_for(ref), None)  # a second restart agrees
+    again = await phases.reconcile(kube_objects, ref, kind_for(ref), None)  # a second restart agrees
     assert again.phase == expected
     if expected in (Phase.STARTING, Phase.RUNNING, Phase.STOPPING):  # the compute shows it: never written
         assert (home["metadata"].get("labels") or {}).get(names.PHASE_LABEL) not in ("Starting", "Running", "Stopping")

@@ -1,4 +1,4 @@
-"""Rebuilding a VM workspace's root disk (:mod:`workspacespawner.workspace.rebuild`, ``workspacespawner disk rebuild``).
+"""Rebuilding a VM workspace's root disk (:mod:`workspacespawner.vmdisk.rebuild`, ``workspacespawner disk rebuild``).
 
 Covers, against the local cluster: a rebuild of a stopped workspace (a new
 DataVolume cloned from the chosen golden image and Succeeded, with the
@@ -30,16 +30,16 @@ from localcluster.volumes import claim_path
 from tests.support.lifecycleenv import NS, admin_command_args, make_home, start_pod, wait_async, with_kube
 from workspacespawner.admin import disk as disk_command
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, make_root_datavolume, make_virtual_machine
-from workspacespawner.backends.vm.rootdisk import current_root_disk, slot_disks
+from workspacespawner.backends.vm.rootlookup import current_root_disk, slot_disks
 from workspacespawner.core import names
 from workspacespawner.k8s.kinds import DATA_VOLUME, PVC, VIRTUAL_MACHINE, VMI
-from workspacespawner.workspace import lifecycle, retention
-from workspacespawner.workspace.attach import Holder, holder_of
-from workspacespawner.workspace.audit import AuditLog
-from workspacespawner.workspace.disks import DiskOpError, DiskOps, user_disk_bytes
-from workspacespawner.workspace.lifecycle import Phase, Status
-from workspacespawner.workspace.rebuild import rebuild
-from workspacespawner.workspace.rootdisk import repoint_operations, root_disk_of
+from workspacespawner.lifecycle import phases, retention
+from workspacespawner.lifecycle.attach import Holder, holder_of
+from workspacespawner.lifecycle.audit import AuditLog
+from workspacespawner.lifecycle.disks import DiskOpError, DiskOps, user_disk_bytes
+from workspacespawner.lifecycle.phases import Phase, Status
+from workspacespawner.vmdisk.rebuild import rebuild
+from workspacespawner.vmdisk.rootdisk import repoint_operations, root_disk_of
 
 GI = 2**30
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -64,8 +64,8 @@ async def vm_workspace(kube, cluster_thread, user: str, server: str = "") -> VMI
     ident = identity(user, server)
     await make_home(kube, user)
     stopped = Status(Phase.STOPPED, since=T0 - timedelta(days=3), server=server)
-    await kube.create(DATA_VOLUME, NS, lifecycle.made_in(make_root_datavolume(ident=ident, settings=SETTINGS), stopped))
-    await kube.create(VIRTUAL_MACHINE, NS, lifecycle.made_in(make_virtual_machine(ident=ident, settings=SETTINGS), stopped))
+    await kube.create(DATA_VOLUME, NS, phases.made_in(make_root_datavolume(ident=ident, settings=SETTINGS), stopped))
+    await kube.create(VIRTUAL_MACHINE, NS, phases.made_in(make_virtual_machine(ident=ident, settings=SETTINGS), stopped))
     await succeeded(kube, ident.root_disk)
     return ident
 
@@ -124,7 +124,7 @@ async def test_rebuild_of_a_stopped_workspace(kube_objects, cluster_thread, clus
 
     old = await kube.get(DATA_VOLUME, NS, "ws-ann-root")
     assert phase(old).phase == Phase.RETAINED and phase(old).retain_until == T0 + timedelta(days=7)
-    assert phase(old).reason == lifecycle.REPLACED  # the home page says a newer disk replaced it, not "start again"
+    assert phase(old).reason == phases.REPLACED  # the home page says a newer disk replaced it, not "start again"
     assert phase(new).phase == Phase.STOPPED
     assert holder_of(old) is None and holder_of(new) is None
     assert (claim_path(cluster, NS, "ws-ann-root") / "opt/note").read_text() == "installed by ann\n"  # kept as it was

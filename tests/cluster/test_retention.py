@@ -1,4 +1,4 @@
-"""Retention instead of deletion, and the purge (:mod:`workspacespawner.workspace.retention`, ``workspacespawner retention``).
+"""Retention instead of deletion, and the purge (:mod:`workspacespawner.lifecycle.retention`, ``workspacespawner retention``).
 
 Covers, with the clock moved forward by hand (``now``): ``select_purgeable``
 on plain objects (before and after retain-until, a disk in use by a running
@@ -32,8 +32,8 @@ from workspacespawner.admin import retention as retention_command
 from workspacespawner.core import names
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, PVC, SECRET, SERVICE, VIRTUAL_MACHINE
-from workspacespawner.workspace import lifecycle, retention
-from workspacespawner.workspace.lifecycle import Phase, Status, WorkspaceRef
+from workspacespawner.lifecycle import phases, retention
+from workspacespawner.lifecycle.phases import Phase, Status, WorkspaceRef
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -180,10 +180,10 @@ async def test_reclaim_gives_disks_back_and_loses_to_the_purge_cleanly(kube_obje
     assert await retention.reclaim(kube_objects, workspace) is None  # nothing retained any more
 
     retained = await retention.retain(kube_objects, workspace, back, days=0, now=NOW)
-    await lifecycle.move(kube_objects, workspace, retained, Phase.DELETING_DISK, expect=Phase.RETAINED)  # the purge got there first
+    await phases.move(kube_objects, workspace, retained, Phase.DELETING_DISK, expect=Phase.RETAINED)  # the purge got there first
     assert await retention.reclaim(kube_objects, workspace) is None
     with pytest.raises(NotOurs):
-        await lifecycle.move(kube_objects, workspace, retained, Phase.STOPPED, expect=Phase.RETAINED)
+        await phases.move(kube_objects, workspace, retained, Phase.STOPPED, expect=Phase.RETAINED)
 
 
 def test_retention_command(cluster, cluster_thread, tmp_path, capsys):

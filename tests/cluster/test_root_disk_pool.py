@@ -35,16 +35,16 @@ from tests.cluster.test_vm_workspace import (
 from tests.support.invariants import violations
 from workspacespawner.backends.vm.manifests import VMIdentity
 from workspacespawner.backends.vm.pool import POOL_SELECTOR, RootDiskPoolKeeper, claim_operations, shape_for
-from workspacespawner.backends.vm.rootdisk import current_root_disk
+from workspacespawner.backends.vm.rootlookup import current_root_disk
 from workspacespawner.backends.vm.workspace import cached_vm_and_disks
 from workspacespawner.config.rootdiskpool import PoolEntry
 from workspacespawner.core import names
 from workspacespawner.k8s.cachedkube import CachedKube
 from workspacespawner.k8s.kinds import DATA_VOLUME
-from workspacespawner.workspace.disks import user_disk_bytes
-from workspacespawner.workspace.lifecycle import Phase, Status
-from workspacespawner.workspace.retention import Purger
-from workspacespawner.workspace.rootdisk import root_disk_of
+from workspacespawner.lifecycle.disks import user_disk_bytes
+from workspacespawner.lifecycle.phases import Phase, Status
+from workspacespawner.lifecycle.retention import Purger
+from workspacespawner.vmdisk.rootdisk import root_disk_of
 
 __all__ = ["kube"]  # the fixture, shared with test_vm_workspace
 
@@ -102,7 +102,7 @@ async def test_the_keeper_fills_the_pool_with_disks_of_nobody(kube, audit_log):
 
 
 def keeper_now_plus_years():
-    from workspacespawner.workspace.lifecycle import utcnow
+    from workspacespawner.lifecycle.phases import utcnow
 
     return utcnow().replace(year=utcnow().year + 5)
 

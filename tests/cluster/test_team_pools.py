@@ -22,7 +22,7 @@ from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.teampools import TeamGPUPools
 from workspacespawner.core import names
 from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
-from workspacespawner.workspace.placement import apply, placement
+from workspacespawner.gpu.placement import apply, placement
 
 POOL_LABEL = "example.org/team-pool"
 VISION_TAINT = {"key": POOL_LABEL, "value": "vision", "effect": "NoSchedule"}

@@ -1,4 +1,4 @@
-"""A workspace's lifecycle driven by :class:`~workspacespawner.workspace.tracker.WorkspaceLifecycle`, without a hub.
+"""A workspace's lifecycle driven by :class:`~workspacespawner.lifecycle.tracker.WorkspaceLifecycle`, without a hub.
 
 Covers: the moves a spawner makes for one container workspace on the local
 cluster (before_start → disks_ready → running → stopping → stopped →
@@ -13,10 +13,10 @@ from __future__ import annotations
 import pytest
 
 from tests.support.lifecycleenv import NS, make_home, phase_label, start_pod
-from workspacespawner.backends.container.status import ContainerStatus
+from workspacespawner.backends.container.podstatus import ContainerStatus
 from workspacespawner.core.errors import WorkspaceError
-from workspacespawner.workspace.lifecycle import Phase, WorkspaceRef
-from workspacespawner.workspace.tracker import LifecycleSettings, WorkspaceLifecycle
+from workspacespawner.lifecycle.phases import Phase, WorkspaceRef
+from workspacespawner.lifecycle.tracker import LifecycleSettings, WorkspaceLifecycle
 
 USER = "Tia.Track@school.example"
 HOME = "home-tia"

@@ -21,8 +21,8 @@ from localcluster.testing import wait_for
 
 from localcluster import LocalCluster
 from workspacespawner.core import names
+from workspacespawner.gpu.capacity import gpu_pools
 from workspacespawner.k8s.objects import holders
-from workspacespawner.workspace.gpus import gpu_pools
 
 PODS = ("", "v1", "pods")
 PVCS = ("", "v1", "persistentvolumeclaims")

@@ -540,14 +540,14 @@ async def test_a_start_retried_while_the_vm_boots_is_progress(kube):
 
 
 async def test_the_next_start_after_a_rebuild_boots_the_new_root_disk(kube):
-    """A rebuild (:mod:`workspacespawner.workspace.rebuild`) between two starts: the start finds the new disk through
+    """A rebuild (:mod:`workspacespawner.vmdisk.rebuild`) between two starts: the start finds the new disk through
     the VM (as the backend does) and the guest boots from it; the old disk keeps its boots."""
     from dataclasses import replace
 
-    from workspacespawner.backends.vm.rootdisk import current_root_disk
+    from workspacespawner.backends.vm.rootlookup import current_root_disk
     from workspacespawner.k8s.api import Kube
-    from workspacespawner.workspace.disks import DiskOps
-    from workspacespawner.workspace.rebuild import rebuild
+    from workspacespawner.lifecycle.disks import DiskOps
+    from workspacespawner.vmdisk.rebuild import rebuild
 
     thread, custom_api, core_api = kube
     ws = workspace(kube)

@@ -28,9 +28,9 @@ from tests.support.paths import REPO
 from workspacespawner.config.goldenimages import parse_image_name
 from workspacespawner.core import names
 from workspacespawner.demo import GOLDEN_IMAGE
+from workspacespawner.lifecycle.audit import AuditLog
 from workspacespawner.quota import policy
 from workspacespawner.quota.ledger import Ledger
-from workspacespawner.workspace.audit import AuditLog
 
 
 class DashboardHub(Hub):
@@ -42,7 +42,7 @@ class DashboardHub(Hub):
         super().__init__(*args, **kwargs)
 
     def _base_config(self) -> str:
-        return (super()._base_config() + "from workspacespawner.dashboard.traits import configure_hub\n"
+        return (super()._base_config() + "from workspacespawner.dashboard.settings import configure_hub\n"
                 + f"c.WorkspacesDashboard.port = {self.dashboard_port}\nconfigure_hub(c)\n")
 
     def service_url(self, path: str = "") -> str:
@@ -344,8 +344,8 @@ def test_rebuilding_the_system_disk_of_her_stopped_vm(hub, cluster, ledger_url):
         make_root_datavolume,
         make_virtual_machine,
     )
-    from workspacespawner.workspace.lifecycle import Phase, Status, made_in
-    from workspacespawner.workspace.rootdisk import root_disk_of
+    from workspacespawner.lifecycle.phases import Phase, Status, made_in
+    from workspacespawner.vmdisk.rootdisk import root_disk_of
 
     ident = VMIdentity.for_workspace(namespace="default", user_name="alice", kubespawner_username="alice",
                                      base_name="ws-alice--desk", home_pvc="home-alice", server_name="desk")

@@ -26,10 +26,10 @@ from tests.hub.test_dashboard_hub import DashboardHub, dashboard_config, token_o
 from tests.support import planes
 from tests.support.hubharness import core_and_custom, free_port, login
 from workspacespawner.core import names
+from workspacespawner.lifecycle.audit import AuditLog
 from workspacespawner.quota import policy
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.quota.policy import Reservation
-from workspacespawner.workspace.audit import AuditLog
 
 GROUPS = {"physics": ("alice", "bob"), "research": ("bob", "carol", "lead")}
 #: user -> (GPUs, hours) of one closed run this month

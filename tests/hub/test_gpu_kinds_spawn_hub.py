@@ -3,7 +3,7 @@
 Covers: a profile asking for a MIG slice (``nvidia.com/mig-3g.40gb``) starts
 and its Pod lands on the MIG node; with the one such slice held, a second
 start is refused quickly with the sentence of
-``workspacespawner.workspace.gpus.shortage`` (the scheduler's own words in
+``workspacespawner.gpu.capacity.shortage`` (the scheduler's own words in
 the hub's log); a profile asking for a time-sliced T4 replica by its
 ``-SHARED`` product starts on the T4 node.
 """

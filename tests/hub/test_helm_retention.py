@@ -31,10 +31,10 @@ from workspacespawner.admin import retention as retention_command
 from workspacespawner.admin.common import namespace_of
 from workspacespawner.core import names
 from workspacespawner.k8s.kinds import SECRET, SERVICE
+from workspacespawner.lifecycle import retention
+from workspacespawner.lifecycle.phases import Phase, Status, WorkspaceRef
 from workspacespawner.quota.cli import load_hub_config
 from workspacespawner.quota.config import WorkspaceQuota
-from workspacespawner.workspace import retention
-from workspacespawner.workspace.lifecycle import Phase, Status, WorkspaceRef
 
 #: Rules the scenario does not reach: (group, resource, verb) -> why they are granted.
 NOT_EXERCISED = {

@@ -328,7 +328,7 @@ def test_the_workspaces_dashboard_is_the_config_pieces():
     """The chart's hub runs the Workspaces dashboard as jupyterhub_config.d/50-workspaces-dashboard.py makes it, from
     hub.config.WorkspacesDashboard: the managed service at http://hub:10101, its custom scopes, every user's own
     scopes, the service's role and one role per team group."""
-    from workspacespawner.dashboard.traits import dashboard_settings, roles, user_scopes
+    from workspacespawner.dashboard.settings import dashboard_settings, roles, user_scopes
 
     c = z2jh_config(without_config_files(our_values()), secrets=SECRETS)
     settings = dashboard_settings(c)
@@ -346,7 +346,7 @@ def test_the_workspaces_dashboard_is_the_config_pieces():
 def test_the_prometheus_url_is_a_value_and_its_example_works():
     """hub.config.GPUIdle.prometheus_url is in the values (null: no Prometheus), and the commented
     kube-prometheus-stack example, set there, is the URL the idle-GPU pass and the dashboard both ask."""
-    from workspacespawner.dashboard.traits import dashboard_settings
+    from workspacespawner.dashboard.settings import dashboard_settings
     from workspacespawner.idle.settings import GPUIdle
 
     values = without_config_files(our_values())

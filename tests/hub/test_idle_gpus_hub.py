@@ -21,9 +21,9 @@ from tests.support.chartvalues import our_values, z2jh_config
 from tests.support.hubharness import CONFIG_D, Hub, home_phase, login
 from tests.support.paths import REPO
 from workspacespawner.idle.settings import GPUIdle
+from workspacespawner.lifecycle.audit import AuditLog
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.quota.policy import CLOSED
-from workspacespawner.workspace.audit import AuditLog
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from tests.support.hubharness import CONFIG_D, Hub
 from tests.support.lifecycleenv import pod_manifest
 from workspacespawner.admin import fence as fence_command
 from workspacespawner.core import names
-from workspacespawner.workspace.audit import AuditLog
+from workspacespawner.lifecycle.audit import AuditLog
 
 LIFECYCLE_CONFIG = """
 c.JupyterHub.allow_named_servers = True

@@ -28,8 +28,8 @@ from tests.support.invariants import assert_invariants
 from workspacespawner.admin import disk
 from workspacespawner.core import names
 from workspacespawner.demo import GOLDEN_IMAGE
-from workspacespawner.workspace.audit import AuditLog
-from workspacespawner.workspace.rootdisk import root_disk_of
+from workspacespawner.lifecycle.audit import AuditLog
+from workspacespawner.vmdisk.rootdisk import root_disk_of
 
 DV = ("cdi.kubevirt.io", "v1beta1", "default", "datavolumes")
 

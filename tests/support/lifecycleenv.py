@@ -152,7 +152,7 @@ def admin_command_args(tmp_path, cluster, settings: str = "") -> tuple[list[str]
 
 def kind_for(ref):
     """The backend's KindStatus of ``ref``'s workspace kind (what a spawner's backend passes to the lifecycle)."""
-    from workspacespawner.backends.container.status import ContainerStatus
-    from workspacespawner.backends.vm.status import VMKindStatus
+    from workspacespawner.backends.container.podstatus import ContainerStatus
+    from workspacespawner.backends.vm.vmstatus import VMKindStatus
 
     return VMKindStatus() if ref.is_vm else ContainerStatus()

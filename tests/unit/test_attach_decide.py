@@ -1,4 +1,4 @@
-"""The attach claim's pure parts (:mod:`workspacespawner.workspace.attach`): the decision and the recorded shape.
+"""The attach claim's pure parts (:mod:`workspacespawner.lifecycle.attach`): the decision and the recorded shape.
 
 Covers: a free disk and one already ours are taken; another server's claim
 refuses while its compute lives (``in-use``) and while it is younger than
@@ -12,8 +12,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from workspacespawner.core import names
-from workspacespawner.workspace.attach import Holder, Verdict, already_held, claim_annotation, decide, me_of, refusal
-from workspacespawner.workspace.lifecycle import WorkspaceRef
+from workspacespawner.lifecycle.attach import Holder, Verdict, already_held, claim_annotation, decide, me_of, refusal
+from workspacespawner.lifecycle.phases import WorkspaceRef
 
 NOW = datetime(2026, 12, 1, 23, 50, tzinfo=UTC)
 ME = Holder("ann/work", "Pod", "jupyter-ann--work", NOW)

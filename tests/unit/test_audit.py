@@ -1,4 +1,4 @@
-"""The audit trail (:mod:`workspacespawner.workspace.audit`) and ``workspacespawner audit``.
+"""The audit trail (:mod:`workspacespawner.lifecycle.audit`) and ``workspacespawner audit``.
 
 Covers: records written and read back (JSON before/after, aware UTC times),
 filters by user, time and action; an unknown action refused; the audit
@@ -21,8 +21,8 @@ from tests.support.migrations import at_revision
 from workspacespawner.admin import audit as audit_command
 from workspacespawner.db.migrate import head_revision
 from workspacespawner.db.migrations import AUDIT_TABLE, RUNS_TABLE
+from workspacespawner.lifecycle.audit import AuditLog
 from workspacespawner.quota.ledger import Ledger
-from workspacespawner.workspace.audit import AuditLog
 
 T0 = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 

@@ -6,7 +6,7 @@ from traitlets import TraitError
 from traitlets.config import Config
 
 from workspacespawner.dashboard.access import Viewer, grant_of
-from workspacespawner.dashboard.traits import WorkspacesDashboard, oauth_scopes, roles, user_scopes
+from workspacespawner.dashboard.settings import WorkspacesDashboard, oauth_scopes, roles, user_scopes
 
 MEMBERS = {"research": {"researcher", "lead"}, "students": {"alice", "bob"}}
 

@@ -17,7 +17,7 @@ import pytest
 
 from workspacespawner.dashboard import auditview
 from workspacespawner.dashboard.auditview import AuditFilters, FilterError
-from workspacespawner.workspace.audit import AuditLog
+from workspacespawner.lifecycle.audit import AuditLog
 
 T0 = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)
 

@@ -22,11 +22,10 @@ import pytest
 from localcluster.controllers.gpumetrics import DeviceAssignments
 
 from workspacespawner.core.names import OWNER_ANNOTATION, SERVER_ANNOTATION, owner_labels
+from workspacespawner.core.prometheus import PrometheusClient, Sample
 from workspacespawner.dashboard.cluster import card_hour_trend, idle_workspaces, node_views, pool_views, top_users
-from workspacespawner.dashboard.gpumetrics import FB_USED, POWER, UTIL, holders, join_gpus, join_volumes
-from workspacespawner.dashboard.prometheus import PrometheusClient, Sample
+from workspacespawner.gpu.metrics import ENGINE_ACTIVE, FB_USED, POWER, UTIL, holders, join_gpus, join_volumes
 from workspacespawner.quota.policy import OPEN, Run, card_hours
-from workspacespawner.workspace.gpumetrics import ENGINE_ACTIVE
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 POOL = "example.org/pool"

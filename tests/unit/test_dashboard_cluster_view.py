@@ -20,9 +20,9 @@ from tests.unit.test_dashboard_cluster import NOW, POOL, launcher, node, pod, po
 from workspacespawner.dashboard.access import Grant, Viewer
 from workspacespawner.dashboard.app import templates
 from workspacespawner.dashboard.cluster import idle_workspaces, node_views, pool_views, top_users
-from workspacespawner.dashboard.gpumetrics import UTIL, join_gpus
-from workspacespawner.dashboard.traits import dashboard_settings
+from workspacespawner.dashboard.settings import dashboard_settings
 from workspacespawner.dashboard.views.cluster import ClusterReadings, cluster_data, sparkline_top, sparklines
+from workspacespawner.gpu.metrics import UTIL, join_gpus
 
 ADMIN = Viewer("root", admin=True)
 LEAD = Viewer("lea", groups=frozenset({"lab"}), read=Grant(groups=frozenset({"lab"})), cluster=True,

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from workspacespawner.core import names
 from workspacespawner.dashboard import purgeview
-from workspacespawner.workspace.lifecycle import Phase, Status
+from workspacespawner.lifecycle.phases import Phase, Status
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)

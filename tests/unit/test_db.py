@@ -36,12 +36,12 @@ from workspacespawner.db import (
     upgrade,
 )
 from workspacespawner.db.migrations import AUDIT_TABLE, RUNS_TABLE, USERS_TABLE, VERSION_TABLE
+from workspacespawner.lifecycle.audit import AuditLog
 from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.quota.ledger import Ledger, LedgerUnavailable
 from workspacespawner.quota.policy import Request
 from workspacespawner.quota.service import QuotaService
 from workspacespawner.services import HubServices
-from workspacespawner.workspace.audit import AuditLog
 
 REQUEST = dict(actor="root", user="ann", disk="home-ann", action="expand", before=None, after=None, result="ok")
 
@@ -256,7 +256,7 @@ def test_the_db_package_stands_on_its_own():
         "import sys, workspacespawner.db as db;"
         "db.upgrade(db.make_engine('sqlite://'));"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('kubespawner', 'jupyterhub')"
-        " or m.startswith(('workspacespawner.quota', 'workspacespawner.workspace')));"
+        " or m.startswith(('workspacespawner.quota', 'workspacespawner.lifecycle', 'workspacespawner.vmdisk', 'workspacespawner.gpu')));"
         "print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

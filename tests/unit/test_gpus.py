@@ -1,10 +1,10 @@
-"""Free GPUs by type (workspacespawner.workspace.gpus): what the spawn form and a refusal for want of GPUs say."""
+"""Free GPUs by type (workspacespawner.gpu.capacity): what the spawn form and a refusal for want of GPUs say."""
 
 from __future__ import annotations
 
 import asyncio
 
-from workspacespawner.workspace.gpus import GPUCapacity, GPUPool, gpu_pools, gpus_held, pool_for, shortage
+from workspacespawner.gpu.capacity import GPUCapacity, GPUPool, gpu_pools, gpus_held, pool_for, shortage
 
 A100 = "NVIDIA-A100-SXM4-80GB"
 

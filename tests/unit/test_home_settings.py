@@ -27,8 +27,8 @@ from workspacespawner.config import traittypes
 from workspacespawner.core import names
 from workspacespawner.storage import home
 from workspacespawner.storage.prepare import PreparedTiers
-from workspacespawner.storage.settings import home_mount_default, kubespawner_home_volumes
 from workspacespawner.storage.tiers import StorageSettings
+from workspacespawner.storage.values import home_mount_default, kubespawner_home_volumes
 
 #: zero-to-jupyterhub values that set every home setting (merged over the chart's defaults: storage type dynamic).
 Z2JH_STORAGE = {

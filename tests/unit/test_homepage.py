@@ -16,9 +16,9 @@ from workspacespawner.homepage.model import (
     server_phase,
     server_row,
 )
+from workspacespawner.lifecycle.phases import REPLACED, Phase, Status
 from workspacespawner.quota.policy import CLOSED, OPEN, Limits, Run, month_bounds, usage_from_runs
 from workspacespawner.quota.service import MonthBalance
-from workspacespawner.workspace.lifecycle import REPLACED, Phase, Status
 
 NOW = datetime(2026, 12, 10, 12, tzinfo=UTC)
 A100 = "NVIDIA-A100-SXM4-80GB"

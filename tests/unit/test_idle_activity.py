@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 
 from tests.unit.test_idle_pass import pod, vmi
 from workspacespawner.core.prometheus import Sample
+from workspacespawner.gpu.metrics import UTIL, join_gpus
 from workspacespawner.idle import serverext
 from workspacespawner.idle.activity import gpu_servers, gpu_servers_held, hub_view, utilisation_by_server
 from workspacespawner.k8s.objects import counted_once
-from workspacespawner.workspace.gpumetrics import UTIL, join_gpus
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 

@@ -32,13 +32,13 @@ from workspacespawner.idle.activity import HubUsers
 from workspacespawner.idle.gpupass import IdlePass
 from workspacespawner.idle.notices import IdleNotices
 from workspacespawner.idle.settings import GPUIdle
+from workspacespawner.lifecycle.audit import AuditLog
 from workspacespawner.quota import policy
 from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.quota.hubapi import HubApiStopper
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.quota.policy import Request
 from workspacespawner.quota.service import QuotaService
-from workspacespawner.workspace.audit import AuditLog
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)

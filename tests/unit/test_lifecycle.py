@@ -1,4 +1,4 @@
-"""The lifecycle's rules, without a cluster (:mod:`workspacespawner.workspace.lifecycle`).
+"""The lifecycle's rules, without a cluster (:mod:`workspacespawner.lifecycle.phases`).
 
 Covers: every one of the 81 (before, after) pairs of phases, allowed or
 forbidden, against the table written here from the design (an illegal move
@@ -19,11 +19,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from workspacespawner.backends.container.status import ContainerStatus
-from workspacespawner.backends.vm.status import VMKindStatus
+from workspacespawner.backends.container.podstatus import ContainerStatus
+from workspacespawner.backends.vm.vmstatus import VMKindStatus
 from workspacespawner.core import names
 from workspacespawner.k8s.api import NotOurs
-from workspacespawner.workspace.lifecycle import (
+from workspacespawner.lifecycle.phases import (
     IllegalTransition,
     Observed,
     Phase,
@@ -34,7 +34,7 @@ from workspacespawner.workspace.lifecycle import (
     derive_phase,
     move,
 )
-from workspacespawner.workspace.stopreasons import StopReasons
+from workspacespawner.lifecycle.stopreasons import StopReasons
 
 P = Phase
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""The lifecycle settings and a workspace's recorded phase, without a hub (:mod:`workspacespawner.workspace.traits`, ``.tracker``).
+"""The lifecycle settings and a workspace's recorded phase, without a hub (:mod:`workspacespawner.lifecycle.settings`, ``.tracker``).
 
 Covers: the settings as the hub and the admin commands read them
 (``c.WorkspaceSpawner.*``, checked: an unknown reclaim policy, a disk limit
@@ -14,10 +14,10 @@ from traitlets import TraitError
 from traitlets.config import Config
 
 from workspacespawner.admin.common import lifecycle_settings
-from workspacespawner.backends.container.status import ContainerStatus
+from workspacespawner.backends.container.podstatus import ContainerStatus
+from workspacespawner.lifecycle.phases import Phase, Status
+from workspacespawner.lifecycle.tracker import LifecycleSettings, WorkspaceLifecycle
 from workspacespawner.storage.home import home_is_shared
-from workspacespawner.workspace.lifecycle import Phase, Status
-from workspacespawner.workspace.tracker import LifecycleSettings, WorkspaceLifecycle
 
 
 def test_settings_from_the_hub_config():

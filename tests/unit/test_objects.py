@@ -12,7 +12,7 @@ decoded and compared as the parsed cloud-config document
 and from a host path, the scratch notice init container
 (:mod:`workspacespawner.storage.tiers`); a VolumeSnapshot of a home and of a
 root disk, and a home restored from a snapshot
-(:mod:`workspacespawner.workspace.disks`); a quota Event
+(:mod:`workspacespawner.lifecycle.disks`); a quota Event
 (:mod:`workspacespawner.quota.events`); ``vm_update_body`` for a changed
 spec, changed labels only, an optional template field to drop, nothing
 changed (None), and ``status`` left out while ``resourceVersion`` stays.
@@ -44,6 +44,8 @@ from workspacespawner.backends.vm.manifests import (
     singleuser_command,
     vm_update_body,
 )
+from workspacespawner.lifecycle.disks import make_restored_pvc, make_volume_snapshot, shown_phase
+from workspacespawner.lifecycle.phases import Phase, Status
 from workspacespawner.quota import events
 from workspacespawner.storage.home import home_volume, home_volume_mount, make_home_pvc
 from workspacespawner.storage.tiers import (
@@ -55,8 +57,6 @@ from workspacespawner.storage.tiers import (
     scratch_notice_init_container,
     scratch_volume,
 )
-from workspacespawner.workspace.disks import make_restored_pvc, make_volume_snapshot, shown_phase
-from workspacespawner.workspace.lifecycle import Phase, Status
 
 USER = "Ann.O'Brien@school.example"
 #: kubespawner's slug of USER (an input: the ``hub.jupyter.org/username`` label value).

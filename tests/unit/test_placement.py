@@ -19,8 +19,8 @@ from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, make_
 from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.teampools import TeamGPUPools
 from workspacespawner.core import names
+from workspacespawner.gpu.placement import apply, cheaper_first, placement, prefers_sentence
 from workspacespawner.k8s.models import to_model
-from workspacespawner.workspace.placement import apply, cheaper_first, placement, prefers_sentence
 
 LABEL = "example.org/team-pool"
 POOLS = TeamGPUPools(pools={

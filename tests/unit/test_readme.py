@@ -44,7 +44,7 @@ async def test_the_safe_name_example_is_what_the_spawner_names(kube_env, tmp_pat
 
 def test_prerequisites_name_the_feature_gate_of_the_default_vm_home():
     from workspacespawner.backends.vm.manifests import VIRTIOFS_FEATURE_GATE
-    from workspacespawner.backends.vm.traits import VMTraits
+    from workspacespawner.backends.vm.settings import VMTraits
 
     text = OPERATOR.read_text()
     prerequisites = text[text.index("## Prerequisites"):text.index("## Install")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from workspacespawner.workspace.reconciler import ComputeReconciler, classify
+from workspacespawner.lifecycle.reconciler import ComputeReconciler, classify
 
 
 def pod(user: str | None, server: str = "", uid: str = "u1") -> dict:

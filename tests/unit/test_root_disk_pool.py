@@ -24,7 +24,7 @@ from workspacespawner.backends.vm.pool import (
 )
 from workspacespawner.config.rootdiskpool import PoolEntry, PoolShape, RootDiskPool
 from workspacespawner.core import names
-from workspacespawner.workspace.lifecycle import Phase, Status
+from workspacespawner.lifecycle.phases import Phase, Status
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 DEFAULTS = PoolShape("", "golden-images", "40Gi", "ceph-rbd", "Block")

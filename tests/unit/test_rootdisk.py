@@ -1,4 +1,4 @@
-"""The pure parts of a VM root disk (:mod:`workspacespawner.workspace.rootdisk`): which DataVolume a VM boots from, the
+"""The pure parts of a VM root disk (:mod:`workspacespawner.vmdisk.rootdisk`): which DataVolume a VM boots from, the
 golden image a disk was cloned from, and a rebuilt disk's manifest (like a start's, valid against CDI's schema) and
 the guarded patch that points the VM at it."""
 
@@ -13,8 +13,8 @@ from localcluster.validation import Validator
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, make_root_datavolume, make_virtual_machine
 from workspacespawner.config.goldenimages import cloned_from
 from workspacespawner.core import names
-from workspacespawner.workspace.lifecycle import Phase, Status
-from workspacespawner.workspace.rootdisk import (
+from workspacespawner.lifecycle.phases import Phase, Status
+from workspacespawner.vmdisk.rootdisk import (
     make_rebuilt_datavolume,
     rebuilt_name,
     repoint_operations,

@@ -23,9 +23,9 @@ from traitlets.config import Config
 from tests.unit.test_dashboard_cluster import node, pod, series
 from workspacespawner.config import traittypes
 from workspacespawner.config.teampools import TeamGPUPools, pool_of_node
-from workspacespawner.dashboard.gpumetrics import UTIL
-from workspacespawner.dashboard.traits import dashboard_settings
+from workspacespawner.dashboard.settings import dashboard_settings
 from workspacespawner.dashboard.views import cluster as cluster_view
+from workspacespawner.gpu.metrics import UTIL
 from workspacespawner.idle.activity import read_utilisation
 from workspacespawner.idle.decision import ACTIVE, GPUServer, Policy, decide
 from workspacespawner.idle.settings import GPUIdle

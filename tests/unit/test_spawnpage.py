@@ -18,11 +18,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from workspacespawner.gpu.capacity import GPUPool
 from workspacespawner.quota.policy import OPEN, Limits, Run, Usage, month_bounds
 from workspacespawner.spawnpage.form import chosen_slug, render_form
 from workspacespawner.spawnpage.gather import PageCache, SpawnPage, servers_allowed
 from workspacespawner.spawnpage.model import balance, card, page_data
-from workspacespawner.workspace.gpus import GPUPool
 
 A100 = "NVIDIA-A100-SXM4-80GB"
 NOW = datetime(2026, 12, 10, 12, tzinfo=UTC)

@@ -32,13 +32,13 @@ from workspacespawner.backends.vm import tiers as vmtiers
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, cloud_config, make_virtual_machine
 from workspacespawner.config.check import traits_from_config
 from workspacespawner.core import names
+from workspacespawner.lifecycle import disks
 from workspacespawner.storage import tiers
 from workspacespawner.storage.prepare import PreparedTiers
-from workspacespawner.storage.settings import SETTINGS, storage_settings
+from workspacespawner.storage.settings import StorageTraits
 from workspacespawner.storage.startcheck import check_storage_config
 from workspacespawner.storage.tiers import ModelCache, Scratch, StorageSettings, TierConfigError
-from workspacespawner.storage.traits import StorageTraits
-from workspacespawner.workspace import disks
+from workspacespawner.storage.values import SETTINGS, storage_settings
 
 TEAMS = {
     "physics": {"size": "200Gi"},

@@ -16,10 +16,10 @@ from traitlets.config import Config
 from workspacespawner.config.teampools import TeamGPUPools, check_pools, check_profile_pools, pool_allows
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.gpu import poolholders
 from workspacespawner.services import HubServices
 from workspacespawner.spawner import check_hub_config
 from workspacespawner.useroptions import check_user_options, visible_profiles
-from workspacespawner.workspace import poolholders
 
 LABEL = "example.org/team-pool"
 VISION = {"groups": ["vision-lab"], "node_selector": {LABEL: "vision"},

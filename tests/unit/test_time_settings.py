@@ -19,8 +19,8 @@ from traitlets.config import Config, Configurable
 
 from workspacespawner.config import traittypes
 from workspacespawner.config.traittypes import DeprecatedAlias
+from workspacespawner.lifecycle.settings import LifecycleTraits
 from workspacespawner.quota.config import WorkspaceQuota
-from workspacespawner.workspace.traits import LifecycleTraits
 
 #: (section, old name, old value, new name, the same in seconds)
 RENAMED = [
@@ -38,7 +38,7 @@ def our_settings():
 
     from workspacespawner.config.gpueconomy import GPUEconomy
     from workspacespawner.config.rootdiskpool import RootDiskPool
-    from workspacespawner.dashboard.traits import WorkspacesDashboard
+    from workspacespawner.dashboard.settings import WorkspacesDashboard
     from workspacespawner.idle.settings import GPUIdle
     from workspacespawner.spawner import WorkspaceSpawner
 
@@ -59,7 +59,7 @@ def test_no_setting_is_named_in_another_unit_but_the_deprecated_aliases():
 def reader(section: str, config: Config):
     if section == "WorkspaceQuota":
         return WorkspaceQuota(config=config)
-    from workspacespawner.backends.vm.traits import VMTraits
+    from workspacespawner.backends.vm.settings import VMTraits
 
     cls = type("WorkspaceSpawner", (Configurable, LifecycleTraits, VMTraits), {})
     return cls(config=config)

@@ -20,11 +20,11 @@ import pytest
 
 from tests.support.paths import CONFIG_D
 from workspacespawner.cli import main as workspacespawner
+from workspacespawner.lifecycle.audit import AuditLog
 from workspacespawner.quota import policy
 from workspacespawner.quota.cli import COLUMNS
 from workspacespawner.quota.ledger import Ledger
 from workspacespawner.quota.policy import Limits, Request
-from workspacespawner.workspace.audit import AuditLog
 
 NOW = datetime(2025, 6, 10, 12, tzinfo=UTC)
 

@@ -15,9 +15,9 @@ the workspaces alive for the quota enforcer.
 from __future__ import annotations
 
 from workspacespawner.core import names
+from workspacespawner.gpu.capacity import gpu_pools
 from workspacespawner.k8s.objects import counted_once, holders, is_virt_launcher
 from workspacespawner.quota.enforcer import alive_from_objects
-from workspacespawner.workspace.gpus import gpu_pools
 
 A100 = "NVIDIA-A100-SXM4-80GB"
 

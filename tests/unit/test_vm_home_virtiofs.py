@@ -29,7 +29,7 @@ from workspacespawner.backends.vm.manifests import (
     make_cloudinit_secret,
     make_virtual_machine,
 )
-from workspacespawner.backends.vm.traits import VMTraits
+from workspacespawner.backends.vm.settings import VMTraits
 from workspacespawner.config.profiles import ResolvedProfile
 
 IDENT = VMIdentity.for_workspace(namespace="jhub", user_name="alice", kubespawner_username="alice", base_name="vm-alice", home_pvc="home-alice")

@@ -1,4 +1,4 @@
-"""Pure builders of VM workspaces (:mod:`workspacespawner.backends.vm.manifests`) and VM status interpretation (:mod:`workspacespawner.backends.vm.status`).
+"""Pure builders of VM workspaces (:mod:`workspacespawner.backends.vm.manifests`) and VM status interpretation (:mod:`workspacespawner.backends.vm.vmstatus`).
 
 Covers: every manifest validates against the schemas the local cluster
 enforces (KubeVirt/CDI OpenAPI, kubernetes-validate strict); the root
@@ -25,7 +25,7 @@ from localcluster.controllers.guest import parse_environment_file, parse_unit
 from localcluster.kinds import by_kind
 from localcluster.validation import Validator
 
-from workspacespawner.backends.vm import status as vmstatus
+from workspacespawner.backends.vm import vmstatus
 from workspacespawner.backends.vm.manifests import (
     ENV_FILE,
     UNIT_FILE,
@@ -42,7 +42,7 @@ from workspacespawner.backends.vm.manifests import (
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core import names
 from workspacespawner.core.milestones import Milestone
-from workspacespawner.workspace.rootdisk import root_disk_of
+from workspacespawner.vmdisk.rootdisk import root_disk_of
 
 ODD_USERS = ["alice", "Ann.O'Brien@school.example", "ünïcødé-用户", "x" * 70, "-lead$dash%"]
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from workspacespawner.config.gpueconomy import GPUEconomy
+from workspacespawner.gpu.capacity import GPUPool
 from workspacespawner.spawnpage.form import render_form
 from workspacespawner.spawnpage.gather import SpawnPage
 from workspacespawner.spawnpage.model import Balance, card, page_data
-from workspacespawner.workspace.gpus import GPUPool
 
 A100, V100 = "NVIDIA-A100-SXM4-80GB", "Tesla-V100-SXM2-16GB"
 GPU, MIG, SHARED = "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", "nvidia.com/gpu.shared"

@@ -13,7 +13,7 @@ import argparse
 from workspacespawner.admin import common
 from workspacespawner.core.rsttext import summary
 from workspacespawner.core.times import parse_time
-from workspacespawner.workspace.audit import ACTIONS
+from workspacespawner.lifecycle.audit import ACTIONS
 
 COLUMNS = ["time", "actor", "user", "server", "disk", "action", "before", "after", "result"]
 

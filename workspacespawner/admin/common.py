@@ -33,10 +33,10 @@ from traitlets.config import Config
 
 from workspacespawner.config.check import merged_settings, traits_from_config
 from workspacespawner.k8s.api import Kube
+from workspacespawner.lifecycle.audit import AuditLog
+from workspacespawner.lifecycle.settings import LifecycleTraits
 from workspacespawner.quota.cli import load_hub_config
 from workspacespawner.quota.config import WorkspaceQuota
-from workspacespawner.workspace.audit import AuditLog
-from workspacespawner.workspace.traits import LifecycleTraits
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -163,15 +163,15 @@ def errors() -> tuple[type[BaseException], ...]:
     from kubernetes_asyncio.config import ConfigException
 
     from workspacespawner.k8s.api import NotOurs
+    from workspacespawner.lifecycle.disks import DiskOpError
     from workspacespawner.quota.ledger import LedgerUnavailable
-    from workspacespawner.workspace.disks import DiskOpError
 
     return (LedgerUnavailable, FileNotFoundError, ConfigException, ApiException, DiskOpError, NotOurs, ValueError)
 
 
 def describe(error: BaseException) -> str:
     """One line for ``error``: an API error by status, reason and the server's own explanation (its Status message)."""
-    from workspacespawner.k8s.status import one_line
+    from workspacespawner.k8s.apistatus import one_line
 
     if getattr(error, "status", None) is not None and hasattr(error, "reason"):
         return f"the cluster answered {one_line(error)}"

@@ -28,12 +28,12 @@ from workspacespawner.admin import common
 from workspacespawner.config.goldenimages import golden_image_namespace
 from workspacespawner.core.rsttext import summary
 from workspacespawner.k8s.kinds import VOLUME_SNAPSHOT
+from workspacespawner.lifecycle.disks import DiskOps, disk_limit
+from workspacespawner.lifecycle.phases import rfc3339
 from workspacespawner.quota.cli import hub_groups
-from workspacespawner.workspace.disks import DiskOps, disk_limit
-from workspacespawner.workspace.lifecycle import rfc3339
-from workspacespawner.workspace.rebuild import rebuild
+from workspacespawner.vmdisk.rebuild import rebuild
 
-#: The columns of ``disk list`` (and ``retention list``): the keys of :meth:`~workspacespawner.workspace.disks.DiskOps.listing` rows.
+#: The columns of ``disk list`` (and ``retention list``): the keys of :meth:`~workspacespawner.lifecycle.disks.DiskOps.listing` rows.
 LIST_COLUMNS = ["owner", "name", "kind", "role", "size", "phase", "retain_until", "used_by", "claimed_by"]
 
 

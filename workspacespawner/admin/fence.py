@@ -14,7 +14,7 @@ import argparse
 from workspacespawner.admin import common
 from workspacespawner.core.rsttext import summary
 from workspacespawner.k8s.objects import node_of
-from workspacespawner.workspace.fence import Fencer
+from workspacespawner.lifecycle.fence import Fencer
 
 COLUMNS = ["kind", "name", "node", "action"]
 

@@ -22,7 +22,7 @@ from workspacespawner.config.imagepublish import MODES, golden_namespace, publis
 from workspacespawner.core.rsttext import summary
 from workspacespawner.k8s.kinds import DATA_SOURCE
 from workspacespawner.k8s.objects import ready_condition
-from workspacespawner.workspace.goldenpublish import GoldenPublisher
+from workspacespawner.vmdisk.publish import GoldenPublisher
 
 
 async def _wait_ready(kube, namespace: str, name: str, seconds: float) -> bool:

@@ -20,8 +20,8 @@ from workspacespawner.core import names
 from workspacespawner.core.rsttext import summary
 from workspacespawner.k8s.kinds import POD, VMI
 from workspacespawner.k8s.objects import node_of
+from workspacespawner.lifecycle.reconciler import classify, remove
 from workspacespawner.quota.cli import hub_servers
-from workspacespawner.workspace.reconciler import classify, remove
 
 COLUMNS = ["what", "kind", "name", "user", "server", "node", "action"]
 

@@ -32,8 +32,8 @@ from workspacespawner.admin import common
 from workspacespawner.admin.disk import LIST_COLUMNS
 from workspacespawner.core import names
 from workspacespawner.core.rsttext import summary
-from workspacespawner.workspace.disks import PARKED, DiskOps
-from workspacespawner.workspace.retention import Purger, reclaim_user
+from workspacespawner.lifecycle.disks import PARKED, DiskOps
+from workspacespawner.lifecycle.retention import Purger, reclaim_user
 
 log = logging.getLogger("workspacespawner")
 
@@ -41,7 +41,7 @@ PURGE_COLUMNS = ["owner", "name", "kind", "action", "why"]
 
 
 def purge_rows(plan) -> list[dict]:
-    """One row per disk of a :class:`~workspacespawner.workspace.retention.PurgePlan`: purged (with the result) or kept (with why)."""
+    """One row per disk of a :class:`~workspacespawner.lifecycle.retention.PurgePlan`: purged (with the result) or kept (with why)."""
     rows = [
         {"owner": item.owner, "name": item.name, "kind": item.disk["kind"], "action": "purge", "why": item.result,
          "goes_with": [f"{o['kind']}/{o['metadata']['name']}" for o in item.goes_with]}

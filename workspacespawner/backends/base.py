@@ -3,11 +3,11 @@
 The spawner picks one backend per start, once the profile has resolved
 (``workspace_kind``: ``container`` or ``vm``, :mod:`.kinds`); that is the
 only place the kind is switched on, and what differs by kind is a method here. The generic steps stay in the spawner and the
-services: the lifecycle (:mod:`workspacespawner.workspace.tracker`), the
+services: the lifecycle (:mod:`workspacespawner.lifecycle.tracker`), the
 quota reservation, the home PersistentVolumeClaim and the storage tiers.
 
 A backend is also the lifecycle's
-:class:`~workspacespawner.workspace.lifecycle.KindStatus`: it says which
+:class:`~workspacespawner.lifecycle.phases.KindStatus`: it says which
 phase its own objects show. Modelled on dask-gateway's ``Backend``: a small
 async contract, each method documented with what it may raise.
 """
@@ -19,8 +19,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from workspacespawner.core.milestones import Say
+from workspacespawner.lifecycle.phases import Observed, Status, WorkspaceRef
 from workspacespawner.storage.prepare import PreparedTiers
-from workspacespawner.workspace.lifecycle import Observed, Status, WorkspaceRef
 
 
 @dataclass(frozen=True)

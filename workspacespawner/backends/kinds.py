@@ -18,5 +18,5 @@ DEFAULT_KIND = ContainerBackend.kind
 
 def backends_for(spawner, *, placement: Callable[[], object]) -> dict[str, Backend]:
     """``{kind: backend}`` of ``spawner`` (a WorkspaceSpawner); ``placement()``: where a start's compute may and
-    should run (a :class:`~workspacespawner.workspace.placement.Placement`), which a VM's settings carry."""
+    should run (a :class:`~workspacespawner.gpu.placement.Placement`), which a VM's settings carry."""
     return {ContainerBackend.kind: ContainerBackend(spawner), vm.VMBackend.kind: vm.for_spawner(spawner, placement=placement)}

@@ -4,7 +4,7 @@
 and ``c.WorkspaceSpawner`` value through the trait it sets (the same
 validation a spawner applies), and checks the whole profile_list, without a
 spawner or a cluster. :func:`traits_from_config` gives one trait-only class
-(e.g. :class:`~workspacespawner.workspace.traits.LifecycleTraits`) as the
+(e.g. :class:`~workspacespawner.lifecycle.settings.LifecycleTraits`) as the
 hub's spawner would see it, for the admin commands.
 """
 

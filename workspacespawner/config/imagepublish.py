@@ -5,7 +5,7 @@ of :attr:`ImagePublish.teacher_groups`, their own), how (``mode``: a
 VolumeSnapshot or a PVC clone), and where the golden images go. The
 ``workspacespawner image publish`` command, run by an admin, reads the same
 settings from the same config file. The operation itself is
-:mod:`workspacespawner.workspace.goldenpublish`.
+:mod:`workspacespawner.vmdisk.publish`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 A trait-only class (``HasTraits``) mixed into WorkspaceSpawner, so these are
 ``c.WorkspaceSpawner.*`` settings, usually set per profile in
 ``kubespawner_override``. What they put on a workspace's Pod or VM is
-:mod:`workspacespawner.workspace.placement`; the pools themselves are
+:mod:`workspacespawner.gpu.placement`; the pools themselves are
 ``c.TeamGPUPools.pools`` (:mod:`workspacespawner.config.teampools`).
 """
 

@@ -9,8 +9,8 @@ nodes by a required node affinity on the pool's label (the taint, if any,
 is a second fence, not the only one). Inside the team it is soft
 isolation, not a quota: card-hours count as anywhere else.
 
-The placement rules themselves are :mod:`workspacespawner.workspace.placement`;
-who holds a pool's GPUs now is :mod:`workspacespawner.workspace.poolholders`.
+The placement rules themselves are :mod:`workspacespawner.gpu.placement`;
+who holds a pool's GPUs now is :mod:`workspacespawner.gpu.poolholders`.
 """
 
 from __future__ import annotations

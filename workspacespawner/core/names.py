@@ -42,10 +42,10 @@ STORAGE_COMPONENT = "singleuser-storage"
 #: The workspace's lifecycle phase (``Stopped``, ``Retained``, ...) on its disks and VM, for selection
 #: (``workspacespawner.io/phase=Retained``); the full record is in :data:`LIFECYCLE_ANNOTATION`.
 PHASE_LABEL = f"{LABEL_PREFIX}/phase"
-#: JSON: phase, reason, message, since, retainUntil, server (see :mod:`workspacespawner.workspace.lifecycle`).
+#: JSON: phase, reason, message, since, retainUntil, server (see :mod:`workspacespawner.lifecycle.phases`).
 LIFECYCLE_ANNOTATION = f"{LABEL_PREFIX}/lifecycle"
 #: JSON on a ReadWriteOnce disk (home PVC, root DataVolume): the attach claim of the server whose compute
-#: uses it: server, kind, name, since (see :mod:`workspacespawner.workspace.attach`).
+#: uses it: server, kind, name, since (see :mod:`workspacespawner.lifecycle.attach`).
 ATTACH_ANNOTATION = f"{LABEL_PREFIX}/attached-to"
 #: On a home PVC: the name the workspace's home template gives (its "slot"); a restored home keeps
 #: its slot under a new name, so the workspace finds it by owner label and slot, not by name.

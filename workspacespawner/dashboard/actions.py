@@ -3,13 +3,13 @@
 Each action checks :meth:`~.access.Viewer.can_act` first (else
 :class:`ActionRefused` with code 403, and nothing is written, not even an
 audit record), then phase and quota, then acts through the hub's REST API
-(stop) or :class:`~workspacespawner.workspace.disks.DiskOps` (snapshot,
-expand, restore: audited there), :func:`~workspacespawner.workspace.rebuild.rebuild`
+(stop) or :class:`~workspacespawner.lifecycle.disks.DiskOps` (snapshot,
+expand, restore: audited there), :func:`~workspacespawner.vmdisk.rebuild.rebuild`
 (a VM's system disk, audited there) or
-:class:`~workspacespawner.workspace.goldenpublish.GoldenPublisher` (publish a
+:class:`~workspacespawner.vmdisk.publish.GoldenPublisher` (publish a
 stopped VM workspace as a golden image: hub admins, and members of
 ``c.ImagePublish.teacher_groups`` for their own, see :func:`may_publish`) or
-:func:`~workspacespawner.workspace.retention.give_back`, with the viewer's
+:func:`~workspacespawner.lifecycle.retention.give_back`, with the viewer's
 name as the audit actor. Refusals after the access check carry a sentence
 for the page.
 """
@@ -27,9 +27,9 @@ from workspacespawner.dashboard.access import Viewer
 from workspacespawner.dashboard.hubapi import SpawnPending
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import DATA_VOLUME, PVC
-from workspacespawner.workspace import retention
-from workspacespawner.workspace.disks import DiskOpError, disk_limit, is_home_disk
-from workspacespawner.workspace.rebuild import rebuild as rebuild_root_disk
+from workspacespawner.lifecycle import retention
+from workspacespawner.lifecycle.disks import DiskOpError, disk_limit, is_home_disk
+from workspacespawner.vmdisk.rebuild import rebuild as rebuild_root_disk
 
 #: How a publish refusal (:class:`DiskOpError` reason) answers: the HTTP code.
 PUBLISH_CODES = {"not-found": 404, "bad-name": 400}

@@ -1,11 +1,11 @@
 """The audit log on the Reports page: filters from the page's query string, newest first, one page at a time.
 
 Filters (each optional): ``user``, ``action`` (one of
-:data:`~workspacespawner.workspace.audit.ACTIONS`), ``disk`` (a PVC or
+:data:`~workspacespawner.lifecycle.audit.ACTIONS`), ``disk`` (a PVC or
 DataVolume name), ``result`` (``ok``, ``refused`` or ``error``), ``since``
 and ``until`` (dates ``YYYY-MM-DD``, both included, as days of the quota's
 time zone). The database does the filtering and the paging
-(:meth:`AuditLog.query <workspacespawner.workspace.audit.AuditLog.query>`);
+(:meth:`AuditLog.query <workspacespawner.lifecycle.audit.AuditLog.query>`);
 one page asks for one record more than it shows, to know whether a next
 page exists.
 
@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, tzinfo
 
+from workspacespawner.lifecycle.audit import ACTIONS
 from workspacespawner.quota import policy
-from workspacespawner.workspace.audit import ACTIONS
 
 #: The first words a record's result starts with.
 RESULTS = ("ok", "refused", "error")
@@ -106,7 +106,7 @@ class AuditPage:
     """One page of records, newest first.
 
     ``records``: :meth:`AuditRecord.to_json
-    <workspacespawner.workspace.audit.AuditRecord.to_json>` dicts (``time``
+    <workspacespawner.lifecycle.audit.AuditRecord.to_json>` dicts (``time``
     in RFC 3339 UTC; ``before``/``after`` dicts or None); ``offset``: how
     many newer records came before this page; ``limit``: the page's size;
     ``has_more``: whether older records follow.
@@ -165,7 +165,7 @@ def page_args(args: Mapping[str, str]) -> tuple[int, int]:
 
 
 def read_page(log, filters: AuditFilters, *, offset: int = 0, limit: int = PAGE_SIZE, tz: str | tzinfo = "UTC") -> AuditPage:
-    """One :class:`AuditPage` of ``log`` (an :class:`~workspacespawner.workspace.audit.AuditLog`): one query, blocking.
+    """One :class:`AuditPage` of ``log`` (an :class:`~workspacespawner.lifecycle.audit.AuditLog`): one query, blocking.
 
     ``tz``: the time zone ``since`` and ``until`` are days of (the quota's).
     Raises :class:`workspacespawner.db.DatabaseUnavailable` when the

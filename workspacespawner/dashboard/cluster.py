@@ -8,7 +8,7 @@ unhealthy (capacity − allocatable:
 devices the NVIDIA device plugin withdrew) and unusable (every allocatable
 GPU of a node that is not ``Ready`` or is cordoned, as kube-scheduler would
 not place there); CPU (cores) and memory (GiB) requested against
-allocatable. Held GPUs and usability are :mod:`workspacespawner.workspace.gpus`'s
+allocatable. Held GPUs and usability are :mod:`workspacespawner.gpu.capacity`'s
 (the spawn page's counts), so both pages agree. A VMI's virt-launcher Pod
 is counted as its VMI, never twice.
 
@@ -44,11 +44,11 @@ from workspacespawner.core.gpuresources import (
 from workspacespawner.core.names import labelled_for, server_of
 from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.dashboard import cardhours
-from workspacespawner.dashboard.gpumetrics import CONTAINER, VM, GPUStat
+from workspacespawner.gpu.capacity import gpus_held, node_gpu_units, node_usable
+from workspacespawner.gpu.metrics import CONTAINER, VM, GPUStat
 from workspacespawner.idle.settings import gpu_is_idle
 from workspacespawner.k8s.kinds import VMI
 from workspacespawner.k8s.objects import FINISHED_PHASES, counted_once, node_of, ready_condition
-from workspacespawner.workspace.gpus import gpus_held, node_gpu_units, node_usable
 
 GIB = Decimal(2**30)
 
@@ -249,7 +249,7 @@ def node_views(nodes: list[dict], compute: list[dict], *, pool_of: Callable[[dic
     ``nodes``: Node dicts; ``compute``: Pods and VMIs (``kind`` set), as the
     watch caches hold them (a virt-launcher Pod counts as its VMI:
     :func:`~workspacespawner.k8s.objects.counted_once`); ``pool_of``: a Node's team pool (None: in none), or None: no
-    pools (:meth:`WorkspacesDashboard.pool_of <workspacespawner.dashboard.traits.WorkspacesDashboard.pool_of>`).
+    pools (:meth:`WorkspacesDashboard.pool_of <workspacespawner.dashboard.settings.WorkspacesDashboard.pool_of>`).
     """
     placed: dict[str, list[dict]] = defaultdict(list)
     for obj in counted_once(compute):

@@ -15,17 +15,17 @@ from workspacespawner.config.goldenimages import golden_image_namespace
 from workspacespawner.config.imagepublish import ImagePublish, golden_namespace, publish_settings
 from workspacespawner.core import names
 from workspacespawner.dashboard.hubapi import HubApi
-from workspacespawner.dashboard.traits import WorkspacesDashboard, dashboard_settings
+from workspacespawner.dashboard.settings import WorkspacesDashboard, dashboard_settings
 from workspacespawner.dashboard.watchcache import WatchCache
 from workspacespawner.k8s.cachedkube import CachedKube
+from workspacespawner.lifecycle.audit import AuditLog
+from workspacespawner.lifecycle.disks import DiskOps
+from workspacespawner.lifecycle.settings import LifecycleTraits
 from workspacespawner.quota import policy
 from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.quota.ledger import Ledger, LedgerUnavailable
 from workspacespawner.quota.service import MonthBalance
-from workspacespawner.workspace.audit import AuditLog
-from workspacespawner.workspace.disks import DiskOps
-from workspacespawner.workspace.goldenpublish import GoldenPublisher
-from workspacespawner.workspace.traits import LifecycleTraits
+from workspacespawner.vmdisk.publish import GoldenPublisher
 
 log = logging.getLogger("workspacespawner.dashboard")
 

@@ -1,6 +1,6 @@
 """Retained disks, and what the next purge would delete: a read-only view for the Reports page and "My workspaces".
 
-The decision is the purge's own, :func:`workspacespawner.workspace.retention.select_purgeable`,
+The decision is the purge's own, :func:`workspacespawner.lifecycle.retention.select_purgeable`,
 run on plain objects the page already holds (the watch caches'
 PersistentVolumeClaims, DataVolumes, Pods, VirtualMachineInstances,
 VirtualMachines, Services and Secrets); nothing here deletes or changes
@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from workspacespawner.core import names
-from workspacespawner.workspace import lifecycle
-from workspacespawner.workspace.disks import requested_bytes
-from workspacespawner.workspace.lifecycle import Status
-from workspacespawner.workspace.retention import select_purgeable
+from workspacespawner.lifecycle import phases
+from workspacespawner.lifecycle.disks import requested_bytes
+from workspacespawner.lifecycle.phases import Status
+from workspacespawner.lifecycle.retention import select_purgeable
 
 GIB = 2**30
 
@@ -60,7 +60,7 @@ class RetainedDisk:
             "server": self.server,
             "size_gib": self.size_gib,
             "phase": self.phase,
-            "retain_until": lifecycle.rfc3339(self.retain_until) if self.retain_until else None,
+            "retain_until": phases.rfc3339(self.retain_until) if self.retain_until else None,
             "purge_next": self.purge_next,
             "kept_because": self.kept_because,
             "goes_with": list(self.goes_with),
@@ -90,7 +90,7 @@ class PurgePreview:
 
     def to_json(self) -> dict:
         return {
-            "now": lifecycle.rfc3339(self.now),
+            "now": phases.rfc3339(self.now),
             "disks": [disk.to_json() for disk in self.disks],
             "purge_gib": self.purge_gib,
         }

@@ -8,7 +8,7 @@ month, every member of a JupyterHub group, every owner of a disk.
 
 **Disk.** What the user's disks ask for now (PersistentVolumeClaims and
 DataVolumes carrying their owner labels, counted once each:
-:func:`workspacespawner.workspace.disks.user_disk_bytes`), in GiB (2**30
+:func:`workspacespawner.lifecycle.disks.user_disk_bytes`), in GiB (2**30
 bytes), rounded to two decimals. It is the disk held when the report is
 made, whatever the month.
 
@@ -40,8 +40,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from workspacespawner.core import names as labels
+from workspacespawner.lifecycle.disks import user_disk_bytes
 from workspacespawner.quota.cli import usage_rows
-from workspacespawner.workspace.disks import user_disk_bytes
 
 #: The levels of a report row, in the order rows are listed.
 LEVELS = ("department", "group", "user", "total")
@@ -146,7 +146,7 @@ def disk_bytes_by_user(pvcs: list[dict], datavolumes: list[dict]) -> dict[str, i
 
     ``pvcs`` and ``datavolumes``: the objects as plain dicts (the watch
     caches' PersistentVolumeClaims and DataVolumes). A DataVolume and the
-    PVC of the same name count once (:func:`~workspacespawner.workspace.disks.user_disk_bytes`).
+    PVC of the same name count once (:func:`~workspacespawner.lifecycle.disks.user_disk_bytes`).
     """
     owners = {
         owner

@@ -6,7 +6,7 @@ watch caches' objects (Pods, VirtualMachineInstances, PersistentVolumeClaims,
 DataVolumes, VolumeSnapshots, Nodes; ``kind`` set), the user's
 :class:`~workspacespawner.quota.service.MonthBalance` and, when Prometheus
 is there, used bytes per PersistentVolumeClaim name (the seam of
-:mod:`workspacespawner.dashboard.prometheus`: ``kubelet_volume_stats_used_bytes``).
+:mod:`workspacespawner.core.prometheus`: ``kubelet_volume_stats_used_bytes``).
 A server's compute is found by our owner labels and kubespawner's
 user/server annotations (:func:`~workspacespawner.core.names.server_of`),
 never by name; a VM server's golden image, from its root DataVolume
@@ -23,14 +23,14 @@ from workspacespawner.core import names
 from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
 from workspacespawner.core.quantities import gib, parse_quantity
 from workspacespawner.dashboard.cluster import requested
+from workspacespawner.gpu.capacity import gpus_held
 from workspacespawner.homepage.model import RetainedDisk, retained_disks, server_phase
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VMI, VOLUME_SNAPSHOT
 from workspacespawner.k8s.objects import counted_once, node_of, uses_claim
+from workspacespawner.lifecycle.disks import phase_of, requested_bytes
+from workspacespawner.lifecycle.phases import Phase, Status, rfc3339
 from workspacespawner.quota.policy import number, when
 from workspacespawner.quota.service import MonthBalance
-from workspacespawner.workspace.disks import phase_of, requested_bytes
-from workspacespawner.workspace.gpus import gpus_held
-from workspacespawner.workspace.lifecycle import Phase, Status, rfc3339
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@
 
 This package knows tables only by the names in :mod:`.migrations`; the
 ledger (:mod:`workspacespawner.quota.ledger`) and the audit log
-(:mod:`workspacespawner.workspace.audit`) build on it, never the other way
+(:mod:`workspacespawner.lifecycle.audit`) build on it, never the other way
 round (nothing here imports quota, workspace, kubespawner or jupyterhub).
 """
 

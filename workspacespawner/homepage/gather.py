@@ -16,8 +16,8 @@ from workspacespawner import useroptions
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.homepage.model import disk_line, home_data, idle_lines, quota_warning, retained_disks, server_row
 from workspacespawner.idle.notices import IDLE_NOTICES
+from workspacespawner.lifecycle import disks
 from workspacespawner.quota.announce import ANNOUNCEMENTS
-from workspacespawner.workspace import disks
 
 
 def saved_profile(spawner) -> ResolvedProfile | None:

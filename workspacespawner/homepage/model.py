@@ -20,10 +20,10 @@ from dataclasses import asdict, dataclass
 
 from workspacespawner.core import names
 from workspacespawner.core.quantities import gib, parse_quantity
+from workspacespawner.lifecycle.disks import phase_of, requested_bytes
+from workspacespawner.lifecycle.phases import REPLACED, Phase, Status, rfc3339
 from workspacespawner.quota.policy import number, when
 from workspacespawner.quota.service import MonthBalance
-from workspacespawner.workspace.disks import phase_of, requested_bytes
-from workspacespawner.workspace.lifecycle import REPLACED, Phase, Status, rfc3339
 
 #: The share of the month's card-hours left at or under which the home page warns (0.1: 10%).
 LOW_SHARE = 0.1

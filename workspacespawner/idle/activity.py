@@ -31,7 +31,7 @@ Activity sources, all arriving in JupyterHub's ``last_activity`` of the server:
   highest value over the last ``gpu_idle_timeout``
   (``max_over_time``: under the threshold means under it for the whole
   window), joined to the workspace by Pod (a VM's virt-launcher Pod) with
-  :func:`~workspacespawner.workspace.gpumetrics.join_gpus`.
+  :func:`~workspacespawner.gpu.metrics.join_gpus`.
 """
 
 from __future__ import annotations
@@ -46,10 +46,10 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from workspacespawner.core import names
 from workspacespawner.core.prometheus import PrometheusClient
 from workspacespawner.core.times import parse_time
+from workspacespawner.gpu.capacity import units_held
+from workspacespawner.gpu.metrics import UTIL, GPUStat, join_gpus, utilisation_over
 from workspacespawner.idle.decision import GPUServer
 from workspacespawner.idle.settings import IDLE_READING
-from workspacespawner.workspace.gpumetrics import UTIL, GPUStat, join_gpus, utilisation_over
-from workspacespawner.workspace.gpus import units_held
 
 #: Users asked for per page of the hub's user list.
 PAGE = 200
@@ -152,7 +152,7 @@ def gpu_servers_held(objects: list[dict], declared=()) -> dict[tuple[str, str], 
     that hold GPUs; ``declared``: the site's VM device names (``GPUEconomy.declared()``).
 
     Owner by :func:`~workspacespawner.core.names.server_of`; units of every
-    GPU resource added up (:func:`~workspacespawner.workspace.gpus.units_held`).
+    GPU resource added up (:func:`~workspacespawner.gpu.capacity.units_held`).
     """
     held: dict[tuple[str, str], int] = {}
     for obj in objects:
@@ -178,7 +178,7 @@ async def read_idle_readings(prometheus: PrometheusClient, pods: list[dict], vmi
                              window_seconds: float) -> list[GPUStat]:
     """Each GPU's reading for "idle" (:data:`~workspacespawner.idle.settings.IDLE_READING` of
     ``DCGM_FI_DEV_GPU_UTIL`` over the window; for a MIG slice, which has no ``DCGM_FI_DEV_GPU_UTIL``, its
-    ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` × 100: :func:`~workspacespawner.workspace.gpumetrics.utilisation_over`),
+    ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` × 100: :func:`~workspacespawner.gpu.metrics.utilisation_over`),
     joined to ``pods``/``vmis`` (the watch caches', virt-launcher Pods included); one query. The idle-GPU pass
     and the dashboard's Cluster view both judge from it (:func:`~workspacespawner.idle.settings.gpu_is_idle`).
 

@@ -37,7 +37,7 @@ EXEMPT, ACTIVE, WARN, STOP = "exempt", "active", "warn", "stop"
 
 #: The audit log's and the ledger's reason for an idle stop.
 STOP_REASON = "idle GPU"
-#: The reason word an idle stop leaves on the workspace's ``Stopped`` phase (:mod:`workspacespawner.workspace.stopreasons`).
+#: The reason word an idle stop leaves on the workspace's ``Stopped`` phase (:mod:`workspacespawner.lifecycle.stopreasons`).
 PHASE_REASON = "idle-gpu"
 
 

@@ -44,9 +44,9 @@ from workspacespawner.idle.decision import (
 )
 from workspacespawner.idle.notices import IDLE_NOTICES, IdleNotices
 from workspacespawner.k8s.objects import counted_once
+from workspacespawner.lifecycle.stopreasons import STOP_REASONS
 from workspacespawner.quota import policy as quota_policy
 from workspacespawner.quota.hubapi import SpawnPending
-from workspacespawner.workspace.stopreasons import STOP_REASONS
 
 log = logging.getLogger("workspacespawner.idle")
 
@@ -70,7 +70,7 @@ class IdlePass(PeriodicPass):
     dcgm-exporter's metrics (None: none). ``quota``: the
     :class:`~workspacespawner.quota.service.QuotaService` (the run's stop
     reason, Events, the timezone warnings are shown in); ``audit``: the
-    :class:`~workspacespawner.workspace.audit.AuditLog`. ``declared``: the
+    :class:`~workspacespawner.lifecycle.audit.AuditLog`. ``declared``: the
     site's VM device names. ``now``: the clock (aware UTC). ``notices``:
     where warnings go (default: the process's :data:`~.notices.IDLE_NOTICES`).
     """

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from kubernetes_asyncio.client.rest import ApiException
 
-from workspacespawner.k8s.status import status_message
+from workspacespawner.k8s.apistatus import status_message
 
 _EXCEEDED = re.compile(r"exceeded quota: (?P<quota>[^,]+), requested: (?P<requested>.*?), used: (?P<used>.*?), limited: (?P<limited>.*)$")
 

@@ -22,7 +22,7 @@ from kubernetes_asyncio.client.rest import ApiException, RESTResponse
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s.admission import exceeded_quota
-from workspacespawner.k8s.status import status_message
+from workspacespawner.k8s.apistatus import status_message
 
 log = logging.getLogger("workspacespawner")
 

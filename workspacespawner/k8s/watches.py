@@ -295,7 +295,7 @@ def pods_and_vmis() -> tuple[list[dict], list[dict]] | None:
 
     Unlike :func:`compute_objects`, a VM's virt-launcher Pod is kept: a GPU's
     metrics name the Pod the device is allocated to, which for a VM is its
-    virt-launcher Pod (:func:`~workspacespawner.workspace.gpumetrics.holders` joins it to the VMI).
+    virt-launcher Pod (:func:`~workspacespawner.gpu.metrics.holders` joins it to the VMI).
     """
     pods = [r for (name, _ns), r in list(_reflectors.items()) if name == "pods"]
     vmis = shared_reflectors(VirtualMachineInstanceReflector)

@@ -34,12 +34,12 @@ from datetime import timedelta
 
 from workspacespawner.core import names
 from workspacespawner.core.tasks import PeriodicPass
+from workspacespawner.lifecycle.stopreasons import STOP_REASONS
 from workspacespawner.quota import metrics, policy
 from workspacespawner.quota.announce import ANNOUNCEMENTS
 from workspacespawner.quota.hubapi import SpawnPending
 from workspacespawner.quota.ledger import LedgerUnavailable
 from workspacespawner.quota.policy import OPEN, Verdict, number, when
-from workspacespawner.workspace.stopreasons import STOP_REASONS
 
 log = logging.getLogger("workspacespawner.quota")
 

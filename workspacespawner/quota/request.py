@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core.quantities import parse_quantity
+from workspacespawner.lifecycle.disks import user_disk_bytes, user_disks
 from workspacespawner.quota.policy import Request, Reservation
 from workspacespawner.quota.service import TrackedWorkspace
-from workspacespawner.workspace.disks import user_disk_bytes, user_disks
 
 
 async def quota_request(

@@ -7,7 +7,7 @@
 - their disks (PersistentVolumeClaims and root DataVolumes they own, from the hub's watches
   through :class:`~workspacespawner.k8s.cachedkube.CachedKube`: no API call
   while the watch runs);
-- the GPUs free now (:class:`~workspacespawner.workspace.gpus.GPUCapacity`:
+- the GPUs free now (:class:`~workspacespawner.gpu.capacity.GPUCapacity`:
   the Pod and VMI watches, and one Node LIST per ``node_ttl`` for the whole hub);
 - the card-hour weights (the hub's ``c.GPUEconomy``, read once per process);
 - for VM profiles, the golden image this server's root disk was cloned from
@@ -27,10 +27,10 @@ from dataclasses import dataclass, replace
 from workspacespawner import useroptions
 from workspacespawner.config.goldenimages import cloned_from
 from workspacespawner.config.teampools import pool_of_profile
+from workspacespawner.lifecycle.disks import user_disk_bytes, user_disks
 from workspacespawner.quota import policy
 from workspacespawner.spawnpage import placementnotes
 from workspacespawner.spawnpage.model import Balance, Card, balance, card, page_data
-from workspacespawner.workspace.disks import user_disk_bytes, user_disks
 
 #: Spawner settings a profile's ``kubespawner_override`` may set, which a card shows when it does not.
 CARD_DEFAULTS = ("workspace_kind", "ide", "cpu_limit", "mem_limit", "vm_gpu_device_name", "vm_golden_image",

@@ -29,8 +29,8 @@ from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.profiles import gpu_limit
 from workspacespawner.core.gpuresources import DEVICE, GPU_PRODUCT_LABEL, MIG, GPUResource, parse_gpu_resource
 from workspacespawner.core.quantities import parse_quantity
+from workspacespawner.gpu.capacity import GPUPool, pool_for, shortage
 from workspacespawner.quota.policy import Limits, Usage, gpu_units, number, when
-from workspacespawner.workspace.gpus import GPUPool, pool_for, shortage
 
 #: Bytes in a GiB (disk sizes are shown in GiB).
 GIB = 1024**3
@@ -127,9 +127,9 @@ class Card:
     cluster autoscaler may add a node. ``nodes_note``: which node pool it runs on, on a site with team pools
     (:func:`~.placementnotes.nodes_sentence`). ``pool_note``: for a team pool's
     profile, the pool's free GPUs and who holds them
-    (:func:`~workspacespawner.workspace.poolholders.describe`);
+    (:func:`~workspacespawner.gpu.poolholders.describe`);
     ``prefers_note``: which GPU types it tries first
-    (:func:`~workspacespawner.workspace.placement.prefers_sentence`); None: nothing to say.
+    (:func:`~workspacespawner.gpu.placement.prefers_sentence`); None: nothing to say.
     ``system_image``: for a VM profile, the golden image (DataSource name) a new root disk is cloned from, and
     ``system_image_version`` its version (:func:`~workspacespawner.config.goldenimages.version_label`); ``disk_image``
     and ``disk_image_version``: the image the user's existing root disk was cloned from, when it is another one

@@ -3,7 +3,7 @@ pool's free GPUs and who holds them, and its GPU preference.
 
 Read from the profile as a start would apply it (its ``kubespawner_override``,
 else the spawner's own settings) and from the hub's shared caches through the
-spawner (:meth:`~workspacespawner.workspace.gpuview.GPUView.pool_use`): no API
+spawner (:meth:`~workspacespawner.gpu.view.GPUView.pool_use`): no API
 call per view.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from workspacespawner.config.profiles import gpu_limit
 from workspacespawner.config.teampools import pool_of_profile
 from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
-from workspacespawner.workspace import placement, poolholders
+from workspacespawner.gpu import placement, poolholders
 
 
 async def team_gpu_pools(spawner, profiles: list[dict]) -> dict:

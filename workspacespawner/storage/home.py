@@ -22,9 +22,9 @@ from workspacespawner.core.milestones import Milestone, Say
 from workspacespawner.k8s.admission import exceeded_quota
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.k8s.owned import core_accessors, ensure_owned
-from workspacespawner.workspace import attach, lifecycle
-from workspacespawner.workspace.disks import home_candidates
-from workspacespawner.workspace.lifecycle import Phase, Status, WorkspaceRef, made_in
+from workspacespawner.lifecycle import attach, phases
+from workspacespawner.lifecycle.disks import home_candidates
+from workspacespawner.lifecycle.phases import Phase, Status, WorkspaceRef, made_in
 
 log = logging.getLogger("workspacespawner")
 
@@ -117,8 +117,8 @@ async def ensure_home_pvc(core_api, manifest: dict, user_name: str, *, create_fi
 
 def made_now(ref: WorkspaceRef) -> tuple[Status, dict[str, str]]:
     """What a disk or VM a start of ``ref`` makes is created with: the lifecycle status ``Stopped`` (its compute shows
-    the rest) and, for a disk, this start's attach claim (:func:`~workspacespawner.workspace.attach.claim_annotation`)."""
-    now = lifecycle.utcnow().replace(microsecond=0)
+    the rest) and, for a disk, this start's attach claim (:func:`~workspacespawner.lifecycle.attach.claim_annotation`)."""
+    now = phases.utcnow().replace(microsecond=0)
     return Status(Phase.STOPPED, since=now, server=ref.server_name), attach.claim_annotation(ref, now)
 
 
@@ -173,7 +173,7 @@ async def find_home(kube, *, namespace: str, user_name: str, slot: str, template
     ``kube``: a :class:`~workspacespawner.k8s.api.Kube`; ``template``: the
     ``home_pvc_name_template`` that gave ``slot``; ``server``: the JupyterHub
     server name (``""`` default). Lists the user's PVCs by owner label and
-    picks with :func:`~workspacespawner.workspace.disks.home_candidates`: a
+    picks with :func:`~workspacespawner.lifecycle.disks.home_candidates`: a
     home made under an older template, or under another name with the
     user's owner labels, is kept (z2jh#3536); ``slot`` itself when the user
     has none, so a template change names only new disks. Raises

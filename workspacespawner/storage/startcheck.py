@@ -12,9 +12,9 @@ from traitlets import TraitError
 
 from workspacespawner.config.check import merged_settings, section_of
 from workspacespawner.config.traittypes import resolve_aliases
-from workspacespawner.storage.settings import SETTINGS, check_home_config, home_mount_default, storage_settings
+from workspacespawner.storage.settings import HomeTraits, StorageTraits
 from workspacespawner.storage.tiers import StorageSettings, TierConfigError
-from workspacespawner.storage.traits import HomeTraits, StorageTraits
+from workspacespawner.storage.values import SETTINGS, check_home_config, home_mount_default, storage_settings
 
 
 def _profile_overrides(profile_list):

@@ -418,8 +418,8 @@ def admin_scenario(real, scenario, admin, tmp_path_factory) -> list[dict]:
     from tests.support.lifecycleenv import make_home, with_kube
     from workspacespawner.admin import disk as disk_command
     from workspacespawner.admin import retention as retention_command
-    from workspacespawner.workspace import retention
-    from workspacespawner.workspace.lifecycle import Phase, Status, WorkspaceRef
+    from workspacespawner.lifecycle import retention
+    from workspacespawner.lifecycle.phases import Phase, Status, WorkspaceRef
 
     plane = real.plane
     for doc in helm_values("retention.yaml"):

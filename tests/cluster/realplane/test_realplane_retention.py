@@ -29,9 +29,9 @@ from tests.support.paths import REPO
 from workspacespawner.core import names
 from workspacespawner.k8s.api import Kube
 from workspacespawner.k8s.kinds import DATA_VOLUME, PVC, SECRET, SERVICE, VIRTUAL_MACHINE
+from workspacespawner.lifecycle import retention
+from workspacespawner.lifecycle.phases import Phase, Status, WorkspaceRef
 from workspacespawner.storage import home
-from workspacespawner.workspace import retention
-from workspacespawner.workspace.lifecycle import Phase, Status, WorkspaceRef
 
 CRDS = ("virtualmachines.kubevirt.io", "virtualmachineinstances.kubevirt.io", "datavolumes.cdi.kubevirt.io")
 

@@ -24,19 +24,19 @@ from kubespawner import KubeSpawner
 from workspacespawner import upstream
 from workspacespawner.backends.base import Backend, StartContext
 from workspacespawner.backends.container import progress
-from workspacespawner.backends.container.status import ContainerStatus
+from workspacespawner.backends.container.podstatus import ContainerStatus
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.core.times import EPOCH
+from workspacespawner.gpu import placement
 from workspacespawner.k8s import events
 from workspacespawner.k8s.eventindex import events_involving
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.k8s.models import to_model
 from workspacespawner.k8s.owned import TRANSIENT_STATUSES
+from workspacespawner.lifecycle.phases import Observed, Status, WorkspaceRef
 from workspacespawner.storage import binding, home, tiers
 from workspacespawner.storage.prepare import PreparedTiers
-from workspacespawner.workspace import placement
-from workspacespawner.workspace.lifecycle import Observed, Status, WorkspaceRef
 
 #: The name kubespawner gives the server's container (the Pod's first).
 NOTEBOOK_CONTAINER = "notebook"
@@ -293,7 +293,7 @@ class ContainerBackend(Backend):
 
     def place(self, pod, where: placement.Placement):
         """kubespawner's ``V1Pod`` with ``where`` merged into its ``nodeSelector``, ``affinity`` and ``tolerations``
-        (:func:`~workspacespawner.workspace.placement.apply`; what the admin's ``node_affinity_*`` and ``tolerations``
+        (:func:`~workspacespawner.gpu.placement.apply`; what the admin's ``node_affinity_*`` and ``tolerations``
         settings put there stays)."""
         sanitize = self.spawner.api.api_client.sanitize_for_serialization
         spec = pod.spec

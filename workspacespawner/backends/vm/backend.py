@@ -19,17 +19,17 @@ from kubespawner.clients import shared_client
 from workspacespawner import upstream
 from workspacespawner.backends.base import Backend, StartContext
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, singleuser_command
-from workspacespawner.backends.vm.rootdisk import current_root_disk
-from workspacespawner.backends.vm.status import VMKindStatus
+from workspacespawner.backends.vm.rootlookup import current_root_disk
 from workspacespawner.backends.vm.tiers import VMTiers, vm_tiers
+from workspacespawner.backends.vm.vmstatus import VMKindStatus
 from workspacespawner.backends.vm.workspace import VMWorkspace, cached_vm_and_disks
 from workspacespawner.config.rootdiskpool import PoolShape
 from workspacespawner.core import names
 from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.core.tasks import BackgroundTasks
 from workspacespawner.k8s import watches
+from workspacespawner.lifecycle.phases import Observed, Status, WorkspaceRef
 from workspacespawner.storage.prepare import PreparedTiers
-from workspacespawner.workspace.lifecycle import Observed, Status, WorkspaceRef
 
 
 @dataclass(frozen=True)
@@ -232,7 +232,7 @@ class VMBackend(Backend):
 
 def for_spawner(spawner, *, placement: Callable[[], object]) -> VMBackend:
     """The VM backend of ``spawner`` (a WorkspaceSpawner: its ``vm_*`` settings, applied profile and hub services);
-    ``placement()``: where the start's VM may and should run (a :class:`~workspacespawner.workspace.placement.Placement`)."""
+    ``placement()``: where the start's VM may and should run (a :class:`~workspacespawner.gpu.placement.Placement`)."""
     s = spawner
     naming = VMNaming(s.namespace, s.user.name, upstream.expand(s, "{username}"), upstream.expand(s, s.vm_name_template),
                       s.name or "")

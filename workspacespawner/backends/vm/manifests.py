@@ -41,9 +41,9 @@ from workspacespawner.backends.vm.tiers import VMTiers, add_tiers_to_cloud_confi
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core import names
 from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
-from workspacespawner.workspace.placement import Placement
-from workspacespawner.workspace.placement import apply as apply_placement
-from workspacespawner.workspace.rootdisk import DATAVOLUME_ANNOTATIONS, ROOT_VOLUME
+from workspacespawner.gpu.placement import Placement
+from workspacespawner.gpu.placement import apply as apply_placement
+from workspacespawner.vmdisk.rootdisk import DATAVOLUME_ANNOTATIONS, ROOT_VOLUME
 
 #: The singleuser server's port in the guest (Service port ``jupyter``).
 JUPYTER_PORT = 8888
@@ -173,7 +173,7 @@ class VMSettings:
     disk (an image of its own; see the ``vm_home_via`` trait). ``termination_grace_seconds``:
     how long a stop waits for the guest to shut down before it is killed.
     ``placement``: the team pool, GPU preference and spread rules of the
-    VMI template (:mod:`workspacespawner.workspace.placement`; None: none).
+    VMI template (:mod:`workspacespawner.gpu.placement`; None: none).
     KubeVirt copies the template's ``affinity`` and ``tolerations`` to the
     virt-launcher Pod, and its labels (the owner label the spread rule
     selects on) too.

@@ -49,9 +49,9 @@ from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.core.times import parse_time
 from workspacespawner.k8s.kinds import DATA_SOURCE, DATA_VOLUME
 from workspacespawner.k8s.objects import pointer, terminating
-from workspacespawner.workspace import lifecycle
-from workspacespawner.workspace.lifecycle import SYSTEM, Status
-from workspacespawner.workspace.rootdisk import DATAVOLUME_ANNOTATIONS
+from workspacespawner.lifecycle import phases
+from workspacespawner.lifecycle.phases import SYSTEM, Status
+from workspacespawner.vmdisk.rootdisk import DATAVOLUME_ANNOTATIONS
 
 log = logging.getLogger("workspacespawner")
 
@@ -152,7 +152,7 @@ def claim_operations(dv: dict, ident: VMIdentity, *, recorded: Status | None, an
     meta = _meta(dv)
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != names.POOL_IMAGE_LABEL}
     labels.update(names.disk_labels(ident.user_name, ident.kubespawner_username, names.ROOT_DISK))
-    new = lifecycle.made_in({"metadata": {"labels": labels, "annotations": {
+    new = phases.made_in({"metadata": {"labels": labels, "annotations": {
         **(meta.get("annotations") or {}), **names.owner_annotations(ident.user_name), names.ROOT_SLOT_ANNOTATION: ident.vm,
     }}}, recorded, annotations)["metadata"]
     return [
@@ -226,7 +226,7 @@ class RootDiskPoolKeeper:
     ``kube``: the hub's :class:`~workspacespawner.k8s.cachedkube.CachedKube`
     (its DataVolume list reads the shared watch once :meth:`start` ran);
     ``entries``: the pools (:meth:`.RootDiskPool.entries`); ``audit``: an
-    :class:`~workspacespawner.workspace.audit.AuditLog` or None;
+    :class:`~workspacespawner.lifecycle.audit.AuditLog` or None;
     ``interval``: seconds between looks (a claim wakes it at once).
     """
 
@@ -301,7 +301,7 @@ class RootDiskPoolKeeper:
         for entry in self.entries:
             self._sources[image_id(entry.shape)] = await self._source(entry.shape)
         disks = await self.kube.list(DATA_VOLUME, self.namespace, labels=POOL_SELECTOR)
-        todo = plan(disks, self.entries, self._sources, now=lifecycle.utcnow(), failed_after=FAILED_AFTER_INTERVALS * self.interval)
+        todo = plan(disks, self.entries, self._sources, now=phases.utcnow(), failed_after=FAILED_AFTER_INTERVALS * self.interval)
         for dv in todo.retire:
             await self._retire(dv)
         by_image = {image_id(e.shape): e for e in self.entries}

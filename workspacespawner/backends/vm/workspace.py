@@ -42,7 +42,7 @@ import aiohttp
 from kubernetes_asyncio.client.rest import ApiException
 
 from workspacespawner.backends.vm import manifests as vmmanifests
-from workspacespawner.backends.vm import status as vmstatus
+from workspacespawner.backends.vm import vmstatus
 from workspacespawner.backends.vm.effects import (
     UNKNOWN,
     ensure_root_disk,
@@ -67,8 +67,8 @@ from workspacespawner.k8s.watches import (
     shared_reflector,
     shared_reflectors,
 )
-from workspacespawner.workspace import lifecycle
-from workspacespawner.workspace.lifecycle import Status
+from workspacespawner.lifecycle import phases
+from workspacespawner.lifecycle.phases import Status
 
 log = logging.getLogger("workspacespawner")
 
@@ -357,7 +357,7 @@ class VMWorkspace:
             ident = self._use_root_disk(pooled["metadata"]["name"])
             if claim_disks is not None:
                 await claim_disks()
-        disk = lifecycle.made_in(vmmanifests.make_root_datavolume(ident=ident, settings=settings), recorded, new_disk_annotations)
+        disk = phases.made_in(vmmanifests.make_root_datavolume(ident=ident, settings=settings), recorded, new_disk_annotations)
         created = pooled is None and await self._ensure_root_disk(disk, cached=(True, dv), claim_disks=claim_disks)
         self._remake_disk = lambda: self._ensure_root_disk(disk, cached=UNKNOWN, claim_disks=claim_disks)
         if pooled is not None:
@@ -366,7 +366,7 @@ class VMWorkspace:
             say(f"Creating your root disk from the system image {settings.golden_image}" if created else "Using your root disk")
         vm_manifest = vmmanifests.make_virtual_machine(ident=ident, settings=settings, extra_labels=extra_labels)
         await ensure_vm(self.custom_api, vm_manifest, ident.user_name, cached=(True, vm),
-                        created_as=lifecycle.made_in(copy.deepcopy(vm_manifest), recorded))
+                        created_as=phases.made_in(copy.deepcopy(vm_manifest), recorded))
         secret = vmmanifests.make_cloudinit_secret(
             ident=ident,
             env=env,

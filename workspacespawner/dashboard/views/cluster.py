@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 
+from workspacespawner.core.prometheus import PrometheusClient, PrometheusError
 from workspacespawner.dashboard import cardhours, charts
 from workspacespawner.dashboard.access import Viewer
 from workspacespawner.dashboard.base import DashboardHandler
@@ -45,8 +46,7 @@ from workspacespawner.dashboard.cluster import (
     pool_views,
     top_users,
 )
-from workspacespawner.dashboard.gpumetrics import GPUStat, read_gpu_metrics
-from workspacespawner.dashboard.prometheus import PrometheusClient, PrometheusError
+from workspacespawner.gpu.metrics import GPUStat, read_gpu_metrics
 from workspacespawner.idle.activity import read_idle_readings
 from workspacespawner.k8s.kinds import NODE, POD, VMI
 from workspacespawner.quota.ledger import LedgerUnavailable

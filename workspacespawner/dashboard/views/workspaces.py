@@ -19,13 +19,13 @@ import json
 import logging
 from datetime import timedelta
 
+from workspacespawner.core.prometheus import PrometheusClient, PrometheusError
 from workspacespawner.dashboard import actions, cardhours, charts
 from workspacespawner.dashboard.base import DashboardHandler
-from workspacespawner.dashboard.gpumetrics import read_volume_usage
-from workspacespawner.dashboard.prometheus import PrometheusClient, PrometheusError
 from workspacespawner.dashboard.workspaces import my_workspaces
+from workspacespawner.gpu.metrics import read_volume_usage
+from workspacespawner.lifecycle.phases import rfc3339
 from workspacespawner.quota.ledger import LedgerUnavailable
-from workspacespawner.workspace.lifecycle import rfc3339
 
 log = logging.getLogger("workspacespawner.dashboard")
 

@@ -12,7 +12,7 @@ number as ``revision`` and the old one as ``down_revision``, and write its
 ``upgrade()`` with ``alembic.op``; add a test that upgrades a database of the
 previous shape. Table names are constants here, so that the scripts, the
 ledger (:mod:`workspacespawner.quota.ledger`) and the audit log
-(:mod:`workspacespawner.workspace.audit`) agree on them.
+(:mod:`workspacespawner.lifecycle.audit`) agree on them.
 """
 
 #: alembic's version table for our revisions (the name every existing database already has).
@@ -23,5 +23,5 @@ RUNS_TABLE = "workspacespawner_runs"
 USERS_TABLE = "workspacespawner_quota_users"
 #: PostgreSQL only: the pre-spawn check's lock, reservation and read as one call (revision 0005).
 RESERVE_FUNCTION = "workspacespawner_reserve"
-#: The audit trail of disk operations (:mod:`workspacespawner.workspace.audit`), revision 0003.
+#: The audit trail of disk operations (:mod:`workspacespawner.lifecycle.audit`), revision 0003.
 AUDIT_TABLE = "workspacespawner_audit"

@@ -129,33 +129,6 @@ RULES: dict[str, list[dict]] = {
 NAMESPACE = "kube-system"
 
 
-def _ok(status: int, body, what: str, accept=(200, 201)) -> None:
-    if status not in accept:
-        raise RuntimeError(f"{what}: HTTP {status}: {body}")
-
-
-def _create_or_replace(plane, collection: str, obj: dict) -> None:
-    status, body = plane.request("POST", collection, obj)
-    if status == 409:
-        current_status, current = plane.request("GET", f"{collection}/{obj['metadata']['name']}")
-        _ok(current_status, current, f"reading {obj['metadata']['name']}")
-        obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}}
-        status, body = plane.request("PUT", f"{collection}/{obj['metadata']['name']}", obj)
-    _ok(status, body, f"writing {obj['kind']} {obj['metadata']['name']}")
-
-
-def wait_condition(plane, path: str, condition: str, deadline: float) -> None:
-    """Poll ``path`` (admin GET) until its ``status.conditions`` has ``condition`` True; RuntimeError after ``deadline`` (monotonic)."""
-    while True:
-        status, obj = plane.request("GET", path)
-        conditions = (obj.get("status") or {}).get("conditions") or [] if status == 200 else []
-        if any(c["type"] == condition and c["status"] == "True" for c in conditions):
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{path}: not {condition} in time: {conditions}")
-        time.sleep(0.2)
-
-
 def install_crds(plane, timeout: float = 60.0, kubevirt: bool = False) -> None:
     """Create (or update) the KubeVirt, CDI and VolumeSnapshot CRDs of :data:`~.CRDS_DIR`, wait until each is Established,
     then install CDI's clone-permission check (:func:`install_clone_permission`). With ``kubevirt`` (the plane runs
@@ -166,11 +139,11 @@ def install_crds(plane, timeout: float = 60.0, kubevirt: bool = False) -> None:
         crd = yaml.safe_load(path.read_text())
         if crd["metadata"]["name"] in skip:
             continue
-        _create_or_replace(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        plane.create_or_replace("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
         names.append(crd["metadata"]["name"])
     deadline = time.monotonic() + timeout
     for name in names:
-        wait_condition(plane, f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", "Established", deadline)
+        plane.wait_condition(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", "Established", deadline)
     install_clone_permission(plane)
 
 
@@ -220,8 +193,8 @@ def install_clone_permission(plane) -> None:
             }],
         },
     }
-    _create_or_replace(plane, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", policy)
-    _create_or_replace(plane, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", {
+    plane.create_or_replace("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", policy)
+    plane.create_or_replace("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": CLONE_POLICY},
@@ -232,13 +205,11 @@ def install_clone_permission(plane) -> None:
 def install_agent(plane, agent: str) -> Path:
     """The ServiceAccount, ClusterRole and binding of ``agent``; returns its token kubeconfig."""
     name = f"localcluster-{agent}"
-    _create_or_replace(
-        plane,
+    plane.create_or_replace(
         "/apis/rbac.authorization.k8s.io/v1/clusterroles",
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name}, "rules": RULES[agent]},
     )
-    _create_or_replace(
-        plane,
+    plane.create_or_replace(
         "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -64,8 +64,6 @@ import subprocess
 import time
 from pathlib import Path
 
-from .agents import _create_or_replace, wait_condition
-
 log = logging.getLogger(__name__)
 
 NAMESPACE = "kubevirt"
@@ -216,7 +214,7 @@ class KubeVirt:
         self._register(objects, timeout)
         for obj in objects:
             if obj["kind"] in _VALIDATED:
-                _create_or_replace(self.plane, collection(obj), obj)
+                self.plane.create_or_replace(collection(obj), obj)
         self._start_virt_controller()
 
     # -- what virt-operator creates -------------------------------------
@@ -226,15 +224,13 @@ class KubeVirt:
         with virt-api, in :meth:`_register`: a webhook with nobody serving it refuses every VM; the
         cluster instancetypes and preferences after them, through virt-api's validation)."""
         plane = self.plane
-        _create_or_replace(
-            plane, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-        )
+        plane.create_or_replace("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
         for crd in crds:
-            _create_or_replace(plane, collection(crd), crd)
+            plane.create_or_replace(collection(crd), crd)
         deadline = time.monotonic() + timeout
         for crd in crds:
-            wait_condition(plane, f"{collection(crd)}/{crd['metadata']['name']}", "Established", deadline)
+            plane.wait_condition(f"{collection(crd)}/{crd['metadata']['name']}", "Established", deadline)
         skip = {
             "CustomResourceDefinition",
             "Service",
@@ -245,15 +241,13 @@ class KubeVirt:
         }
         for obj in objects:
             if obj["kind"] not in skip:
-                _create_or_replace(plane, collection(obj), obj)
-        _create_or_replace(
-            plane,
+                plane.create_or_replace(collection(obj), obj)
+        plane.create_or_replace(
             f"/apis/kubevirt.io/v1/namespaces/{NAMESPACE}/kubevirts",
             kubevirt_cr(NAMESPACE, self.feature_gates, self.permitted_host_devices),
         )
         self._deployed_status()
-        _create_or_replace(
-            plane,
+        plane.create_or_replace(
             f"/api/v1/namespaces/{NAMESPACE}/configmaps",
             {
                 "apiVersion": "v1",
@@ -308,8 +302,7 @@ class KubeVirt:
         plane = self.plane
         ca_pem = plane.pki.path("ca.crt").read_bytes()
         port = self.api_port
-        _create_or_replace(
-            plane,
+        plane.create_or_replace(
             f"/api/v1/namespaces/{NAMESPACE}/services",
             {
                 "apiVersion": "v1",
@@ -330,15 +323,15 @@ class KubeVirt:
                     for h in obj.get("webhooks") or []
                 ):
                     continue  # virt-operator's own webhook: no operator here
-                _create_or_replace(plane, collection(obj), webhook_to_url(obj, port, ca_pem))
+                plane.create_or_replace(collection(obj), webhook_to_url(obj, port, ca_pem))
             elif obj["kind"] == "APIService":
                 spec = {**obj["spec"], "caBundle": base64.b64encode(ca_pem).decode()}
                 spec["service"] = {**spec["service"], "port": port}
-                _create_or_replace(plane, collection(obj), {**obj, "spec": spec})
+                plane.create_or_replace(collection(obj), {**obj, "spec": spec})
                 names.append(obj["metadata"]["name"])
         deadline = time.monotonic() + timeout
         for name in names:
-            wait_condition(plane, f"/apis/apiregistration.k8s.io/v1/apiservices/{name}", "Available", deadline)
+            plane.wait_condition(f"/apis/apiregistration.k8s.io/v1/apiservices/{name}", "Available", deadline)
 
     # -- the process -----------------------------------------------------
 

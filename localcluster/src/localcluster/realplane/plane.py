@@ -138,6 +138,11 @@ def write_kubeconfig(path: Path, cfg: dict) -> Path:
     return path
 
 
+def _ok(status: int, body, what: str, accept=(200, 201)) -> None:
+    if status not in accept:
+        raise RuntimeError(f"{what}: HTTP {status}: {body}")
+
+
 class RealControlPlane:
     """A real Kubernetes control plane on 127.0.0.1, started from ``bin_dir``."""
 
@@ -270,6 +275,28 @@ class RealControlPlane:
             return status, json.loads(raw)
         except ValueError:
             return status, raw.decode(errors="replace")
+
+    def create_or_replace(self, collection: str, obj: dict) -> None:
+        """Create ``obj`` in ``collection`` (an admin request), or replace the one of its name; RuntimeError if refused."""
+        status, body = self.request("POST", collection, obj)
+        if status == 409:
+            current_status, current = self.request("GET", f"{collection}/{obj['metadata']['name']}")
+            _ok(current_status, current, f"reading {obj['metadata']['name']}")
+            obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}}
+            status, body = self.request("PUT", f"{collection}/{obj['metadata']['name']}", obj)
+        _ok(status, body, f"writing {obj['kind']} {obj['metadata']['name']}")
+
+    def wait_condition(self, path: str, condition: str, deadline: float) -> None:
+        """Poll ``path`` (admin GET) until its ``status.conditions`` has ``condition`` True; RuntimeError after
+        ``deadline`` (monotonic)."""
+        while True:
+            status, obj = self.request("GET", path)
+            conditions = (obj.get("status") or {}).get("conditions") or [] if status == 200 else []
+            if any(c["type"] == condition and c["status"] == "True" for c in conditions):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{path}: not {condition} in time: {conditions}")
+            time.sleep(0.2)
 
     def serviceaccount_kubeconfig(
         self, namespace: str, name: str, path=None, *, expiration_seconds: int = 3600, create: bool = True

@@ -186,11 +186,9 @@ def register(plane, port: int, timeout: float = 60.0) -> None:
     APIService ``v1.subresources.kubevirt.io`` naming it; waits until the aggregator reports it Available."""
     import time
 
-    from .agents import _create_or_replace, wait_condition
 
-    _create_or_replace(plane, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-    _create_or_replace(
-        plane,
+    plane.create_or_replace("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    plane.create_or_replace(
         f"/api/v1/namespaces/{NAMESPACE}/services",
         {
             "apiVersion": "v1",
@@ -200,8 +198,7 @@ def register(plane, port: int, timeout: float = 60.0) -> None:
         },
     )
     name = f"{VERSION}.{GROUP}"
-    _create_or_replace(
-        plane,
+    plane.create_or_replace(
         "/apis/apiregistration.k8s.io/v1/apiservices",
         {
             "apiVersion": "apiregistration.k8s.io/v1",
@@ -217,4 +214,4 @@ def register(plane, port: int, timeout: float = 60.0) -> None:
             },
         },
     )
-    wait_condition(plane, f"/apis/apiregistration.k8s.io/v1/apiservices/{name}", "Available", time.monotonic() + timeout)
+    plane.wait_condition(f"/apis/apiregistration.k8s.io/v1/apiservices/{name}", "Available", time.monotonic() + timeout)

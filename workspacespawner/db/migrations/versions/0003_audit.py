@@ -1,4 +1,4 @@
-"""The audit trail of disk operations, in the ledger's database (see :mod:`workspacespawner.workspace.audit`).
+"""The audit trail of disk operations, in the ledger's database (see :mod:`workspacespawner.lifecycle.audit`).
 
 One row per operation on a workspace disk or its compute: ``time`` (UTC),
 ``actor`` (an admin's name or ``system``), ``user_name``, ``server_name``,

@@ -39,7 +39,7 @@ from workspacespawner.db import migrate
 from workspacespawner.db.engine import UTCDateTime, guarded, make_engine, write_transaction
 from workspacespawner.db.executor import DatabaseExecutor, process_executor
 from workspacespawner.db.migrations import AUDIT_TABLE
-from workspacespawner.workspace import lifecycle
+from workspacespawner.lifecycle import phases
 
 #: The actions an audit record may name.
 ACTIONS = ("create", "expand", "snapshot", "restore", "rebuild", "retain", "reclaim", "purge", "delete", "fence", "stop",
@@ -86,7 +86,7 @@ class AuditRecord:
 
     def to_json(self) -> dict:
         """A JSON-safe dict (``time`` in RFC 3339)."""
-        return {**asdict(self), "time": lifecycle.rfc3339(self.time)}
+        return {**asdict(self), "time": phases.rfc3339(self.time)}
 
 
 def _load(text: str | None):
@@ -160,12 +160,12 @@ class AuditLog:
         namespace: str = "",
         time: datetime | None = None,
     ) -> int:
-        """Add one record (see the module docstring); returns its id. ``time`` defaults to :func:`lifecycle.utcnow`."""
+        """Add one record (see the module docstring); returns its id. ``time`` defaults to :func:`phases.utcnow`."""
         if action not in ACTIONS:
             raise ValueError(f"unknown audit action {action!r} (known: {', '.join(ACTIONS)})")
         self.ensure_ready()
         values = dict(
-            time=time or lifecycle.utcnow(),
+            time=time or phases.utcnow(),
             actor=actor,
             user_name=user,
             server_name=server,

@@ -3,7 +3,7 @@
 A workspace's root disk is named ``<vm>-root`` when a start clones it, but a
 pool disk (:mod:`.pool`) and a rebuilt disk have names of their own. So the
 root disk is found, never assumed from a name: the VirtualMachine's
-``rootdisk`` volume names it (:func:`~workspacespawner.workspace.rootdisk.root_disk_of`) once the VM
+``rootdisk`` volume names it (:func:`~workspacespawner.vmdisk.rootdisk.root_disk_of`) once the VM
 exists; before that (a start that claimed a pool disk and did not get as far
 as the VM), the user's own root DataVolume whose slot annotation
 (:data:`~workspacespawner.core.names.ROOT_SLOT_ANNOTATION`) is the VM's name,
@@ -16,8 +16,8 @@ from collections.abc import Iterable
 
 from workspacespawner.backends.vm.manifests import VMIdentity
 from workspacespawner.core import names
-from workspacespawner.workspace.disks import PARKED, phase_of
-from workspacespawner.workspace.rootdisk import root_disk_of
+from workspacespawner.lifecycle.disks import PARKED, phase_of
+from workspacespawner.vmdisk.rootdisk import root_disk_of
 
 
 def _meta(obj: dict) -> dict:

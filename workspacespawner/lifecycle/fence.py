@@ -51,8 +51,8 @@ from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE, V
 from workspacespawner.k8s.kubevirt import stop_vm
 from workspacespawner.k8s.objects import counted_once, holders, node_of, pointer, terminating
 from workspacespawner.k8s.owned import until_accepted
-from workspacespawner.workspace import lifecycle
-from workspacespawner.workspace.lifecycle import SYSTEM, Phase, Status, WorkspaceRef
+from workspacespawner.lifecycle import phases
+from workspacespawner.lifecycle.phases import SYSTEM, Phase, Status, WorkspaceRef
 
 log = logging.getLogger("workspacespawner")
 
@@ -288,8 +288,8 @@ class Fencer:
         for kind, key in ((PVC, "home_pvc"), (DATA_VOLUME, "root_disk"), (VIRTUAL_MACHINE, "vm")):
             for obj in await self.kube.list(kind, self.namespace, labels=selector):
                 ref = WorkspaceRef(namespace=self.namespace, user_name=user_name, **{key: obj["metadata"]["name"]})
-                current = Status.from_object(obj) or lifecycle.degraded("node-unreachable", "")
+                current = Status.from_object(obj) or phases.degraded("node-unreachable", "")
                 try:
-                    await lifecycle.move(self.kube, ref, current, Phase.STOPPED, expect=Phase.DEGRADED, actor=self.actor)
+                    await phases.move(self.kube, ref, current, Phase.STOPPED, expect=Phase.DEGRADED, actor=self.actor)
                 except NotOurs:
                     log.info("%s %s left Degraded meanwhile; not moving it", kind.kind, obj["metadata"]["name"])

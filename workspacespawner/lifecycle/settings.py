@@ -10,7 +10,7 @@ from __future__ import annotations
 from traitlets import Enum, Float, HasTraits
 
 from workspacespawner.config.traittypes import DeprecatedAlias, Quantity, days, in_days
-from workspacespawner.workspace import retention
+from workspacespawner.lifecycle import retention
 
 
 class LifecycleTraits(HasTraits):

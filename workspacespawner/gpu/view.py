@@ -14,9 +14,9 @@ from collections.abc import Awaitable, Callable
 
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.gpu import capacity, placement, poolholders
 from workspacespawner.k8s import watches
 from workspacespawner.k8s.objects import node_of
-from workspacespawner.workspace import gpus, placement, poolholders
 
 
 class GPUView:
@@ -32,10 +32,10 @@ class GPUView:
         self.watch = watch
         self.label = label
 
-    def _capacity(self) -> gpus.GPUCapacity | None:
+    def _capacity(self) -> capacity.GPUCapacity | None:
         return self.spawner.services.gpu_capacity(watches.compute_objects)
 
-    async def free(self, pool: str = "") -> dict[tuple[str, str], gpus.GPUPool] | None:
+    async def free(self, pool: str = "") -> dict[tuple[str, str], capacity.GPUPool] | None:
         """The GPUs free now by resource and type (:class:`~.gpus.GPUCapacity`), or None when that cannot be known.
 
         ``pool``: a team pool's name: its nodes' GPUs only; ``""``: the GPUs
@@ -44,25 +44,25 @@ class GPUView:
         them yet (after a hub restart, the first page view), so a running
         VM's GPUs are never missed.
         """
-        capacity = self._capacity()
-        if capacity is None or not await self.watch():
+        inventory = self._capacity()
+        if inventory is None or not await self.watch():
             return None
         pools = self.spawner.services.team_pools
         if pool:
-            return await capacity.pools(pools[pool].holds) if pool in pools else None
-        return await capacity.pools(lambda node: not any(p.holds(node) for p in pools.values()))
+            return await inventory.pools(pools[pool].holds) if pool in pools else None
+        return await inventory.pools(lambda node: not any(p.holds(node) for p in pools.values()))
 
     async def pool_use(self, pool: str, resource: str) -> poolholders.PoolUse | None:
         """Team pool ``pool`` now: its units of GPU ``resource`` free and who holds them
         (:func:`~.poolholders.pool_use`, from the shared caches), or None when that cannot be known."""
-        capacity = self._capacity()
+        inventory = self._capacity()
         found = self.spawner.services.team_pools.get(pool)
-        if found is None or capacity is None or not await self.watch():
+        if found is None or inventory is None or not await self.watch():
             return None
-        compute, nodes = capacity.compute(), await capacity.nodes()
+        compute, nodes = inventory.compute(), await inventory.nodes()
         if compute is None or nodes is None:
             return None
-        return poolholders.pool_use(found, nodes, compute, resource, capacity.declared)
+        return poolholders.pool_use(found, nodes, compute, resource, inventory.declared)
 
     def placement(self) -> placement.Placement:
         """Where this start's compute may and should run (:func:`~.placement.placement`), from the profile applied now:
@@ -78,7 +78,7 @@ class GPUView:
                                  "administrator (c.TeamGPUPools.pools).", reason="misconfigured", status_code=500)
         profile = s.profile
         gpu_count = profile.gpus if profile else 0
-        resource = profile.gpu_resource if profile else gpus.GPU_RESOURCE
+        resource = profile.gpu_resource if profile else capacity.GPU_RESOURCE
         return placement.placement(
             user_name=s.user.name, gpus=gpu_count, pool=pools.get(s.team_pool), pools=pools.values(),
             product=profile.gpu_product if profile else None,
@@ -105,22 +105,22 @@ class GPUView:
         try:
             mine = (obj for obj in watches.compute_objects() or () if names.server_of(obj.get("metadata") or {}) == (s.user.name, server))
             node = next(filter(None, map(node_of, mine)), None)
-            capacity = self._capacity()
-            if node is not None and capacity is not None:
-                await quota.placed(s.user.name, server, await capacity.product_of(node))
+            inventory = self._capacity()
+            if node is not None and inventory is not None:
+                await quota.placed(s.user.name, server, await inventory.product_of(node))
         except Exception as e:  # the price stays provisional (the most it may cost); the start goes on
             s.log.warning("Could not price the run of %s at its node's GPU type: %s", self.label(), e)
 
     async def in_numbers(self, error: BaseException) -> BaseException:
         """A refusal for want of a node, for a GPU profile whose GPUs are taken, reworded with the numbers
-        (:func:`.gpus.shortage`; the scheduler's words stay in the log); any other error as it is."""
+        (:func:`.capacity.shortage`; the scheduler's words stay in the log); any other error as it is."""
         s = self.spawner
         profile = s.profile
         if not (isinstance(error, WorkspaceError) and error.reason == "unschedulable" and profile and profile.gpus):
             return error
         pools = await self.free(s.team_pool)
-        pool = gpus.pool_for(pools, profile.gpu_product, profile.gpu_resource) if pools is not None else None
-        sentence = gpus.shortage(pool, profile.gpus) if pool is not None else None
+        pool = capacity.pool_for(pools, profile.gpu_product, profile.gpu_resource) if pools is not None else None
+        sentence = capacity.shortage(pool, profile.gpus) if pool is not None else None
         if sentence is None:
             return error
         s.log.info("%s: %s (the scheduler: %s)", self.label(), sentence, error.detail)

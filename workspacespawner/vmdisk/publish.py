@@ -49,14 +49,14 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from workspacespawner.config.imagepublish import MODES, check_image_name
 from workspacespawner.core import names
+from workspacespawner.k8s.apistatus import one_line
 from workspacespawner.k8s.kinds import DATA_SOURCE, DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE, VMI, VOLUME_SNAPSHOT
 from workspacespawner.k8s.objects import holders
-from workspacespawner.k8s.status import one_line
-from workspacespawner.workspace import lifecycle
-from workspacespawner.workspace.attach import ATTACH_GRACE_SECONDS, holder_of, recent
-from workspacespawner.workspace.disks import DiskOpError
-from workspacespawner.workspace.lifecycle import SYSTEM
-from workspacespawner.workspace.rootdisk import root_disk_of, vm_of_server
+from workspacespawner.lifecycle import phases
+from workspacespawner.lifecycle.attach import ATTACH_GRACE_SECONDS, holder_of, recent
+from workspacespawner.lifecycle.disks import DiskOpError
+from workspacespawner.lifecycle.phases import SYSTEM
+from workspacespawner.vmdisk.rootdisk import root_disk_of, vm_of_server
 
 log = logging.getLogger("workspacespawner")
 
@@ -86,7 +86,7 @@ class Provenance:
 
     def annotations(self) -> dict[str, str]:
         """The :data:`~workspacespawner.core.names.PUBLISHED_FROM_ANNOTATION` of what a publish makes."""
-        value = {"by": self.by, "at": lifecycle.rfc3339(self.at), "user": self.user, "server": self.server,
+        value = {"by": self.by, "at": phases.rfc3339(self.at), "user": self.user, "server": self.server,
                  "namespace": self.namespace, "disk": self.disk, "golden_image": self.golden_image}
         return {names.PUBLISHED_FROM_ANNOTATION: json.dumps(value, sort_keys=True)}
 
@@ -193,7 +193,7 @@ class GoldenPublisher:
         """
         if self.mode not in MODES:
             raise ValueError(f"publish mode must be one of {', '.join(MODES)}, not {self.mode!r}")
-        now = now or lifecycle.utcnow()
+        now = now or phases.utcnow()
         label = f"{user}'s {'server ' + repr(server) if server else 'default server'}"
         vm = vm_of_server(await self.kube.list(VIRTUAL_MACHINE, self.namespace, labels=names.owner_selector(user)), user, server)
         disk_name = root_disk_of(vm)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from workspacespawner.k8s.objects import FINISHED_PHASES, ready_condition, terminating
-from workspacespawner.workspace.lifecycle import Observed, Phase, Status
+from workspacespawner.lifecycle.phases import Observed, Phase, Status
 
 
 def pod_phase(pod: dict) -> Phase | None:
@@ -17,7 +17,7 @@ def pod_phase(pod: dict) -> Phase | None:
 
 
 class ContainerStatus:
-    """:class:`~workspacespawner.workspace.lifecycle.KindStatus` of a container workspace: its Pod; no root disk."""
+    """:class:`~workspacespawner.lifecycle.phases.KindStatus` of a container workspace: its Pod; no root disk."""
 
     def compute_status(self, observed: Observed) -> Status | None:
         phase = None if observed.pod is None else pod_phase(observed.pod)

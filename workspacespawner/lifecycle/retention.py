@@ -38,11 +38,11 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from workspacespawner.core import names
 from workspacespawner.k8s.api import NotOurs
+from workspacespawner.k8s.apistatus import one_line
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, SECRET, SERVICE, VIRTUAL_MACHINE, VMI
 from workspacespawner.k8s.objects import holders, uses_claim
-from workspacespawner.k8s.status import one_line
-from workspacespawner.workspace import lifecycle
-from workspacespawner.workspace.lifecycle import SYSTEM, Phase, Status, WorkspaceRef
+from workspacespawner.lifecycle import phases
+from workspacespawner.lifecycle.phases import SYSTEM, Phase, Status, WorkspaceRef
 
 log = logging.getLogger("workspacespawner")
 
@@ -57,8 +57,8 @@ async def retain(kube, ref: WorkspaceRef, current: Status, *, days: float, audit
     """
     if current.phase == Phase.REQUESTED or not ref.persistent():
         return current
-    now = now or lifecycle.utcnow()
-    return await lifecycle.move(
+    now = now or phases.utcnow()
+    return await phases.move(
         kube, ref, current, Phase.RETAINED, retain_until=now + timedelta(days=days), audit=audit, actor=actor, now=now
     )
 
@@ -80,7 +80,7 @@ async def reclaim(kube, ref: WorkspaceRef, *, audit=None, actor: str = SYSTEM, n
         status = Status.from_object(obj)
         if obj is None or status is None or status.phase != Phase.RETAINED or not names.owned_by(obj["metadata"], ref.user_name):
             continue
-        moved = await lifecycle.move(
+        moved = await phases.move(
             kube, _single(ref, kind, name), status, Phase.STOPPED, expect=Phase.RETAINED, audit=audit, actor=actor, now=now
         )
     return moved
@@ -108,7 +108,7 @@ async def give_back(kube, namespace: str, user_name: str, kind, name: str, *, au
     :class:`~.kube.NotOurs` when it left ``Retained`` meanwhile (reclaimed, or
     the purge took it).
     """
-    now = now or lifecycle.utcnow()
+    now = now or phases.utcnow()
     obj = await kube.get(kind, namespace, name)
     status = Status.from_object(obj)
     if obj is None or not names.owned_by(obj["metadata"], user_name):
@@ -116,7 +116,7 @@ async def give_back(kube, namespace: str, user_name: str, kind, name: str, *, au
     if status is None or status.phase != Phase.RETAINED:
         raise ValueError(f"{name} is {status.phase if status else 'in use'}, not Retained; only a retained disk can be given back")
     ref = _single(WorkspaceRef(namespace=namespace, user_name=user_name, server_name=status.server), kind, name)
-    new = await lifecycle.move(kube, ref, status, Phase.RETAINED, observed=True, expect=Phase.RETAINED,
+    new = await phases.move(kube, ref, status, Phase.RETAINED, observed=True, expect=Phase.RETAINED,
                                retain_until=now, actor=actor, now=now)
     if audit is not None:
         await audit.arecord(actor=actor, user=user_name, server=status.server, namespace=namespace, disk=name,
@@ -202,7 +202,7 @@ def select_purgeable(objects, now: datetime) -> PurgePlan:
         elif status.phase == Phase.RETAINED and status.retain_until is None:
             plan.kept.append((disk, "no retain-until time"))
         elif status.phase == Phase.RETAINED and status.retain_until > now:
-            plan.kept.append((disk, f"retained until {lifecycle.rfc3339(status.retain_until)}"))
+            plan.kept.append((disk, f"retained until {phases.rfc3339(status.retain_until)}"))
         elif using := holders(compute, disk["metadata"]["name"]):
             plan.kept.append((disk, "in use by " + ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in using)))
         else:
@@ -236,7 +236,7 @@ class Purger:
         A failed delete does not stop the others; its disk stays
         ``DeletingDisk``, so the next purge tries it again.
         """
-        now = now or lifecycle.utcnow()
+        now = now or phases.utcnow()
         plan = select_purgeable(await self.gather(), now)
         if dry_run:
             for item in plan.purge:
@@ -257,7 +257,7 @@ class Purger:
         status = item.status
         if status.phase == Phase.RETAINED:
             try:
-                status = await lifecycle.move(
+                status = await phases.move(
                     self.kube, ref, status, Phase.DELETING_DISK, expect=Phase.RETAINED, audit=self.audit, actor=self.actor, now=now
                 )
             except NotOurs:

@@ -2,21 +2,21 @@
 
 The spawner holds one :class:`WorkspaceLifecycle` per server and calls, on a
 start (the workspace's objects named by a
-:class:`~workspacespawner.workspace.lifecycle.WorkspaceRef`)::
+:class:`~workspacespawner.lifecycle.phases.WorkspaceRef`)::
 
-    await lifecycle.before_start(ref, fence_own=backend.fence, say=step)   # reconcile, reclaim, fence
+    await phases.before_start(ref, fence_own=backend.fence, say=step)   # reconcile, reclaim, fence
     ... ensure the home PVC ...
-    await lifecycle.disks_ready(ref, pvc, ...)                           # grow home, -> Starting
-    await lifecycle.claim_disks(ref)                                     # the attach claim, before any compute
+    await phases.disks_ready(ref, pvc, ...)                           # grow home, -> Starting
+    await phases.claim_disks(ref)                                     # the attach claim, before any compute
     ... compute ...                                                      # running(ref) / start_failed(ref, e)
 
 ``stopping(ref)`` as a stop begins, ``stopped(ref)`` after every stop (also
 one where the hub found the server gone; it releases the attach claim once
 the compute is gone, as a failed start does), ``delete_forever(ref)`` when the
 user or server is deleted. Every move goes through
-:func:`~workspacespawner.workspace.lifecycle.move`; disk moves are audited.
+:func:`~workspacespawner.lifecycle.phases.move`; disk moves are audited.
 What a kind's objects show comes from ``kind`` (the backend's
-:class:`~workspacespawner.workspace.lifecycle.KindStatus`).
+:class:`~workspacespawner.lifecycle.phases.KindStatus`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s.api import NotOurs
-from workspacespawner.workspace import attach, disks, fence, lifecycle, retention
-from workspacespawner.workspace.lifecycle import KindStatus, Phase, Status, WorkspaceRef
-from workspacespawner.workspace.stopreasons import STOP_REASONS
+from workspacespawner.lifecycle import attach, disks, fence, phases, retention
+from workspacespawner.lifecycle.phases import KindStatus, Phase, Status, WorkspaceRef
+from workspacespawner.lifecycle.stopreasons import STOP_REASONS
 
 log = logging.getLogger("workspacespawner")
 
@@ -39,7 +39,7 @@ COMPUTE_PHASES = (Phase.STARTING, Phase.RUNNING, Phase.STOPPING)
 
 @dataclass(frozen=True)
 class LifecycleSettings:
-    """The lifecycle settings of one hub (see :class:`~workspacespawner.workspace.traits.LifecycleTraits`).
+    """The lifecycle settings of one hub (see :class:`~workspacespawner.lifecycle.settings.LifecycleTraits`).
 
     ``retention_days``: days a deleted workspace's disks are kept;
     ``reclaim_policy``: ``automatic`` or ``admin-only``;
@@ -58,7 +58,7 @@ class WorkspaceLifecycle:
     """The phase of one workspace and the moves a spawner makes (see the module docstring).
 
     ``kube``: a :class:`~workspacespawner.k8s.api.Kube`; ``audit``: an
-    :class:`~workspacespawner.workspace.audit.AuditLog` (or None);
+    :class:`~workspacespawner.lifecycle.audit.AuditLog` (or None);
     ``kind``: the KindStatus of the workspace's current kind (set again
     when a start picks its backend); ``label``: how logs name the server.
     """
@@ -91,17 +91,17 @@ class WorkspaceLifecycle:
         self.start_cancelled = state.get("start_cancelled") is True
 
     async def _move(self, ref: WorkspaceRef, target: Phase, **kwargs) -> Status:
-        """:func:`lifecycle.move`; an illegal move (a bug) is logged and the cluster's view recorded instead."""
+        """:func:`phases.move`; an illegal move (a bug) is logged and the cluster's view recorded instead."""
         try:
-            self.status = await lifecycle.move(self.kube, ref, self.status, target, audit=self.audit, **kwargs)
-        except lifecycle.IllegalTransition as e:
+            self.status = await phases.move(self.kube, ref, self.status, target, audit=self.audit, **kwargs)
+        except phases.IllegalTransition as e:
             log.error("Lifecycle bug for %s: %s; recording what the cluster shows instead", self.label, e)
             await self.reconcile(ref)
         return self.status
 
     async def reconcile(self, ref: WorkspaceRef) -> Status:
-        """Record what the cluster shows (see :func:`lifecycle.reconcile`)."""
-        self.status = await lifecycle.reconcile(self.kube, ref, self.kind, self.status, audit=self.audit)
+        """Record what the cluster shows (see :func:`phases.reconcile`)."""
+        self.status = await phases.reconcile(self.kube, ref, self.kind, self.status, audit=self.audit)
         return self.status
 
     async def before_start(self, ref: WorkspaceRef, *, fence_own: Callable[..., Awaitable[None]], say,
@@ -120,15 +120,15 @@ class WorkspaceLifecycle:
         if status.phase == Phase.RETAINED:
             if self.settings.reclaim_policy != "automatic":
                 raise WorkspaceError(
-                    f"Your previous disks are kept since {lifecycle.rfc3339(status.since)} (until "
-                    f"{lifecycle.rfc3339(status.retain_until)}); an administrator can give them back. Nothing was started.",
+                    f"Your previous disks are kept since {phases.rfc3339(status.since)} (until "
+                    f"{phases.rfc3339(status.retain_until)}); an administrator can give them back. Nothing was started.",
                     reason="disk-retained",
                     status_code=409,
                 )
             try:
                 self.status = await retention.reclaim(self.kube, ref, audit=self.audit) or status
             except NotOurs:
-                self.status = await lifecycle.reconcile(self.kube, ref, self.kind, status)
+                self.status = await phases.reconcile(self.kube, ref, self.kind, status)
         if self.phase == Phase.DELETING_DISK:
             raise WorkspaceError(
                 "Your previous disks are being deleted; please try again in a few minutes.", reason="disk-deleting", status_code=409
@@ -219,7 +219,7 @@ class WorkspaceLifecycle:
 
     async def stopping(self, ref: WorkspaceRef) -> None:
         """A stop begins: -> ``Stopping`` (nothing to do from Stopped, or inside a start). Never raises."""
-        if self.starting or Phase.STOPPING not in lifecycle.TRANSITIONS[self.phase]:
+        if self.starting or Phase.STOPPING not in phases.TRANSITIONS[self.phase]:
             return
         try:
             await self._move(ref, Phase.STOPPING)
@@ -270,7 +270,7 @@ class WorkspaceLifecycle:
             return False
         log.info(
             "Kept the disks of %s as %s until %s (%s)",
-            self.label, self.phase, lifecycle.rfc3339(self.status.retain_until),
+            self.label, self.phase, phases.rfc3339(self.status.retain_until),
             ", ".join(name for _kind, name in ref.disks()) or "none",
         )
         return True

@@ -1,11 +1,11 @@
 """Who in the team holds a team pool's GPUs now, in numbers and in a sentence. Pure.
 
 Built from the Nodes (the shared Node list of
-:class:`~workspacespawner.workspace.gpus.GPUCapacity`) and the Pods and VMIs
+:class:`~workspacespawner.gpu.capacity.GPUCapacity`) and the Pods and VMIs
 of the hub's shared watch caches, never from an API call per view: the
 pool's nodes are those carrying its label
 (:meth:`~workspacespawner.config.teampools.TeamPool.holds`); a workspace
-holds what :func:`~workspacespawner.workspace.gpus.units_held` counts on
+holds what :func:`~workspacespawner.gpu.capacity.units_held` counts on
 such a node (a VMI and its virt-launcher Pod once), its owner is the
 owner annotation (:func:`~workspacespawner.core.names.owner_name`) and its
 server kubespawner's server-name annotation. Compute of no one we know (no
@@ -21,8 +21,8 @@ from workspacespawner.config.profiles import GPU_RESOURCE
 from workspacespawner.config.teampools import TeamPool
 from workspacespawner.core import names
 from workspacespawner.core.gpuresources import DEVICE, GPUResource, parse_gpu_resource
+from workspacespawner.gpu.capacity import gpu_pools, pool_for, units_held
 from workspacespawner.k8s.objects import counted_once, node_of
-from workspacespawner.workspace.gpus import gpu_pools, pool_for, units_held
 
 
 @dataclass(frozen=True)

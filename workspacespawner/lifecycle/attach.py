@@ -52,7 +52,7 @@ from workspacespawner.core.times import parse_time
 from workspacespawner.k8s.api import NotOurs
 from workspacespawner.k8s.kinds import POD, VMI
 from workspacespawner.k8s.objects import FINISHED_PHASES, pointer
-from workspacespawner.workspace.lifecycle import WorkspaceRef, rfc3339, utcnow
+from workspacespawner.lifecycle.phases import WorkspaceRef, rfc3339, utcnow
 
 log = logging.getLogger("workspacespawner")
 

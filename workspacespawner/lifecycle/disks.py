@@ -37,12 +37,12 @@ from workspacespawner.core import names
 from workspacespawner.core.quantities import gib, in_unit_of, parse_quantity
 from workspacespawner.core.times import EPOCH, parse_time
 from workspacespawner.k8s.api import NotOurs
+from workspacespawner.k8s.apistatus import one_line
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VMI, VOLUME_SNAPSHOT
 from workspacespawner.k8s.objects import holders, pointer, terminating
-from workspacespawner.k8s.status import one_line
-from workspacespawner.workspace import lifecycle
-from workspacespawner.workspace.attach import ATTACH_GRACE_SECONDS, holder_of, recent
-from workspacespawner.workspace.lifecycle import SYSTEM, Phase, Status, WorkspaceRef
+from workspacespawner.lifecycle import phases
+from workspacespawner.lifecycle.attach import ATTACH_GRACE_SECONDS, holder_of, recent
+from workspacespawner.lifecycle.phases import SYSTEM, Phase, Status, WorkspaceRef
 
 log = logging.getLogger("workspacespawner")
 
@@ -250,7 +250,7 @@ def make_restored_pvc(*, name: str, old: dict, snapshot: dict, status: Status) -
     for key in ("storageClassName", "volumeMode"):
         if spec.get(key):
             new_spec[key] = spec[key]
-    return lifecycle.made_in({
+    return phases.made_in({
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels, "annotations": annotations},
@@ -373,7 +373,7 @@ class DiskOps:
     async def snapshot(self, user: str, pvc_name: str, name: str | None = None, *, now: datetime | None = None) -> dict:
         """Take a VolumeSnapshot of ``user``'s PVC ``pvc_name`` (named ``name``, default ``<pvc>-<time>``); returns it."""
         pvc = await self._owned_pvc(user, pvc_name)
-        now = now or lifecycle.utcnow()
+        now = now or phases.utcnow()
         name = name or names.dns_label(f"{pvc_name[:40]}-{now:%Y%m%d%H%M%S}")
         manifest = make_volume_snapshot(name=name, source=pvc, user_name=user, snapshot_class=self.snapshot_class)
         before = {"pvc": pvc_name, "size": ((pvc["spec"].get("resources") or {}).get("requests") or {}).get("storage")}
@@ -397,7 +397,7 @@ class DiskOps:
         workspace's next start mounts it. If the workspace started meanwhile,
         the new PVC is retained instead and the old home stays.
         """
-        now = now or lifecycle.utcnow()
+        now = now or phases.utcnow()
         snap = await self.kube.get(VOLUME_SNAPSHOT, self.namespace, snapshot_name)
         if snap is None or not names.owned_by(_meta(snap), user):
             raise DiskOpError(f"{user!r} has no snapshot {snapshot_name!r} in {self.namespace}.", reason="not-found")
@@ -428,23 +428,23 @@ class DiskOps:
         ref = WorkspaceRef(namespace=self.namespace, user_name=user, home_pvc=old_name)
         current = Status.from_object(old) or Status(Phase.STOPPED)
         if phase_of(old) is None:  # made before the lifecycle: record it first, so the swap below can test it
-            current = await lifecycle.move(self.kube, ref, current, Phase.STOPPED, observed=True, actor=self.actor)
+            current = await phases.move(self.kube, ref, current, Phase.STOPPED, observed=True, actor=self.actor)
             old = await self.kube.get(PVC, self.namespace, old_name, fresh=True) or old  # its version after that write
         provisioning = Status(Phase.PROVISIONING_DISK, since=now)
         manifest = make_restored_pvc(name=restored_name(slot, now), old=old, snapshot=snap, status=provisioning)
         new = await self.kube.create(PVC, self.namespace, manifest)
         new_ref = WorkspaceRef(namespace=self.namespace, user_name=user, home_pvc=_meta(new)["name"])
         try:
-            await lifecycle.move(
+            await phases.move(
                 self.kube, ref, current, Phase.RETAINED, expect=Phase.STOPPED, audit=self.audit, actor=self.actor,
                 retain_until=now + timedelta(days=self.retention_days), now=now, expect_version=_meta(old)["resourceVersion"],
-                reason=lifecycle.REPLACED,
+                reason=phases.REPLACED,
             )
         except NotOurs:
-            await lifecycle.move(self.kube, new_ref, provisioning, Phase.RETAINED, retain_until=now + timedelta(days=self.retention_days),
+            await phases.move(self.kube, new_ref, provisioning, Phase.RETAINED, retain_until=now + timedelta(days=self.retention_days),
                                  audit=self.audit, actor=self.actor, now=now)
             await refuse(f"{old_name} changed while restoring (the workspace started?); nothing was swapped.", "in-use")
-        await lifecycle.move(self.kube, new_ref, provisioning, Phase.STOPPED, actor=self.actor, now=now)
+        await phases.move(self.kube, new_ref, provisioning, Phase.STOPPED, actor=self.actor, now=now)
         after = {"pvc": _meta(new)["name"], "snapshot": snapshot_name}
         await self.record(user, old_name, "restore", before, after, "ok", time=now)
         log.info("Restored %s's home %s from %s into %s (%s)", user, slot, snapshot_name, _meta(new)["name"], self.actor)
@@ -487,7 +487,7 @@ class DiskOps:
                 "role": (meta.get("labels") or {}).get(names.DISK_LABEL, ""),
                 "size": gib(requested_bytes(obj)),
                 "phase": shown_phase(phase_of(obj), holders(compute, meta["name"])),
-                "retain_until": lifecycle.rfc3339(status.retain_until) if status and status.retain_until else "",
+                "retain_until": phases.rfc3339(status.retain_until) if status and status.retain_until else "",
                 "slot": slot_of(obj) if obj["kind"] == "PersistentVolumeClaim" else "",
                 "used_by": " ".join(_meta(o)["name"] for o in holders(compute, meta["name"])),
                 "claimed_by": _claimed_by(obj),
@@ -516,4 +516,4 @@ def _claimed_by(obj: dict) -> str:
     held = holder_of(obj)
     if held is None:
         return ""
-    return f"{held.server} ({held.kind} {held.name}) since {lifecycle.rfc3339(held.since) or '?'}"
+    return f"{held.server} ({held.kind} {held.name}) since {phases.rfc3339(held.since) or '?'}"

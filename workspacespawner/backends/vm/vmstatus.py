@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from workspacespawner.core.milestones import Milestone
 from workspacespawner.k8s.events import no_node_message
 from workspacespawner.k8s.objects import condition
-from workspacespawner.workspace.lifecycle import Observed, Phase, Status, degraded
+from workspacespawner.lifecycle.phases import Observed, Phase, Status, degraded
 
 #: VMI phases after which nothing runs any more.
 FINAL_PHASES = ("Succeeded", "Failed")
@@ -323,7 +323,7 @@ _PHASE_OF_STATE = {
 
 
 class VMKindStatus:
-    """:class:`~workspacespawner.workspace.lifecycle.KindStatus` of a VM workspace: its VM and VMI, and its root DataVolume."""
+    """:class:`~workspacespawner.lifecycle.phases.KindStatus` of a VM workspace: its VM and VMI, and its root DataVolume."""
 
     def compute_status(self, observed: Observed) -> Status | None:
         if observed.vm is None and observed.vmi is None:

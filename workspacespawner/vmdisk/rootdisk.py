@@ -22,8 +22,8 @@ from datetime import datetime
 from workspacespawner.core import names
 from workspacespawner.k8s.kinds import DATA_VOLUME
 from workspacespawner.k8s.objects import pointer
-from workspacespawner.workspace import lifecycle
-from workspacespawner.workspace.lifecycle import Status
+from workspacespawner.lifecycle import phases
+from workspacespawner.lifecycle.phases import Status
 
 #: The name of the VM's volume (and disk) it boots from.
 ROOT_VOLUME = "rootdisk"
@@ -94,7 +94,7 @@ def make_rebuilt_datavolume(*, name: str, old: dict, vm_name: str, image: str, s
     storage = copy.deepcopy(spec.get(key) or {})
     storage.pop("dataSource", None)
     storage.pop("dataSourceRef", None)
-    return lifecycle.made_in({
+    return phases.made_in({
         "apiVersion": DATA_VOLUME.api_version,
         "kind": DATA_VOLUME.kind,
         "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels, "annotations": new_annotations},

@@ -21,7 +21,7 @@ what the hub believes of its ``(user, server)``
 
 Each pass first tries again the writes the hub could not make (a deleted
 user's disks marked ``Retained``, see
-:meth:`~workspacespawner.workspace.tracker.WorkspaceLifecycle.delete_forever`).
+:meth:`~workspacespawner.lifecycle.tracker.WorkspaceLifecycle.delete_forever`).
 
 Shapes: objects are the API's JSON dicts (``kind`` ``Pod`` or
 ``VirtualMachineInstance``); ``interval`` is seconds. API followed: core/v1

@@ -56,13 +56,13 @@ from workspacespawner.config.goldenimages import cloned_from
 from workspacespawner.core import names
 from workspacespawner.core.quantities import gib
 from workspacespawner.k8s.api import NotOurs
+from workspacespawner.k8s.apistatus import one_line
 from workspacespawner.k8s.kinds import DATA_SOURCE, DATA_VOLUME, POD, VIRTUAL_MACHINE, VMI
 from workspacespawner.k8s.objects import holders
-from workspacespawner.k8s.status import one_line
-from workspacespawner.workspace import attach, lifecycle
-from workspacespawner.workspace.disks import PARKED, DiskOpError, DiskOps, phase_of, requested_bytes
-from workspacespawner.workspace.lifecycle import Phase, Status, WorkspaceRef
-from workspacespawner.workspace.rootdisk import (
+from workspacespawner.lifecycle import attach, phases
+from workspacespawner.lifecycle.disks import PARKED, DiskOpError, DiskOps, phase_of, requested_bytes
+from workspacespawner.lifecycle.phases import Phase, Status, WorkspaceRef
+from workspacespawner.vmdisk.rootdisk import (
     make_rebuilt_datavolume,
     rebuilt_name,
     repoint_operations,
@@ -144,7 +144,7 @@ async def rebuild(ops: DiskOps, user: str, *, server: str = "", image: str | Non
     image), ``in-use`` (running, starting, or changed meanwhile),
     ``over-quota``, ``kubernetes-api``; each leaves an audit record.
     """
-    now = now or lifecycle.utcnow()
+    now = now or phases.utcnow()
     kube, ns = ops.kube, ops.namespace
     run = _Run(ops, user, server, now, {"root_disk": None, "image": None})
     what = f"{user}'s server {server!r}" if server else f"{user}'s default server"
@@ -186,7 +186,7 @@ async def rebuild(ops: DiskOps, user: str, *, server: str = "", image: str | Non
                              f"besides the system disk it replaces, they hold {gib(others)}, {way_out}.", "over-quota", after)
 
     if phase_of(old) is None:  # made before the lifecycle: record it first, so the retain below can test it
-        await lifecycle.move(kube, run.ref(old_name), Status(Phase.STOPPED), Phase.STOPPED, observed=True, actor=ops.actor, now=now)
+        await phases.move(kube, run.ref(old_name), Status(Phase.STOPPED), Phase.STOPPED, observed=True, actor=ops.actor, now=now)
         old = await kube.get(DATA_VOLUME, ns, old_name, fresh=True) or old
     try:
         old = await attach.hold(kube, DATA_VOLUME, ns, user, old, mine)
@@ -249,7 +249,7 @@ async def _retain(run: _Run, dv: dict | None, retain_until: datetime) -> None:
     if dv is None:
         return
     current = Status.from_object(dv) or Status(Phase.PROVISIONING_DISK)
-    await lifecycle.move(run.ops.kube, run.ref(_meta(dv)["name"]), current, Phase.RETAINED, retain_until=retain_until,
+    await phases.move(run.ops.kube, run.ref(_meta(dv)["name"]), current, Phase.RETAINED, retain_until=retain_until,
                          audit=run.ops.audit, actor=run.ops.actor, now=run.now)
 
 
@@ -263,14 +263,14 @@ async def _finish(run: _Run, vm_name: str, old: dict, new: dict, mine: attach.Ho
     if holders(compute, old_name):
         await run.refuse(f"{old_name} is still in use; it is retained once nothing uses it (run the rebuild again).", "in-use", after)
     try:
-        await lifecycle.move(ops.kube, run.ref(old_name), Status.from_object(old) or Status(Phase.STOPPED), Phase.RETAINED,
+        await phases.move(ops.kube, run.ref(old_name), Status.from_object(old) or Status(Phase.STOPPED), Phase.RETAINED,
                              expect=Phase.STOPPED, retain_until=retain_until, audit=ops.audit, actor=ops.actor, now=run.now,
-                             reason=lifecycle.REPLACED)
+                             reason=phases.REPLACED)
     except NotOurs:
         await run.refuse(f"{old_name} changed meanwhile; run the rebuild again to finish.", "in-use", after)
     provisioning = Status.from_object(new)
     if provisioning is not None and provisioning.phase == Phase.PROVISIONING_DISK:
-        await lifecycle.move(ops.kube, run.ref(new_name), provisioning, Phase.STOPPED, actor=ops.actor, now=run.now)
+        await phases.move(ops.kube, run.ref(new_name), provisioning, Phase.STOPPED, actor=ops.actor, now=run.now)
     for name in (old_name, new_name):
         await attach.let_go(ops.kube, DATA_VOLUME, ns, user, name, mine.server, fresh=True)
     await ops.record(user, old_name, ACTION, run.before, after, "ok: resumed" if resumed else "ok", run.server, time=run.now)
