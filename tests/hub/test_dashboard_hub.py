@@ -27,6 +27,7 @@ from tests.support.hubharness import CONFIG_D, Hub, core_and_custom, free_port, 
 from tests.support.paths import REPO
 from workspacespawner.config.goldenimages import parse_image_name
 from workspacespawner.core import names
+from workspacespawner.core.gpuresources import product_display_name
 from workspacespawner.demo import GOLDEN_IMAGE
 from workspacespawner.lifecycle.audit import AuditLog
 from workspacespawner.quota import policy
@@ -150,7 +151,7 @@ def test_the_gpus_shown_are_the_clusters(hub, cluster):
         node = core.read_node(pod.spec.node_name)
     assert (server["phase"], server["gpus"], server["node"]) == ("Running", held, pod.spec.node_name)
     assert held == 1
-    assert server["gpu_type"] == node.metadata.labels.get("nvidia.com/gpu.product")
+    assert server["gpu_type"] == product_display_name(node.metadata.labels.get("nvidia.com/gpu.product"))  # #38 item 13
 
 
 def test_acting_on_another_users_server_is_refused_and_changes_nothing(hub, ledger_url):

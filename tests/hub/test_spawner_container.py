@@ -32,7 +32,7 @@ from tests.support.hubharness import CONFIG_D, Hub, login, progress_of_a_start
 from workspacespawner.core import names
 from workspacespawner.core.milestones import LADDER, Milestone
 
-A100 = "NVIDIA-A100-SXM4-80GB"
+A100 = "NVIDIA A100 80GB"  # the NVIDIA-A100-SXM4-80GB label, as the spawn page names it (#38 item 13)
 
 TEST_PROFILES = """
 c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [

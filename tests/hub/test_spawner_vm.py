@@ -344,7 +344,7 @@ def test_a_gpu_vm_and_its_virt_launcher_pod_hold_one_gpu(hub, kube, cluster, cap
     assert launcher["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
     page = login(hub, "gus").get(f"{hub.url}/hub/spawn", timeout=60)
     assert page.ok, page.text
-    assert "7 of 8 NVIDIA-A100-SXM4-80GB free now" in page.text, page.text
+    assert "7 of 8 NVIDIA A100 80GB free now" in page.text, page.text
     assert disk.main(["list", "gina", "--json", "--kubeconfig", str(cluster.kubeconfig), "--namespace", "default"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert sorted((row["role"], row["used_by"]) for row in rows) == [("home", vmi["metadata"]["name"]), ("root", vmi["metadata"]["name"])], rows

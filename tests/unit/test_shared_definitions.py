@@ -22,6 +22,7 @@ from traitlets.config import Config
 
 from tests.unit.test_dashboard_cluster import node, pod, series
 from workspacespawner.config import traittypes
+from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.teampools import TeamGPUPools, pool_of_node
 from workspacespawner.dashboard.settings import dashboard_settings
 from workspacespawner.dashboard.views import cluster as cluster_view
@@ -65,7 +66,7 @@ def context(config: Config):
         return {NODE: nodes, POD: pods, VMI: []}[kind]
 
     return SimpleNamespace(settings=dashboard_settings(config), caches=SimpleNamespace(objects=objects), now=lambda: NOW,
-                           quota=SimpleNamespace(timezone="UTC"), ledger=None)
+                           quota=SimpleNamespace(timezone="UTC"), ledger=None, economy=GPUEconomy())
 
 
 async def test_the_dashboard_asks_the_idle_passes_prometheus():

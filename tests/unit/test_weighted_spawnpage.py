@@ -52,7 +52,10 @@ def test_a_mig_profile_counts_its_own_slices_and_costs_its_share():
 
 def test_a_profile_naming_its_product_costs_that_products_weight():
     v100 = card(profile("v100", GPU, 2, V100), DEFAULTS, POOLS, None, None, ECONOMY)
-    assert (v100.gpu_kind, v100.gpus_free, v100.gpus_total, v100.free_unit) == (f"2 {V100} GPUs", 1, 4, V100)
+    # the type by its name for people (#38 item 13); the card's gpu_type stays the label a node selector uses
+    assert (v100.gpu_kind, v100.gpus_free, v100.gpus_total, v100.free_unit) == ("2 NVIDIA V100 16GB GPUs", 1, 4,
+                                                                                   "NVIDIA V100 16GB")
+    assert (v100.gpu_type, v100.gpu_type_shown) == (V100, "NVIDIA V100 16GB")
     assert (v100.card_hours_per_hour, v100.cost) == (1.0, "Costs 1 card-hour per hour")
 
 
@@ -86,3 +89,20 @@ def test_the_form_and_the_live_data_say_the_same():
     assert "No GPU: costs no card-hours" in form
     data = page_data(cards, Balance(), datetime(2026, 6, 1, tzinfo=UTC))["cards"]
     assert data["any"]["cost"] == cards[1].cost and data["mig"]["free_unit"] == "MIG slices 1g.10gb"
+
+
+def test_a_site_names_its_gpu_types_and_the_rest_read_from_their_labels():
+    named = GPUEconomy(card_hour_weights=ECONOMY.card_hour_weights, product_names={V100: "V100 (Volta)"})
+    v100 = card(profile("v100", GPU, 2, V100), DEFAULTS, POOLS, None, None, named)
+    assert (v100.gpu_kind, v100.free_unit) == ("2 V100 (Volta) GPUs", "V100 (Volta)")
+    assert [named.display_name(p) for p in (A100, "Tesla-T4-SHARED", "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", "")] == [
+        "NVIDIA A100 80GB", "NVIDIA T4 (shared)", "NVIDIA A100 80GB MIG 1g.10gb", ""]
+    assert named.display_name("AMD-Instinct-MI300X") == "AMD Instinct MI300X"  # another vendor's: only split
+
+
+def test_an_empty_gpu_name_stops_the_hub_naming_the_setting():
+    import pytest
+    from traitlets import TraitError
+
+    with pytest.raises(TraitError, match=r"c.GPUEconomy.product_names: 'Tesla-T4': ''"):
+        GPUEconomy(product_names={"Tesla-T4": ""})

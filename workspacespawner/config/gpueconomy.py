@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import math
 
-from traitlets import Dict, TraitError, validate
+from traitlets import Dict, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
 from workspacespawner.core.gpuresources import (
     GPUResource,
     looks_like_gpu,
     parse_gpu_resource,
+    product_display_name,
     valid_device_name,
 )
 
@@ -102,9 +103,40 @@ class GPUEconomy(Configurable):
         """,
     )
 
+    product_names = Dict(
+        value_trait=Unicode(),
+        key_trait=Unicode(),
+        config=True,
+        help="""What users read for each GPU product, by its ``nvidia.com/gpu.product`` label.
+
+        The spawn page, its refusals and the dashboard name a GPU type by
+        this; a product not listed reads as its label made readable
+        (``NVIDIA-A100-SXM4-80GB``: ``NVIDIA A100 80GB``; ``Tesla-T4-SHARED``,
+        a time-sliced replica: ``NVIDIA T4 (shared)``). Example::
+
+            c.GPUEconomy.product_names = {"NVIDIA-H100-80GB-HBM3": "H100 (Hopper, 80 GB)"}
+
+        Names only what people read: node selectors, weights and the ledger
+        keep the label.
+        """,
+    )
+
     @validate("card_hour_weights")
     def _check_card_hour_weights(self, proposal):
         return check_weights(proposal.value)
+
+    @validate("product_names")
+    def _check_product_names(self, proposal):
+        for label, shown in proposal.value.items():
+            if not label or not shown.strip():
+                raise TraitError(f"c.GPUEconomy.product_names: {label!r}: {shown!r}: a product label and a name to show, "
+                                 "neither empty")
+        return proposal.value
+
+    def display_name(self, product: str) -> str:
+        """What users read for GPU ``product`` (a ``nvidia.com/gpu.product`` label): :attr:`product_names`, else the
+        label made readable (:func:`~workspacespawner.core.gpuresources.product_display_name`)."""
+        return self.product_names.get(product) or product_display_name(product)
 
     def declared(self) -> tuple[str, ...]:
         """The site device names ``card_hour_weights`` declares (those not in the built-in catalogue)."""

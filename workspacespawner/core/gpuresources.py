@@ -117,3 +117,25 @@ def valid_device_name(name: str) -> bool:
 def gpu_resources_of(quantities: dict, declared=()) -> dict[str, str]:
     """The entries of a resource map (``limits``, ``allocatable``) that are GPU resources: ``{name: quantity}``."""
     return {name: value for name, value in (quantities or {}).items() if parse_gpu_resource(name, declared)}
+
+
+#: Tokens of a GPU product label that name the card's form factor, left out of its display name.
+FORM_FACTORS = frozenset({"SXM", "SXM2", "SXM3", "SXM4", "SXM5", "PCIE", "PCIe", "NVL"})
+
+
+def product_display_name(product: str) -> str:
+    """A GPU product label (gpu-feature-discovery's ``nvidia.com/gpu.product``) as people name the card.
+
+    ``NVIDIA-A100-SXM4-80GB`` reads ``NVIDIA A100 80GB``, ``Tesla-V100-SXM2-16GB`` ``NVIDIA V100 16GB``,
+    ``Tesla-T4-SHARED`` (a time-sliced replica) ``NVIDIA T4 (shared)``, ``NVIDIA-A100-SXM4-80GB-MIG-1g.10gb``
+    ``NVIDIA A100 80GB MIG 1g.10gb``; a label of another vendor is only split at its dashes. ``""`` stays ``""``.
+    """
+    if not product:
+        return ""
+    shared = product.endswith(SHARED_PRODUCT_SUFFIX)
+    tokens = [t for t in product.removesuffix(SHARED_PRODUCT_SUFFIX).split("-") if t]
+    if tokens and tokens[0] in ("NVIDIA", "Tesla"):
+        tokens = ["NVIDIA", *(t for t in tokens[1:] if t not in FORM_FACTORS)]
+    name = " ".join(tokens)
+    return f"{name} (shared)" if shared else name
+

@@ -243,8 +243,10 @@ def holding_of(obj: dict) -> Holding:
                    meta.get("name", ""), node_of(obj) or "", gpus_held(obj))
 
 
-def node_views(nodes: list[dict], compute: list[dict], *, pool_of: Callable[[dict], str | None] | None = None) -> list[NodeView]:
-    """One :class:`NodeView` per node, sorted by name.
+def node_views(nodes: list[dict], compute: list[dict], *, pool_of: Callable[[dict], str | None] | None = None,
+               shown: Callable[[str], str] = str) -> list[NodeView]:
+    """One :class:`NodeView` per node, sorted by name; ``product``: its GPU type's name for people, ``shown`` from the
+    ``nvidia.com/gpu.product`` label (:meth:`~workspacespawner.config.gpueconomy.GPUEconomy.display_name`).
 
     ``nodes``: Node dicts; ``compute``: Pods and VMIs (``kind`` set), as the
     watch caches hold them (a virt-launcher Pod counts as its VMI:
@@ -274,7 +276,7 @@ def node_views(nodes: list[dict], compute: list[dict], *, pool_of: Callable[[dic
         views.append(NodeView(
             name=name,
             pool=pool_of(node) if pool_of else None,
-            product=labels.get("nvidia.com/gpu.product", ""),
+            product=shown(labels.get("nvidia.com/gpu.product", "")),
             ready=ready_condition(node) is True,
             schedulable=not (node.get("spec") or {}).get("unschedulable"),
             gpu_capacity=max(capacity, gpus),

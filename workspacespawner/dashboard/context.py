@@ -12,6 +12,7 @@ from traitlets.config import Config
 
 from workspacespawner.admin import common
 from workspacespawner.config.goldenimages import golden_image_namespace
+from workspacespawner.config.gpueconomy import GPUEconomy
 from workspacespawner.config.imagepublish import ImagePublish, golden_namespace, publish_settings
 from workspacespawner.core import names
 from workspacespawner.dashboard.hubapi import HubApi
@@ -43,7 +44,8 @@ class DashboardContext:
     ``hub``: the hub's REST API; ``now``: the clock (aware UTC datetimes);
     ``publish``: the hub's ``c.ImagePublish`` (who may publish golden images,
     how) and ``golden_namespace`` where they go.
-    ``golden_image_namespace``: where the golden images (CDI DataSources) a rebuild clones are.
+    ``golden_image_namespace``: where the golden images (CDI DataSources) a rebuild clones are; ``economy``: the
+    hub's ``c.GPUEconomy`` (the GPU types' names for people).
     """
 
     settings: WorkspacesDashboard
@@ -59,6 +61,7 @@ class DashboardContext:
     publish: ImagePublish = field(default_factory=ImagePublish)
     golden_namespace: str = names.GOLDEN_IMAGE_NAMESPACE
     golden_image_namespace: str = names.GOLDEN_IMAGE_NAMESPACE
+    economy: GPUEconomy = field(default_factory=GPUEconomy)
 
     async def call(self, fn, *args, **kwargs):
         """Run the blocking ``fn(*args, **kwargs)`` (a Ledger or AuditLog method) on the database thread."""
@@ -114,7 +117,7 @@ async def open_context(config: Config, *, kubeconfig: str | None = None, namespa
         await caches.start()
         ctx = DashboardContext(settings, quota, lifecycle, ns, ledger, audit, caches, kube, hub or HubApi(),
                                publish=publish, golden_namespace=golden_namespace(config, publish),
-                               golden_image_namespace=golden_image_namespace(config))
+                               golden_image_namespace=golden_image_namespace(config), economy=GPUEconomy(config=config))
         try:
             yield ctx
         finally:

@@ -15,6 +15,7 @@ never by name; a VM server's golden image, from its root DataVolume
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
@@ -177,9 +178,11 @@ def system_image(server_disks: list[dict], objects: list[dict]) -> tuple[str, st
 
 
 def workspace_rows(user: str, hub_user: dict, objects: list[dict], month: MonthBalance | None,
-                   used: dict[str, int] | None = None) -> list[WorkspaceRow]:
+                   used: dict[str, int] | None = None, shown: Callable[[str], str] = str) -> list[WorkspaceRow]:
     """One :class:`WorkspaceRow` per server of ``hub_user`` (the hub's model, stopped servers included), default
-    first. ``objects``: the caches' objects; ``used``: PVC name -> used bytes, or None without Prometheus."""
+    first. ``objects``: the caches' objects; ``used``: PVC name -> used bytes, or None without Prometheus;
+    ``shown``: a GPU type's name for people from its product label
+    (:meth:`~workspacespawner.config.gpueconomy.GPUEconomy.display_name`)."""
     compute = compute_of(objects, user)
     nodes = {_meta(o)["name"]: o for o in objects if o.get("kind") == "Node"}
     disks = _owned_disks(objects, user)
@@ -205,7 +208,7 @@ def workspace_rows(user: str, hub_user: dict, objects: list[dict], month: MonthB
             cpu=cpu,
             memory=memory,
             gpus=gpus,
-            gpu_type=labels.get(GPU_PRODUCT_LABEL, "") if gpus else "",
+            gpu_type=shown(labels.get(GPU_PRODUCT_LABEL, "")) if gpus else "",
             disks=[disk_row(d, used, server) for d in mine],
             system_image=image,
             system_image_version=version,
@@ -272,16 +275,17 @@ def balance_line(b: Balance | None) -> str:
 
 
 def my_workspaces(user: str, hub_user: dict, objects: list[dict], month: MonthBalance | None,
-                  used: dict[str, int] | None = None, now: datetime | None = None) -> dict:
+                  used: dict[str, int] | None = None, now: datetime | None = None, shown: Callable[[str], str] = str) -> dict:
     """The My workspaces JSON: ``{"user", "balance", "servers", "retained", "snapshots"}``; ``retained``: the
-    home page's :class:`~workspacespawner.homepage.model.RetainedDisk` rows (retain-until)."""
+    home page's :class:`~workspacespawner.homepage.model.RetainedDisk` rows (retain-until); ``shown``: see
+    :func:`workspace_rows`."""
     retained: list[RetainedDisk] = retained_disks(_owned_disks(objects, user))
     b = balance(month)
     return {
         "user": user,
         "balance": asdict(b) if b else None,
         "balance_line": balance_line(b),
-        "servers": [asdict(r) for r in workspace_rows(user, hub_user, objects, month, used)],
+        "servers": [asdict(r) for r in workspace_rows(user, hub_user, objects, month, used, shown)],
         "retained": [asdict(r) for r in retained],
         "snapshots": [asdict(s) for s in snapshot_rows(objects, user)],
     }

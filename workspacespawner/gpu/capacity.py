@@ -180,28 +180,33 @@ def _units(pool: GPUPool, n: int) -> str:
     return known.describe(n)
 
 
-def _named(pool: GPUPool) -> str:
+def _named(pool: GPUPool, shown: Callable[[str], str] = str) -> str:
     known = parse_gpu_resource(pool.resource) or GPUResource(pool.resource, DEVICE)
     what = {WHOLE: "GPUs", SHARED: "shared GPUs", MIG: "MIG slices " + pool.resource.removeprefix("nvidia.com/mig-")}
     unit = what.get(known.kind, pool.resource)
-    return f"{pool.product} {unit}" if pool.product else unit
+    return f"{shown(pool.product)} {unit}" if pool.product else unit
 
 
-def shortage(pool: GPUPool, asked: int) -> str | None:
-    """Why a profile asking for ``asked`` units of ``pool`` cannot start now, in a sentence with the numbers; None if it can."""
+def shortage(pool: GPUPool, asked: int, shown: Callable[[str], str] = str) -> str | None:
+    """Why a profile asking for ``asked`` units of ``pool`` cannot start now, in a sentence with the numbers; None if it can.
+
+    ``shown``: the GPU type's name for people, from its product label
+    (:meth:`~workspacespawner.config.gpueconomy.GPUEconomy.display_name`; default: the label itself).
+    """
     if asked <= 0 or pool.largest_free >= asked:
         return None
+    named = _named(pool, shown)
     need = _units(pool, asked)
     if pool.total == 0:
-        return f"No node with {_named(pool)} is available right now; this profile needs {need}."
+        return f"No node with {named} is available right now; this profile needs {need}."
     if asked > pool.largest:
-        return f"This profile needs {need}, more than any node has ({pool.largest} {_named(pool)} at most)."
+        return f"This profile needs {need}, more than any node has ({pool.largest} {named} at most)."
     if pool.free == 0:
-        return f"All {pool.total} {_named(pool)} are in use right now; this profile needs {need}."
+        return f"All {pool.total} {named} are in use right now; this profile needs {need}."
     if pool.free >= asked:
-        return (f"{pool.free} of {pool.total} {_named(pool)} are free right now, but at most {pool.largest_free} on one "
+        return (f"{pool.free} of {pool.total} {named} are free right now, but at most {pool.largest_free} on one "
                 f"node; this profile needs {need} on one node.")
-    return f"Only {pool.free} of {pool.total} {_named(pool)} are free right now; this profile needs {need}."
+    return f"Only {pool.free} of {pool.total} {named} are free right now; this profile needs {need}."
 
 
 class GPUCapacity:

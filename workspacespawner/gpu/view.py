@@ -120,7 +120,7 @@ class GPUView:
             return error
         pools = await self.free(s.team_pool)
         pool = capacity.pool_for(pools, profile.gpu_product, profile.gpu_resource) if pools is not None else None
-        sentence = capacity.shortage(pool, profile.gpus) if pool is not None else None
+        sentence = capacity.shortage(pool, profile.gpus, s.services.economy.display_name) if pool is not None else None
         if sentence is None:
             return error
         s.log.info("%s: %s (the scheduler: %s)", self.label(), sentence, error.detail)

@@ -53,6 +53,7 @@ async def gather(user, spawner) -> dict:
             profile=saved_profile(each),
             url=user.server_url(each.name),
             month=month,
+            shown=spawner.services.economy.display_name,
         ))
     warning = quota_warning(month, ANNOUNCEMENTS.get(user.name))
     disks = await user_disks(spawner, user.name)

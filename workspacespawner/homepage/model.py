@@ -70,9 +70,10 @@ def server_phase(active: bool, ready: bool, pending: str | None) -> str:
 
 
 def server_row(*, name: str, active: bool, ready: bool, pending: str | None, profile, url: str,
-               month: MonthBalance | None) -> ServerRow:
+               month: MonthBalance | None, shown=str) -> ServerRow:
     """A :class:`ServerRow`; ``profile``: the server's :class:`~workspacespawner.config.profiles.ResolvedProfile`
-    (None before its first start); ``month``: the user's month (None: quotas off or unreadable)."""
+    (None before its first start); ``month``: the user's month (None: quotas off or unreadable); ``shown``: a GPU
+    type's name for people (:meth:`~workspacespawner.config.gpueconomy.GPUEconomy.display_name`)."""
     phase = server_phase(active, ready, pending)
     holds = phase != str(Phase.STOPPED) and profile is not None
     return ServerRow(
@@ -80,7 +81,7 @@ def server_row(*, name: str, active: bool, ready: bool, pending: str | None, pro
         phase=phase,
         profile=profile.display_name if profile is not None else "",
         gpus=profile.gpus if holds else 0,
-        gpu_type=(profile.gpu_product or "") if holds else "",
+        gpu_type=shown(profile.gpu_product or "") if holds else "",
         card_hours=round(month.card_hours_of(name), 2) if month is not None else None,
         url=url if ready else "",
     )

@@ -144,6 +144,7 @@ class Card:
     gpus: int
     gpu_type: str
     card_hours_per_hour: float
+    gpu_type_shown: str = ""
     gpus_free: int | None = None
     gpus_total: int | None = None
     blocked: str | None = None
@@ -251,8 +252,8 @@ def _quota_block(gpus: int, usage: Usage | None, limits: Limits | None) -> str |
 
 
 def free_unit(resource: str, product: str) -> str:
-    """What the card's free count counts: the GPU type (``NVIDIA-A100-SXM4-80GB``) for whole GPUs and shares of
-    one named type, else the units in words (``GPUs``, ``shared GPUs``, ``MIG slices 1g.10gb``, a VM device's name)."""
+    """What the card's free count counts: the GPU type (``NVIDIA A100 80GB``, its name for people) for whole GPUs and
+    shares of one named type, else the units in words (``GPUs``, ``shared GPUs``, ``MIG slices 1g.10gb``, a VM device's name)."""
     known = parse_gpu_resource(resource) or GPUResource(resource, DEVICE)
     if known.kind == DEVICE:
         return resource
@@ -281,12 +282,13 @@ def card(profile: dict, defaults: dict, pools: dict[tuple[str, str], GPUPool] | 
     if gpus and pools is not None:
         pool = pool_for(pools, product or None, resource)
         free, total = pool.free, pool.total
-        blocked = blocked or shortage(pool, gpus)
+        blocked = blocked or shortage(pool, gpus, economy.display_name)
     least, most = weight_range(economy, resource, product, pools) if gpus else (0.0, 0.0)
+    shown = economy.display_name(product)
     return Card(slug=profile.get("slug", ""), card_hours_per_hour=gpus * most, gpus_free=free, gpus_total=total,
-                blocked=blocked, selectable=selectable, gpu_kind=gpu_units(gpus, resource, product) if gpus else "",
+                blocked=blocked, selectable=selectable, gpu_kind=gpu_units(gpus, resource, shown) if gpus else "",
                 card_hours_from=gpus * least, cost=cost_sentence(gpus, least, most),
-                free_unit=free_unit(resource, product), **facts,
+                free_unit=free_unit(resource, shown), **facts, gpu_type_shown=shown,
                 **system_images(facts["kind"], profile.get("kubespawner_override") or {}, defaults, root_disk_image))
 
 

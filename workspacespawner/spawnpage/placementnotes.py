@@ -44,7 +44,8 @@ async def notes(spawner, profile: dict) -> dict[str, str | None]:
     use = await spawner.gpu_view.pool_use(pool, resource) if pool else None
     prefer = override.get("prefer_cheaper_gpus", spawner.prefer_cheaper_gpus)
     product = (override.get("node_selector") or {}).get(GPU_PRODUCT_LABEL)
-    products = [name for name, _ in spawner.services.economy.products_by_cost(resource)]
+    economy = spawner.services.economy
+    products = [name for name, _ in economy.products_by_cost(resource)]
     if gpus and prefer and not product:  # only the products its nodes have: a price list may name more
         present = await spawner.gpu_view.free(pool)
         if present is not None:
@@ -53,5 +54,6 @@ async def notes(spawner, profile: dict) -> dict[str, str | None]:
     return {
         "nodes_note": nodes_sentence(pool, gpus, cpu_first, bool(spawner.services.team_pools)),
         "pool_note": poolholders.describe(use) if use is not None else None,
-        "prefers_note": placement.prefers_sentence(products) if gpus and prefer and not product else None,
+        "prefers_note": placement.prefers_sentence([economy.display_name(name) for name in products])
+                        if gpus and prefer and not product else None,
     }

@@ -210,7 +210,7 @@ async def read_cluster(ctx) -> ClusterReadings:
     settings = ctx.settings
     nodes, pods, vmis = (await ctx.caches.objects(NODE), await ctx.caches.objects(POD), await ctx.caches.objects(VMI))
     pool_of = settings.pool_of()
-    views = node_views(nodes, pods + vmis, pool_of=pool_of)
+    views = node_views(nodes, pods + vmis, pool_of=pool_of, shown=ctx.economy.display_name)
     pools = pool_views(views) if pool_of else []
     now = ctx.now()
     tz = ctx.quota.timezone

@@ -68,7 +68,7 @@ async def gather(handler: DashboardHandler, user: str) -> dict:
     now = ctx.now()
     month = await ctx.month(user, model.get("groups") or (), now)
     used, note = await disk_fill(handler)
-    data = {**my_workspaces(user, model, objects, month, used, now), "disk_fill_note": note}
+    data = {**my_workspaces(user, model, objects, month, used, now, ctx.economy.display_name), "disk_fill_note": note}
     data["cardhours"] = await my_cardhours(handler, user, model.get("groups") or (), now)  # My card-hours
     return data
 
