@@ -79,6 +79,8 @@ def test_the_team_lead_and_the_admin_see_the_cluster_and_a_student_is_refused(de
     lead, admin, student = (log_in(browser, hub.url, user) for user in ("researcher", "admin", "student1"))
     hub.start_server("researcher", {"profile": "jupyterlab-1gpu"})
     hub.start_server("student1", {"profile": "jupyterlab-1gpu"})
+    hub.create_user("student2")
+    hub.start_server("student2", {"profile": "jupyterlab-cpu"})  # a CPU-only holder (#38 item 9)
     mine, allocatable = server_pod(cluster, "researcher")
     theirs, _ = server_pod(cluster, "student1")
     held = {mine.spec.node_name: 1}
@@ -122,6 +124,9 @@ def test_the_team_lead_and_the_admin_see_the_cluster_and_a_student_is_refused(de
         mig = admin.locator("article.cluster-node[data-node='gpu-node-mig']").inner_text()
         assert "9 × MIG 1g.10gb, 1 × MIG 2g.20gb, 1 × MIG 3g.40gb" in mig, mig  # units, by kind
         assert "2 cards as 11 MIG slices" in mig and "GPUs" not in mig.split("\n")[1], mig
+        cpu_rows = admin.locator("tr.cluster-cpu-holding")  # CPU-only workspaces are named per node too (#38 item 9)
+        assert [cpu_rows.nth(i).get_attribute("data-user") for i in range(cpu_rows.count())] == ["student2"]
+        assert "2.0 cores" in cpu_rows.first.inner_text() and "4.0 GiB" in cpu_rows.first.inner_text()
         totals = api.json()["totals"]["gpus"]  # the header: cards, slices and shares apart, not one "GPUs" sum
         header = admin.locator("[data-totals]")
         assert header.locator("[data-field=cards]").inner_text() == str(totals["cards"])

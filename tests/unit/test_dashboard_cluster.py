@@ -172,6 +172,15 @@ def test_node_views_count_gpus_once_and_say_by_whom():
     assert [(h.user, h.server, h.kind, h.gpus) for h in gpu.holdings] == [("ann", "", "container", 3), ("bob", "gpu", "vm", 2)]
     assert (gpu.cpu_requested, gpu.memory_requested_gib) == (5.0, 18.0)  # ann's 1 + 2 GiB and the VMI's 4 + 16 GiB; not its launcher
     assert (cpu.gpu_capacity, cpu.gpus_free, cpu.holdings, cpu.cpu_requested) == (0, 0, (), 1.0)
+    assert [(h.user, h.cpu, h.memory_gib) for h in cpu.cpu_holdings] == [("carl", 1.0, 2.0)]  # #38 item 9
+    assert gpu.cpu_holdings == ()
+
+
+def test_a_cpu_workspace_on_a_gpu_node_is_listed_with_what_it_takes():
+    """#38 item 9: the Cluster view names the CPU-only workspaces of each node, not only the GPU holders."""
+    (gpu,) = node_views([node("gpu-1")], [pod("jupyter-ann", "ann", gpus=1), pod("jupyter-dan", "dan", cpu="2", memory="4Gi")])
+    assert [h.user for h in gpu.holdings] == ["ann"]
+    assert [(h.user, h.kind, h.cpu, h.memory_gib, h.gpus) for h in gpu.cpu_holdings] == [("dan", "container", 2.0, 4.0, 0)]
 
 
 def test_a_mig_node_counts_its_slices_and_says_which():

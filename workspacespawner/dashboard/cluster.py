@@ -59,7 +59,7 @@ class Holding:
 
     ``user``/``server``: the owner, None for a consumer that is not one of
     our workspaces; ``kind``: ``container``, ``vm`` or ``other``; ``name``:
-    the Pod or VMI; ``gpus``: how many.
+    the Pod or VMI; ``gpus``: how many; ``cpu`` (cores) and ``memory_gib``: what it requests.
     """
 
     user: str | None
@@ -69,13 +69,16 @@ class Holding:
     name: str
     node: str
     gpus: int
+    cpu: float = 0.0
+    memory_gib: float = 0.0
 
 
 @dataclass(frozen=True)
 class NodeView:
     """One node (see the module docstring). CPU in cores, memory in GiB, GPUs as counts of units of every GPU
     resource (a whole GPU, a MIG slice, a time-sliced replica; ``units``: ``"9 × MIG 1g.10gb, 1 × MIG 3g.40gb"``
-    when the node's units are not all whole GPUs, else ``""``)."""
+    when the node's units are not all whole GPUs, else ``""``). ``holdings``: who holds its GPUs; ``cpu_holdings``:
+    the workspaces on it that hold no GPU (a CPU workspace on a GPU node takes cores and memory GPU work needs)."""
 
     name: str
     pool: str | None
@@ -93,6 +96,7 @@ class NodeView:
     memory_requested_gib: float
     memory_allocatable_gib: float
     holdings: tuple[Holding, ...] = ()
+    cpu_holdings: tuple[Holding, ...] = ()
     units: str = ""
     cards: int = 0
     mig_slices: int = 0
@@ -239,8 +243,9 @@ def holding_of(obj: dict) -> Holding:
     owner = server_of(meta)
     ours = owner is not None and labelled_for(meta, owner[0])
     kind = (VM if obj.get("kind") == VMI.kind else CONTAINER) if ours else "other"
+    cpu, memory = requested(obj)
     return Holding(owner[0] if ours else None, owner[1] if ours else None, kind, meta.get("namespace", ""),
-                   meta.get("name", ""), node_of(obj) or "", gpus_held(obj))
+                   meta.get("name", ""), node_of(obj) or "", gpus_held(obj), float(cpu), round(float(memory) / 2**30, 1))
 
 
 def node_views(nodes: list[dict], compute: list[dict], *, pool_of: Callable[[dict], str | None] | None = None,
@@ -268,8 +273,8 @@ def node_views(nodes: list[dict], compute: list[dict], *, pool_of: Callable[[dic
         capacity, gpus = sum(node_gpu_units(node, "capacity").values()), sum(units.values())
         usable = node_usable(node)
         cards, mig_slices, shares = cards_and_slices(labels, node_gpu_units(node, "capacity") or units)
-        holdings = tuple(sorted((h for h in map(holding_of, placed.get(name, [])) if h.gpus > 0),
-                                key=lambda h: (h.user or "", h.server or "", h.name)))
+        everyone = sorted(map(holding_of, placed.get(name, [])), key=lambda h: (h.user or "", h.server or "", h.name))
+        holdings = tuple(h for h in everyone if h.gpus > 0)
         held = sum(h.gpus for h in holdings)
         cpu = sum((requested(obj)[0] for obj in placed.get(name, [])), Decimal(0))
         memory = sum((requested(obj)[1] for obj in placed.get(name, [])), Decimal(0))
@@ -290,6 +295,7 @@ def node_views(nodes: list[dict], compute: list[dict], *, pool_of: Callable[[dic
             memory_requested_gib=float(memory / GIB),
             memory_allocatable_gib=float(_quantity(allocatable.get("memory", 0)) / GIB),
             holdings=holdings,
+            cpu_holdings=tuple(h for h in everyone if h.gpus == 0),
             units=units_words(units),
             cards=cards,
             mig_slices=mig_slices,

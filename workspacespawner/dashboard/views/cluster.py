@@ -101,7 +101,7 @@ def aliases(viewer: Viewer, readings: ClusterReadings) -> dict[str, str]:
 
 
 def holding_json(viewer: Viewer, holding: Holding, alias: dict[str, str]) -> dict:
-    """A holding for ``viewer``: ``{user, server, kind, name, node, gpus, hidden, alias}``; a user the viewer may not
+    """A holding for ``viewer``: ``{user, server, kind, name, node, gpus, cpu, memory_gib, hidden, alias}``; a user the viewer may not
     read (or, for a non-admin, a consumer that is not a workspace) has user, server and name None and hidden True,
     and a workspace's ``alias`` its label from :func:`aliases` (None otherwise)."""
     shown = _shown(viewer, holding.user)
@@ -112,6 +112,8 @@ def holding_json(viewer: Viewer, holding: Holding, alias: dict[str, str]) -> dic
         "name": holding.name if shown else None,
         "node": holding.node,
         "gpus": holding.gpus,
+        "cpu": holding.cpu,
+        "memory_gib": holding.memory_gib,
         "hidden": not shown,
         "alias": None if shown else alias.get(holding.user or ""),
     }
@@ -181,6 +183,7 @@ def cluster_data(viewer: Viewer, readings: ClusterReadings, *, prometheus_url: s
         node = {"name": view.name, "pool": view.pool, "product": view.product, "units": view.units, "ready": view.ready,
                 "schedulable": view.schedulable, **_counts(view),
                 "holdings": [holding_json(viewer, h, alias) for h in view.holdings],
+                "cpu_holdings": [holding_json(viewer, h, alias) for h in view.cpu_holdings],
                 "gpu_readings": None if readings.gpus is None else readings_by_node.get(view.name, [])}
         nodes.append(node)
     everything = pool_views([replace(v, pool=None) for v in readings.views])
