@@ -4,9 +4,9 @@
 per user: the quota service (settings, ledger, enforcer), the audit log on
 the ledger's database, the Kubernetes facade over the hub's shared API
 clients, the set that keeps background tasks alive, the compute
-reconciler (:mod:`.workspace.reconciler`) with what it reads (whether each
+reconciler (:mod:`.lifecycle.reconciler`) with what it reads (whether each
 server of this hub is active), the view of free GPUs
-(:mod:`.workspace.gpus`), and the root-disk pools (:mod:`.backends.vm.pool`). The spawner gets
+(:mod:`.gpu.capacity`), and the root-disk pools (:mod:`.backends.vm.pool`). The spawner gets
 it with :func:`hub_services` on construction; services take explicit
 arguments (refs, statuses, frozen settings) and never read a spawner.
 
@@ -114,7 +114,7 @@ class HubServices:
         return None if self.hub_database is None else self.hub_database(user, server)
 
     def gpu_capacity(self, compute: Callable[[], list | None]) -> GPUCapacity | None:
-        """The process's view of free GPUs (:mod:`.workspace.gpus`), made on the first call with ``compute`` (the watch
+        """The process's view of free GPUs (:mod:`.gpu.capacity`), made on the first call with ``compute`` (the watch
         caches' Pods and VMIs); None without the Kube facade."""
         if self.kube is None:
             return None

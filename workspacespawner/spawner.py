@@ -5,10 +5,10 @@ What a start does, in order (the one place each step is called from):
 1. ``run_pre_spawn_hook`` (JupyterHub calls it before ``start``): apply the chosen profile fresh (:mod:`.useroptions`),
    pick the backend for its ``workspace_kind`` (the only kind switch, :meth:`WorkspaceSpawner._use_backend`), run the
    admin's own ``pre_spawn_hook``, find the home by owner label, check and reserve the quota (:mod:`.quota`);
-2. ``start``: the lifecycle's checks and fence (:mod:`.workspace.tracker`), the home PersistentVolumeClaim
+2. ``start``: the lifecycle's checks and fence (:mod:`.lifecycle.tracker`), the home PersistentVolumeClaim
    (:mod:`.storage.home`), the storage tiers (:mod:`.storage.prepare`), then the backend's compute
    (:mod:`.backends.container`, :mod:`.backends.vm`); the reservation becomes a metered run right before compute is
-   created (released if the start fails before that), priced at its node's GPU type (:mod:`.workspace.gpuview`);
+   created (released if the start fails before that), priced at its node's GPU type (:mod:`.gpu.view`);
 3. for a code-server profile, once the backend's server runs: code-server really runs behind it
    (:func:`.backends.codeserver.check_started`).
 

@@ -27,7 +27,10 @@ def profile(slug: str, resource: str, product: str | None = None) -> dict:
     return {"display_name": f"JupyterLab, {slug}", "slug": slug, "kubespawner_override": override}
 
 
-PROFILES = [profile("mig-3g", "nvidia.com/mig-3g.40gb"), profile("t4-shared", "nvidia.com/gpu", "Tesla-T4-SHARED")]
+PROFILES = [profile("mig-3g", "nvidia.com/mig-3g.40gb"), profile("t4-shared", "nvidia.com/gpu", "Tesla-T4-SHARED"),
+            {**profile("t4-all", "nvidia.com/gpu", "Tesla-T4-SHARED"), "kubespawner_override": {
+                "workspace_kind": "container", "extra_resource_limits": {"nvidia.com/gpu": 4},
+                "node_selector": {"nvidia.com/gpu.product": "Tesla-T4-SHARED"}}}]
 
 
 @pytest.fixture(scope="module")
@@ -76,4 +79,10 @@ def test_a_time_sliced_profile_starts_on_a_replica_of_the_t4(hub, core):
     hub.create_user("tess")
     hub.start_server("tess", {"profile": "t4-shared"})
     assert node_of(core, "tess") == "gpu-node-t4"
+    # #38 item 1 for time-sliced shares: all four asked while one is held, refused with the numbers, by the T4's name
+    hub.create_user("tom")
+    r = hub.spawn("tom", {"profile": "t4-all"})
+    assert r.status_code == 503, r.text
+    message = r.json()["message"]
+    assert message.startswith("Only 3 of 4 NVIDIA T4 (shared) GPUs are free right now; this profile needs 4 GPUs. "), message
     hub.stop_server("tess")

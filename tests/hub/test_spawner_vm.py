@@ -38,7 +38,7 @@ from localcluster.codeserver import code_server_bin
 from localcluster.controllers.guest import parse_environment_file
 
 from tests.support import codeserver, planes
-from tests.support.faultcases import wait_until
+from tests.support.faultcases import attempt_start, wait_until
 from tests.support.hubharness import CONFIG_D, Hub, core_and_custom, login, progress_of_a_start
 from workspacespawner.backends.vm.manifests import ENV_FILE
 from workspacespawner.config.goldenimages import parse_image_name
@@ -57,6 +57,12 @@ c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
         "display_name": "VM with one GPU",
         "slug": "vm-one-gpu",
         "kubespawner_override": {"workspace_kind": "vm", "extra_resource_limits": {"nvidia.com/gpu": 1},
+                                 "node_selector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
+    },
+    {
+        "display_name": "VM with all eight GPUs",
+        "slug": "vm-eight-gpus",
+        "kubespawner_override": {"workspace_kind": "vm", "extra_resource_limits": {"nvidia.com/gpu": 8},
                                  "node_selector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
     },
     {
@@ -349,3 +355,23 @@ def test_a_gpu_vm_and_its_virt_launcher_pod_hold_one_gpu(hub, kube, cluster, cap
     rows = json.loads(capsys.readouterr().out)
     assert sorted((row["role"], row["used_by"]) for row in rows) == [("home", vmi["metadata"]["name"]), ("root", vmi["metadata"]["name"])], rows
     hub.stop_server("gina")
+
+
+def test_a_gpu_vm_no_node_can_run_is_refused_in_the_spawn_pages_numbers(hub, kube):
+    """#38 item 1 for VMs: a GPU VM that no node can run is refused with the numbers the spawn page shows, not in the
+    scheduler's words, and leaves no VMI behind."""
+    _core, custom = kube
+    hub.create_user("gwen")
+    hub.create_user("gil")
+    hub.start_server("gwen", {"profile": "vm-one-gpu"})
+    page = login(hub, "gil").get(f"{hub.url}/hub/spawn", timeout=60)
+    assert "Only 7 of 8 NVIDIA A100 80GB GPUs are free right now; this profile needs 8 GPUs." in page.text, page.text
+    # a refusal within JupyterHub's slow_spawn_timeout answers 503; a later one (KubeVirt's virt-controller may take
+    # its backoff to mark the VMI unschedulable) reaches the spawn page's progress as the failure message
+    outcome, said = attempt_start(hub, "gil", {"profile": "vm-eight-gpus"})
+    assert outcome == "failed", said
+    assert ("Only 7 of 8 NVIDIA A100 80GB GPUs are free right now; this profile needs 8 GPUs. "
+            "Try a CPU profile or one with fewer GPUs, or try again later.") in said, said
+    assert "Insufficient" not in said and "node(s)" not in said, said  # no scheduler jargon
+    assert wait_until(lambda: vmis(custom, "gil") == [], timeout=60)
+    hub.stop_server("gwen")

@@ -2,7 +2,7 @@
 refusal for want of GPUs in numbers.
 
 Everything is read from the hub's shared caches (the Pod and VMI watches,
-the hub's Node list: :class:`~.gpus.GPUCapacity`), never with an API call
+the hub's Node list: :class:`~.capacity.GPUCapacity`), never with an API call
 of its own; the settings are the spawner's (the profile applied now, its
 ``team_pool``, ``prefer_cheaper_gpus``, ``spread_gpu_workspaces``) and the
 hub's services (team pools, card-hour weights, the quota).
@@ -36,7 +36,7 @@ class GPUView:
         return self.spawner.services.gpu_capacity(watches.compute_objects)
 
     async def free(self, pool: str = "") -> dict[tuple[str, str], capacity.GPUPool] | None:
-        """The GPUs free now by resource and type (:class:`~.gpus.GPUCapacity`), or None when that cannot be known.
+        """The GPUs free now by resource and type (:class:`~.capacity.GPUCapacity`), or None when that cannot be known.
 
         ``pool``: a team pool's name: its nodes' GPUs only; ``""``: the GPUs
         outside every team pool (what a profile of no pool may use). The

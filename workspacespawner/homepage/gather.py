@@ -33,7 +33,7 @@ def saved_profile(spawner) -> ResolvedProfile | None:
 
 
 async def user_disks(spawner, user_name: str) -> list[dict]:
-    """``user_name``'s PersistentVolumeClaims and DataVolumes (:func:`~.workspace.disks.user_disks`)."""
+    """``user_name``'s PersistentVolumeClaims and DataVolumes (:func:`~workspacespawner.lifecycle.disks.user_disks`)."""
     pvcs, dvs = await disks.user_disks(spawner.services.kube, spawner.namespace, user_name)
     return pvcs + dvs
 

@@ -22,7 +22,7 @@ written again (:func:`already_held`). The other is refused (409, ``disk-attached
 name of the server that holds it.
 
 An admin's operation that swaps a disk under a stopped workspace (a root
-disk rebuild, :mod:`.rebuild`) holds the same claim for the time it takes,
+disk rebuild, :mod:`workspacespawner.vmdisk.rebuild`) holds the same claim for the time it takes,
 under a holder of kind :data:`OPERATION_KIND` (:func:`operation_holder`):
 no Pod or VMI, so it is never alive, and a start is refused (``starting``)
 until it is released or older than the grace.

@@ -52,7 +52,7 @@ PARKED = (str(Phase.RETAINED), str(Phase.DELETING_DISK))
 
 class DiskOpError(Exception):
     """A disk operation refused or failed; ``reason``: ``not-found``, ``shrink``, ``over-quota``, ``in-use``, ``not-ready``,
-    ``unsupported``, ``kubernetes-api``; a publish (:mod:`.goldenpublish`) also ``bad-name``, ``name-taken``."""
+    ``unsupported``, ``kubernetes-api``; a publish (:mod:`workspacespawner.vmdisk.publish`) also ``bad-name``, ``name-taken``."""
 
     def __init__(self, message: str, *, reason: str):
         super().__init__(message)
@@ -498,7 +498,7 @@ class DiskOps:
 def shown_phase(recorded: str | None, using: list[dict]) -> str:
     """The phase a listing shows for a disk recorded in ``recorded`` and mounted by the Pods/VMIs ``using`` (pure).
 
-    A start and a stop write no phase (:data:`.lifecycle.DERIVED_PHASES`): a
+    A start and a stop write no phase (:data:`.phases.DERIVED_PHASES`): a
     disk recorded ``Stopped`` that compute uses shows ``Stopping`` when that
     compute is being deleted, ``Running`` when it runs, else ``Starting``.
     """

@@ -2,7 +2,7 @@
 
 Built once per start, before anything is created, from the user's disks as
 the cluster has them (PersistentVolumeClaims and root DataVolumes found by
-owner label, never by name pattern: :func:`~.workspace.disks.user_disks`);
+owner label, never by name pattern: :func:`~workspacespawner.lifecycle.disks.user_disks`);
 with quotas off, nothing is asked of the cluster (:func:`reserve_start`).
 """
 

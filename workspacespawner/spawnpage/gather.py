@@ -51,7 +51,7 @@ class SpawnPage:
 
 
 async def disk_bytes(spawner) -> int:
-    """The bytes the user's disks ask for together (:func:`~.workspace.disks.user_disks`: the PVC watch, one LIST if it
+    """The bytes the user's disks ask for together (:func:`~workspacespawner.lifecycle.disks.user_disks`: the PVC watch, one LIST if it
     is down, and the root DataVolumes a running DataVolume watch holds), each disk once."""
     user = spawner.user.name
     return sum(user_disk_bytes(*await user_disks(spawner.services.kube, spawner.namespace, user), user).values())

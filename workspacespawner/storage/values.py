@@ -4,7 +4,7 @@
 :class:`~workspacespawner.storage.settings.StorageTraits`) into one start's
 frozen :class:`~workspacespawner.storage.tiers.StorageSettings`; the
 ``check_*`` functions check one value each, with errors that name the
-setting and the value. The traits (:mod:`.traits`) and the start-up check of
+setting and the value. The traits (:mod:`.settings`) and the start-up check of
 a whole config (:mod:`.startcheck`) build on this module; it imports neither.
 """
 

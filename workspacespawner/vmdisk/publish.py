@@ -28,11 +28,11 @@ create is what claims the name (an existing golden image is never
 overwritten: 409 is a refusal); if the snapshot or clone is then refused by
 the cluster, that DataSource, made moments ago, is deleted again (by uid).
 
-**Refusals** (:class:`~.disks.DiskOpError`, nothing made): ``bad-name`` (not
+**Refusals** (:class:`~workspacespawner.lifecycle.disks.DiskOpError`, nothing made): ``bad-name`` (not
 a DNS-1123 subdomain of at most 63 characters), ``not-found`` (no such VM of
 the user, or no root disk), ``in-use`` (a VMI of the VM exists, the VM's
 ``runStrategy`` is not ``Halted``, something mounts the disk, or a start
-holds its attach claim: see :mod:`.attach`), ``name-taken`` (the golden image
+holds its attach claim: see :mod:`workspacespawner.lifecycle.attach`), ``name-taken`` (the golden image
 exists). Each leaves an audit record ``publish`` on the root disk: before
 ``{"disk", "golden_image"}``, after ``{"image": "ns/name", "mode", "snapshot"
 | "datavolume"}``, result ``ok``, ``refused: ...`` or ``error: ...``.
@@ -164,7 +164,7 @@ class GoldenPublisher:
     """Publishes users' stopped VM workspaces (in ``namespace``) as golden images in ``golden_namespace``.
 
     ``kube``: a :class:`~workspacespawner.k8s.api.Kube`; ``audit``: an
-    :class:`~.audit.AuditLog` (None: no records, tests only); ``actor``: who
+    :class:`~workspacespawner.lifecycle.audit.AuditLog` (None: no records, tests only); ``actor``: who
     publishes, for the audit trail and the provenance; ``mode``: one of
     :data:`~workspacespawner.config.imagepublish.MODES`; ``snapshot_class``:
     the VolumeSnapshotClass (None: the cluster's default); ``grace``: seconds
@@ -188,7 +188,7 @@ class GoldenPublisher:
     async def publish(self, user: str, server: str, image: str, *, now: datetime | None = None) -> Published:
         """Publish ``user``'s root disk of server ``server`` as golden image ``image``; returns what was made.
 
-        Raises :class:`~.disks.DiskOpError` (see the module docstring for the
+        Raises :class:`~workspacespawner.lifecycle.disks.DiskOpError` (see the module docstring for the
         reasons); every outcome after the VM is found is audited.
         """
         if self.mode not in MODES:

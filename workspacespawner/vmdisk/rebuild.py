@@ -9,7 +9,7 @@ pattern) and its root DataVolume (the one the VM names,
    disk, no attach claim younger than the grace (a start under way), and
    the VM and disk recorded ``Stopped`` (or never recorded);
 2. takes the workspace: its own attach claim on the old disk
-   (:func:`~.attach.operation_holder`), written with a test of the disk's
+   (:func:`~workspacespawner.lifecycle.attach.operation_holder`), written with a test of the disk's
    ``resourceVersion`` as read in step 1;
 3. creates the new root DataVolume (:func:`~.rootdisk.make_rebuilt_datavolume`,
    named ``<vm>-root-<time>``), ``ProvisioningDisk``, made with the same claim;
@@ -25,7 +25,7 @@ which disk to claim. A compare-and-swap on the old disk alone would let a
 start that read the VM before step 4 claim the old disk after step 2 and
 boot whichever disk the VM names when it asks KubeVirt. The claim is what
 a start itself takes before any compute exists and what it refuses to
-override while young (:func:`~.attach.decide`): held on both disks from
+override while young (:func:`~workspacespawner.lifecycle.attach.decide`): held on both disks from
 step 2 to step 5, no start can use either; one lost with a crashed process
 goes stale after the grace, as a start's does.
 
@@ -131,7 +131,7 @@ async def rebuild(ops: DiskOps, user: str, *, server: str = "", image: str | Non
                   limit: int | None = None, grace: float = attach.ATTACH_GRACE_SECONDS, now: datetime | None = None) -> Rebuilt:
     """Give ``user``'s stopped VM workspace ``server`` (``""``: default) a new root disk cloned from a golden image.
 
-    ``ops``: the :class:`~.disks.DiskOps` (cluster, namespace, audit log,
+    ``ops``: the :class:`~workspacespawner.lifecycle.disks.DiskOps` (cluster, namespace, audit log,
     actor, ``retention_days`` the old disk is kept). ``image``: the name of
     a DataSource in ``golden_namespace`` (None: the image the old disk was
     cloned from). ``limit``: the user's disk limit in bytes (None: none). A
@@ -140,7 +140,7 @@ async def rebuild(ops: DiskOps, user: str, *, server: str = "", image: str | Non
     of earlier rebuilds and restores do, so copies cannot pile up past the
     limit; a rebuild that would pass it is refused. ``grace``: seconds an attach claim without compute
     counts as a start under way. Returns a :class:`Rebuilt`. Raises
-    :class:`~.disks.DiskOpError`: ``not-found`` (no such VM, root disk or
+    :class:`~workspacespawner.lifecycle.disks.DiskOpError`: ``not-found`` (no such VM, root disk or
     image), ``in-use`` (running, starting, or changed meanwhile),
     ``over-quota``, ``kubernetes-api``; each leaves an audit record.
     """
