@@ -445,3 +445,18 @@ def test_the_vm_names_its_root_disk():
     assert root_disk_of(vm) == ident.root_disk
     assert root_disk_of(None) is None
     assert root_disk_of({"spec": {"template": {"spec": {"volumes": [{"name": "rootdisk", "persistentVolumeClaim": {}}]}}}}) is None
+
+
+def test_the_virt_launcher_pods_own_unschedulable_fails_the_start_before_kubevirt_copies_it():
+    """kube-scheduler marks the virt-launcher Pod unschedulable at once; KubeVirt v1.4's virt-controller copies that
+    onto the VMI only after its retry backoff (minutes on a loaded machine: the real plane's VM start timed out at
+    145 s instead of being refused in numbers). The Pod's own condition counts; a placed VMI is not looked at again."""
+    waiting = vmi_with("Scheduling")
+    launcher = {"metadata": {"name": "virt-launcher-vm-x"},
+                "status": {"conditions": [cond("PodScheduled", "False", "Unschedulable", "0/5 nodes are available: 1 Insufficient nvidia.com/gpu.")]}}
+    assert vmstatus.interpret(vm_with("Starting", "Always"), waiting, None, failures_before=0).failure is None
+    st = vmstatus.interpret(vm_with("Starting", "Always"), waiting, None, failures_before=0, launcher=launcher)
+    assert st.failure is not None and st.failure.reason == "unschedulable"
+    assert vmstatus.interpret(vm_with("Starting", "Always"), None, None, failures_before=0, launcher=launcher).failure is None
+    assert vmstatus.interpret(vm_with("Starting", "Always"), waiting, None, failures_before=0, launcher=launcher,
+                              scale_up=True).failure is None  # the autoscaler may add a node: progress, not a failure

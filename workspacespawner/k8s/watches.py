@@ -289,6 +289,22 @@ def compute_objects() -> list[dict] | None:
     return counted_once([{**obj, "kind": kind} for kind, cache in caches for obj in list(cache.resources.values())])
 
 
+def launcher_of(vmi: dict | None) -> dict | None:
+    """The virt-launcher Pod of ``vmi`` (by its ``kubevirt.io/created-by`` label) from the shared Pod caches, while
+    the VMI waits for a node (``Pending``/``Scheduling``: kube-scheduler writes on the Pod first); None otherwise, or
+    when not cached. A scan of the namespace's cached Pods, only for a VMI not yet placed."""
+    meta = (vmi or {}).get("metadata") or {}
+    if not meta.get("uid") or ((vmi or {}).get("status") or {}).get("phase", "Pending") not in ("Pending", "Scheduling"):
+        return None
+    for (name, namespace), reflector in list(_reflectors.items()):
+        if name != "pods" or namespace not in (None, meta.get("namespace")):
+            continue
+        for pod in list(reflector.resources.values()):
+            if ((pod.get("metadata") or {}).get("labels") or {}).get(names.CREATED_BY_LABEL) == meta["uid"]:
+                return pod
+    return None
+
+
 def pods_and_vmis() -> tuple[list[dict], list[dict]] | None:
     """Every Pod (virt-launcher Pods included) and VMI the watch caches hold, ``kind`` set: ``(pods, vmis)``; None
     until each cache has loaded, or when one gave up.

@@ -179,8 +179,10 @@ def _boot_failure(vm: dict | None) -> Failure:
     return Failure("crash-loop", f"Your virtual machine failed to boot ({count} failed {'boot' if count == 1 else 'boots'} in a row).")
 
 
-def _vmi_failure(vmi: dict | None, scale_up: bool) -> Failure | None:
-    """Failures the VMI itself reports: a missing PVC, no node, a guest that did not boot."""
+def _vmi_failure(vmi: dict | None, scale_up: bool, launcher: dict | None = None) -> Failure | None:
+    """Failures the VMI itself reports: a missing PVC, no node, a guest that did not boot. ``launcher``: the VMI's
+    virt-launcher Pod, whose own ``PodScheduled=False`` (kube-scheduler's, at once) counts before virt-controller
+    copies it onto the VMI (KubeVirt v1.4 may take its retry backoff, minutes, to do so)."""
     missing = _condition_is(vmi, "Synchronized", "False", "FailedPvcNotFound")
     if missing:
         return Failure(
@@ -188,7 +190,8 @@ def _vmi_failure(vmi: dict | None, scale_up: bool) -> Failure | None:
             f"A disk of your workspace is missing: {_sentence(missing.get('message') or 'a PVC was not found')}. "
             "Nothing was deleted; please ask an administrator.",
         )
-    unschedulable = _condition_is(vmi, "PodScheduled", "False", "Unschedulable")
+    unschedulable = (_condition_is(vmi, "PodScheduled", "False", "Unschedulable")
+                     or (vmi is not None and _condition_is(launcher, "PodScheduled", "False", "Unschedulable")))
     if unschedulable and not scale_up:
         return Failure("unschedulable", no_node_message(unschedulable.get("message"), "workspace"))
     if _status(vmi).get("phase") == "Failed":
@@ -267,6 +270,7 @@ def interpret(
     *,
     failures_before: int | None = None,
     scale_up: bool = False,
+    launcher: dict | None = None,
 ) -> VMStatus:
     """The :class:`VMStatus` of a workspace from its VM, VMI and root DataVolume (each may be None).
 
@@ -277,9 +281,9 @@ def interpret(
     printableStatus (which lags behind its VMI, and may still describe the
     previous start) is not read for failures, nor is its ``Stopped``: it
     reads ``Starting``. Without it, the error printableStatuses count as
-    failures too.
+    failures too. ``launcher``: the VMI's virt-launcher Pod, when cached (see :func:`_vmi_failure`).
     """
-    failure = datavolume_failure(dv) or _vmi_failure(vmi, scale_up)
+    failure = datavolume_failure(dv) or _vmi_failure(vmi, scale_up, launcher)
     if failure is None and failures_before is None:
         failure = _vm_error(vm, vmi, dv)
     elif failure is None and start_failures(vm) > failures_before:

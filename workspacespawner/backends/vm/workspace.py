@@ -64,6 +64,7 @@ from workspacespawner.k8s.watches import (
     VirtualMachineInstanceReflector,
     VirtualMachineReflector,
     VMIEventReflector,
+    launcher_of,
     shared_reflector,
     shared_reflectors,
 )
@@ -200,7 +201,8 @@ class VMWorkspace:
         """The workspace's :class:`~.vmstatus.VMStatus` from the caches (call :meth:`watch` first)."""
         vm, vmi, dv = self.observe()
         scale_up = not self.fail_fast_unschedulable or scale_up_triggered(self._vmi_events(vmi))
-        return vmstatus.interpret(vm, vmi, dv, failures_before=failures_before, scale_up=scale_up)
+        return vmstatus.interpret(vm, vmi, dv, failures_before=failures_before, scale_up=scale_up,
+                                  launcher=launcher_of(vmi))
 
     async def _until(self, check, deadline: float):
         """Await until ``check()`` returns something truthy (returned) or the loop time passes ``deadline`` (None)."""
