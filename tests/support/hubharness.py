@@ -224,13 +224,16 @@ class Hub:
                     conditions = ", ".join(f"{c.type}={c.status}{' (' + c.reason + ')' if c.reason else ''}"
                                            for c in pod.status.conditions or [])
                     lines.append(f"{pod.metadata.name}: {pod.status.phase} on {pod.spec.node_name} [{conditions}]")
+                    lines += [f"  PodScheduled: {c.message}" for c in pod.status.conditions or []
+                              if c.type == "PodScheduled" and c.status == "False" and c.message]
                     for status in pod.status.container_statuses or []:
                         lines.append(f"  {status.name}: ready={status.ready} restarts={status.restart_count} "
                                      f"state={_container_state(status.state)} last={_container_state(status.last_state)}")
                         if not status.ready:
                             lines += [f"  | {line}" for line in _log_tail(core, pod, status.name)]
                 lines.append("-- Events (last 30):")
-                events = core.list_namespaced_event(namespace, _request_timeout=10).items
+                events = sorted(core.list_namespaced_event(namespace, _request_timeout=10).items,
+                                key=lambda e: str(e.last_timestamp or e.event_time or e.metadata.creation_timestamp or ""))
                 for event in events[-30:]:
                     lines.append(f"{event.involved_object.kind}/{event.involved_object.name}: {event.reason}: {event.message}")
                 return "\n".join(lines)
