@@ -135,11 +135,23 @@ def stop(hub: Hub, user: str) -> None:
     assert wait_until(lambda: server_of(hub, user) is None, timeout=120), f"server of {user} never stopped:\n{hub.log()}"
 
 
-def next_start(hub: Hub, user: str) -> Callable[[], None]:
+def scheduler_lines(cluster, user: str, n: int = 20) -> str:
+    """The real plane's kube-scheduler log lines about ``user``'s Pods (its last ``n``), for a start that hung with its
+    Pod unschedulable; ``""`` on the embedded plane."""
+    logs = getattr(getattr(cluster, "plane", None), "logs_dir", None)
+    if logs is None or not (logs / "scheduler.log").exists():
+        return ""
+    slug = safe_slug(user)
+    lines = [line for line in (logs / "scheduler.log").read_text(errors="replace").splitlines() if slug in line]
+    return "-- kube-scheduler on this user's Pods:\n" + "\n".join(lines[-n:])
+
+
+def next_start(hub: Hub, user: str, cluster=None) -> Callable[[], None]:
     """The invariant "next start works": a CPU start that reaches the server, then a stop."""
     def start_again():
         outcome, said = attempt_start(hub, user, {"profile": CPU})
-        assert outcome == "ready", f"the next start of {user} failed: {said}\n{hub.cluster_state()}\n{hub.log()}"
+        assert outcome == "ready", (f"the next start of {user} failed: {said}\n{hub.cluster_state()}\n"
+                                    f"{scheduler_lines(cluster, user)}\n{hub.log()}")
         stop(hub, user)
     return start_again
 
@@ -166,12 +178,12 @@ def run_case(case: Case, *, hub: Hub, cluster, ledger) -> None:
                 stop(hub, user)
     finally:
         cluster.faults.clear()
-    assert outcome == case.expect, f"{case.id}: {outcome} ({said})\n{hub.cluster_state()}\n{hub.log()}"
+    assert outcome == case.expect, f"{case.id}: {outcome} ({said})\n{hub.cluster_state()}\n{scheduler_lines(cluster, user)}\n{hub.log()}"
     for words in case.words:
         assert words in said, f"{case.id}: {words!r} not in {said!r}"
     if server_of(hub, user) is not None:
         stop(hub, user)
-    assert_invariants(cluster, ledger=ledger, next_start=next_start(hub, user) if case.next_start else None)
+    assert_invariants(cluster, ledger=ledger, next_start=next_start(hub, user, cluster) if case.next_start else None)
 
 
 #: ``(id, category, fault)`` of the matrix's cases written as their own tests (races, hub crashes), for the docs' table.

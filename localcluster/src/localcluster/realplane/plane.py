@@ -487,7 +487,7 @@ class RealControlPlane:
         ctx = self._admin_ssl()
         self._wait("apiserver", lambda: self._https_ok(self.ports["apiserver"], "/readyz", ctx))
 
-    def _component_args(self, name: str, port: int) -> list[str]:
+    def _component_args(self, name: str, port: int, verbosity: int = 1) -> list[str]:
         kc = self.state_dir / f"{name}.kubeconfig"
         return [
             f"--kubeconfig={kc}",
@@ -497,7 +497,7 @@ class RealControlPlane:
             f"--secure-port={port}",
             f"--cert-dir={self.state_dir / name}",
             "--leader-elect=false",
-            "--v=1",
+            f"--v={verbosity}",
         ]
 
     def _insecure_ctx(self) -> ssl.SSLContext:
@@ -525,7 +525,8 @@ class RealControlPlane:
 
     def _start_scheduler(self) -> None:
         port = self.ports["scheduler"]
-        self._spawn("scheduler", [str(self.bin_dir / "kube-scheduler"), *self._component_args("scheduler", port)])
+        # verbosity 2: each Pod it cannot place, and why ("Unable to schedule pod; no fit; waiting"), in its log
+        self._spawn("scheduler", [str(self.bin_dir / "kube-scheduler"), *self._component_args("scheduler", port, verbosity=2)])
         ctx = self._insecure_ctx()
         self._wait("scheduler", lambda: self._https_ok(port, "/healthz", ctx))
 
