@@ -34,10 +34,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from workspacespawner.core import names
 from workspacespawner.core.names import labelled_for, server_of
 from workspacespawner.core.prometheus import PrometheusClient, Sample
-from workspacespawner.k8s.objects import is_virt_launcher
+from workspacespawner.k8s.objects import is_virt_launcher, launched_vmi
 
 UTIL = "DCGM_FI_DEV_GPU_UTIL"
 FB_USED = "DCGM_FI_DEV_FB_USED"
@@ -140,11 +139,10 @@ def holders(pods: list[dict], vmis: list[dict]) -> dict[tuple[str, str], Holder]
     found: dict[tuple[str, str], Holder] = {}
     for pod in pods:
         meta = _meta(pod)
-        labels = meta.get("labels") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
         node = (pod.get("spec") or {}).get("nodeName")
         if is_virt_launcher(pod):
-            vmi = by_uid.get(labels.get(names.CREATED_BY_LABEL))
+            vmi = by_uid.get(launched_vmi(pod))
             if vmi is None or _meta(vmi).get("namespace") != key[0]:
                 continue
             owner = _owner(_meta(vmi))

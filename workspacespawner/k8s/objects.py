@@ -62,6 +62,11 @@ def is_virt_launcher(obj: dict) -> bool:
     return ((obj.get("metadata") or {}).get("labels") or {}).get(names.VIRT_LAUNCHER_LABEL) == names.VIRT_LAUNCHER
 
 
+def launched_vmi(obj: dict) -> str | None:
+    """The uid of the VMI a virt-launcher Pod runs (its ``kubevirt.io/created-by`` label); None for anything else."""
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(names.CREATED_BY_LABEL) if is_virt_launcher(obj) else None
+
+
 def counted_once(compute: list[dict]) -> list[dict]:
     """``compute`` (Pods and VMIs, ``kind`` set on VMIs) without the virt-launcher Pods whose VMI is among them, order kept.
 
@@ -74,8 +79,7 @@ def counted_once(compute: list[dict]) -> list[dict]:
     """
     vmis = {(obj.get("metadata") or {}).get("uid") for obj in compute if obj.get("kind") == "VirtualMachineInstance"}
     vmis.discard(None)
-    return [obj for obj in compute
-            if not (is_virt_launcher(obj) and ((obj.get("metadata") or {}).get("labels") or {}).get(names.CREATED_BY_LABEL) in vmis)]
+    return [obj for obj in compute if launched_vmi(obj) not in vmis]
 
 
 def holders(compute: list[dict], claim: str) -> list[dict]:

@@ -48,7 +48,7 @@ from traitlets import Any, Unicode
 from workspacespawner.core import names
 from workspacespawner.k8s.eventindex import EventIndexedReflector, events_involving
 from workspacespawner.k8s.kinds import POD, VMI
-from workspacespawner.k8s.objects import counted_once
+from workspacespawner.k8s.objects import counted_once, launched_vmi
 from workspacespawner.k8s.ownerindex import OwnerIndexedReflector
 from workspacespawner.k8s.watchloop import RecoveringReflector
 
@@ -300,7 +300,7 @@ def launcher_of(vmi: dict | None) -> dict | None:
         if name != "pods" or namespace not in (None, meta.get("namespace")):
             continue
         for pod in list(reflector.resources.values()):
-            if ((pod.get("metadata") or {}).get("labels") or {}).get(names.CREATED_BY_LABEL) == meta["uid"]:
+            if launched_vmi(pod) == meta["uid"]:
                 return pod
     return None
 
