@@ -39,21 +39,22 @@ async def notes(spawner, profile: dict) -> dict[str, str | None]:
     :class:`~.model.Card`); the preference names, cheapest first, the GPU types the profile's nodes have (all priced
     ones while that is unknown)."""
     override = profile.get("kubespawner_override") or {}
-    resource, gpus = gpu_limit(override.get("extra_resource_limits"), spawner.services.economy.declared())
+    economy = spawner.services.economy
+    resource, gpus = gpu_limit(override.get("extra_resource_limits"), economy.declared())
     pool = pool_of_profile(profile)
     use = await spawner.gpu_view.pool_use(pool, resource) if pool else None
     prefer = override.get("prefer_cheaper_gpus", spawner.prefer_cheaper_gpus)
     product = (override.get("node_selector") or {}).get(GPU_PRODUCT_LABEL)
-    economy = spawner.services.economy
-    products = [name for name, _ in economy.products_by_cost(resource)]
+    prefers_note = None
     if gpus and prefer and not product:  # only the products its nodes have: a price list may name more
+        products = [name for name, _ in economy.products_by_cost(resource)]
         present = await spawner.gpu_view.free(pool)
         if present is not None:
             products = [name for name in products if (resource, name) in present]
+        prefers_note = placement.prefers_sentence([economy.display_name(name) for name in products])
     cpu_first = override.get("cpu_prefers_cpu_nodes", spawner.cpu_prefers_cpu_nodes)
     return {
         "nodes_note": nodes_sentence(pool, gpus, cpu_first, bool(spawner.services.team_pools)),
         "pool_note": poolholders.describe(use) if use is not None else None,
-        "prefers_note": placement.prefers_sentence([economy.display_name(name) for name in products])
-                        if gpus and prefer and not product else None,
+        "prefers_note": prefers_note,
     }
