@@ -11,22 +11,16 @@ time into jupyter-server's ``..._last_activity`` setting.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 import urllib.request
 from datetime import UTC, datetime
 
 import pytest
+from localcluster.ports import free_port
 
 from tests.support.codeserver import real_bin
 from workspacespawner.idle import serverext
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get(url: str) -> int:

@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import textwrap
@@ -18,6 +17,7 @@ import time
 from pathlib import Path
 
 import requests
+from localcluster.ports import free_port
 
 from tests.support.paths import CONFIG_D
 
@@ -25,12 +25,6 @@ from tests.support.paths import CONFIG_D
 def config_pieces(*pieces: str) -> str:
     """Config text that loads the given ``jupyterhub_config.d`` pieces in order (``"10-workspace-spawner.py"``, ...)."""
     return "".join(f"load_subconfig({str(CONFIG_D / piece)!r})\n" for piece in pieces)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 

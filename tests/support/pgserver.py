@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+
+from localcluster.ports import free_port
 
 URL_VARIABLE = "WORKSPACESPAWNER_TEST_POSTGRES_URL"
 
@@ -60,9 +61,7 @@ def start(workdir: Path) -> str:
     initdb, pg_ctl = _programs()
     workdir.mkdir(parents=True, exist_ok=True)
     as_user = _as_user(workdir)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     data = workdir / "data"
     try:
         subprocess.run(

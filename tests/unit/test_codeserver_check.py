@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import time
 
 import pytest
+from localcluster.ports import free_port
 from tornado import httpserver, web
 
 from workspacespawner.backends import codeserver
@@ -35,12 +35,6 @@ LOG = """[I 2026-01-01 10:00:00.000 ServerApp] jupyter_server_proxy | extension 
     FileNotFoundError: Can not find code-server in PATH
 [E 2026-01-01 10:00:05.010 ServerApp] 500 GET /user/ada/vscode/ (ada@10.0.0.1) 22.68ms
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:

@@ -27,7 +27,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import sys
 from contextlib import suppress
 from dataclasses import dataclass
@@ -35,6 +34,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+
+from .ports import free_port
 
 log = logging.getLogger("localcluster.prometheus")
 
@@ -100,13 +101,6 @@ def config_text(targets: dict[str, str | Target], interval: float = 5.0) -> str:
     seconds = _seconds(interval)
     return json.dumps({"global": {"scrape_interval": seconds, "evaluation_interval": seconds, "scrape_timeout": seconds},
                        "scrape_configs": jobs}, indent=1)
-
-
-def free_port() -> int:
-    """A port on 127.0.0.1 nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child, between fork and exec

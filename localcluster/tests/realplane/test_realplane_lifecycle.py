@@ -117,3 +117,32 @@ def test_localcluster_control_plane_real_cli(k8s_bin, kubectl, tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_port_taken_between_choosing_and_binding_is_chosen_again(k8s_bin, tmp_path):
+    """Another process may take a chosen port before the component binds it
+    (CI's second pass runs beside the first; the kernel hands out the same
+    range to outgoing connections). The start picks new ports and goes on."""
+    import socket
+
+    from localcluster.realplane import RealControlPlane
+
+    plane = RealControlPlane(tmp_path / "plane", k8s_bin)
+    taken = socket.socket()
+    orig = plane._choose_ports
+    chosen: list[int] = []
+
+    def choose_then_take():
+        orig()
+        chosen.append(plane.ports["apiserver"])
+        if len(chosen) == 1:
+            taken.bind(("127.0.0.1", plane.ports["apiserver"]))
+            taken.listen()
+
+    plane._choose_ports = choose_then_take
+    try:
+        with plane:
+            assert len(chosen) == 2 and plane.ports["apiserver"] != chosen[0]
+            assert "address already in use" in (plane.state_dir / "logs" / "apiserver.log").read_text()
+    finally:
+        taken.close()

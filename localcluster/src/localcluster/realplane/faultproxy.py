@@ -38,7 +38,8 @@ from yarl import URL
 
 from ..errors import ApiError
 from ..faults import FaultInjector, Request, RequestLog
-from .plane import free_port, write_kubeconfig
+from ..ports import free_port
+from .plane import write_kubeconfig
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import threading
@@ -37,6 +36,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from ..ports import free_port, port_free
 from ..toolcache import newest_bin
 from .pki import Pki
 
@@ -83,19 +83,8 @@ class ControlPlaneError(RuntimeError):
     """A component failed to start or become ready."""
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
+# Tries before a start gives up on ports taken between choosing and binding.
+PORT_ATTEMPTS = 3
 
 
 def find_bin_dir() -> Path | None:
@@ -210,24 +199,35 @@ class RealControlPlane:
         if not self._atexit:
             atexit.register(self.stop)
             self._atexit = True
-        try:
-            self.pki.ensure(self.service_ip)
-            self._choose_ports()
-            self._write_kubeconfigs()
-            self._start_etcd()
-            self._start_apiserver()
-            self._start_controller_manager()
-            self._start_scheduler()
-            self._wait_default_serviceaccount()
-            if self.kubevirt is not None:
-                for prepare in self.before_kubevirt:
-                    prepare(self)
-                self.kubevirt.start()
-        except BaseException:
-            self.stop()
-            raise
+        for attempt in range(PORT_ATTEMPTS):
+            try:
+                self._start_components()
+                break
+            except ControlPlaneError as e:
+                self.stop()
+                if attempt == PORT_ATTEMPTS - 1 or "address already in use" not in str(e).lower():
+                    raise
+                log.warning("a chosen port was taken before its component bound it; choosing ports again")
+                (self.state_dir / "ports.json").unlink(missing_ok=True)
+            except BaseException:
+                self.stop()
+                raise
         log.info("real control plane ready at %s (kubeconfig %s)", self.url, self.kubeconfig)
         return self
+
+    def _start_components(self) -> None:
+        self.pki.ensure(self.service_ip)
+        self._choose_ports()
+        self._write_kubeconfigs()
+        self._start_etcd()
+        self._start_apiserver()
+        self._start_controller_manager()
+        self._start_scheduler()
+        self._wait_default_serviceaccount()
+        if self.kubevirt is not None:
+            for prepare in self.before_kubevirt:
+                prepare(self)
+            self.kubevirt.start()
 
     def stop(self, grace: float = 15.0) -> None:
         """Stop every child in reverse start order (scheduler, controller
@@ -349,7 +349,7 @@ class RealControlPlane:
         ports = {}
         for n in names:
             p = saved.get(n)
-            ports[n] = p if isinstance(p, int) and _port_free(p) and p not in ports.values() else free_port()
+            ports[n] = p if isinstance(p, int) and port_free(p) and p not in ports.values() else free_port()
         self.ports = ports
         pf.write_text(json.dumps(ports, indent=2) + "\n")
 

@@ -37,8 +37,8 @@ import tornado.web
 
 from ..errors import ApiError
 from ..kinds import VM_ACTIONS
+from ..ports import free_port
 from ..vmactions import vm_action_through
-from .plane import free_port
 
 log = logging.getLogger(__name__)
 
