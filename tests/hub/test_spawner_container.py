@@ -418,7 +418,7 @@ def test_code_server_missing_fails_the_start_in_words(hub, core):
         "(see helm-values/singleuser-image.md)",
         "The server reported: FileNotFoundError: Can not find code-server in PATH",
     ):
-        assert words in said, said
+        assert words in said, f"{said}\n{hub.log()}"  # CI once saw a bare 500 here: the hub's log says which error
     assert "Internal Server Error" not in said
     assert wait_until(lambda: user_pods(core, "nocode") == [], timeout=60), "the failed start left its Pod"
     assert wait_until(lambda: hub.user("nocode")["servers"] == {}, timeout=60), hub.log()  # JupyterHub's cleanup done
