@@ -47,6 +47,8 @@ the owner labels).
     python benchmarks/burst.py --users 300 --rounds 3   # and the median of each ratio over the rounds
     python benchmarks/burst.py --users 50 --spawners WorkspaceSpawner
     python benchmarks/burst.py --users 300 --rounds 3 --quotas off   # what the quotas cost
+    python benchmarks/burst.py --users 300 --spawners WorkspaceSpawner --without interning --without owner-index
+        # what each helper of the watch caches buys: a hub with it off beside one as shipped, without / with
 
 One run's ratios move by several hundredths between runs of the same
 code on a shared 2-core machine (the hub CPU ratio at 300 has read from
@@ -215,10 +217,32 @@ SPAWNERS = {
 QUOTAS_OFF = "c.WorkspaceQuota.enabled = False\n"
 
 
+#: What ``--without NAME`` adds to a second WorkspaceSpawner hub: one helper of the hub's watch caches turned off, so
+#: the run shows what it buys (issue #37: each must pay its way). Each patch is made in the hub's config, before a
+#: reflector starts; the caches then work as they would without the helper.
+WITHOUT = {
+    # workspacespawner.k8s.interning: objects stored as decoded, every string its own copy
+    "interning": "import workspacespawner.k8s.interning as _i\n_i.interned = lambda value, previous=None: value\n",
+    # workspacespawner.k8s.ownerindex: a user's objects found by a pass over the namespace's (the change futures stay)
+    "owner-index": "from workspacespawner.k8s.changes import ChangeNotifyingObjects as _c\n"
+                   "from workspacespawner.k8s.ownerindex import OwnerIndexedReflector as _o\n_o.objects_class = _c\n",
+    # workspacespawner.k8s.eventindex: a Pod's Events found by a pass over the namespace's
+    "event-index": "from workspacespawner.k8s.eventindex import EventIndexedReflector as _e\n"
+                   "from workspacespawner.k8s.interning import InterningObjects as _p\n_e.objects_class = _p\n",
+    # workspacespawner.k8s.cachedkube: every get and list asks the API server
+    "cached-reads": "from workspacespawner.k8s.cachedkube import CachedKube as _k\n_k._cache = lambda self, kind, namespace: None\n",
+}
+#: The name a ``--without`` hub goes by in the tables.
+WITHOUT_PREFIX = "WorkspaceSpawner without "
+
+
 def spawner_config(name: str, *, quotas: bool = True) -> str:
-    """The config text of spawner ``name`` (a key of :data:`SPAWNERS`) in the burst; ``quotas`` False turns
-    WorkspaceSpawner's quotas off (:data:`QUOTAS_OFF`; KubeSpawner has none)."""
-    return SPAWNERS[name] + ("" if quotas or name != "WorkspaceSpawner" else QUOTAS_OFF)
+    """The config text of spawner ``name`` (a key of :data:`SPAWNERS`, or :data:`WITHOUT_PREFIX` and a key of
+    :data:`WITHOUT`) in the burst; ``quotas`` False turns WorkspaceSpawner's quotas off (:data:`QUOTAS_OFF`;
+    KubeSpawner has none)."""
+    helper = name.removeprefix(WITHOUT_PREFIX) if name.startswith(WITHOUT_PREFIX) else None
+    base = "WorkspaceSpawner" if helper is not None else name
+    return SPAWNERS[base] + ("" if quotas or base != "WorkspaceSpawner" else QUOTAS_OFF) + WITHOUT.get(helper, "")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -387,26 +411,40 @@ def ratios(base: dict, ours: dict) -> list[float]:
     return [value(ours) / value(base) for _heading, _width, _fmt, value in RATIO_COLUMNS]
 
 
+#: The width of a row's label (``without cached-reads / with`` is the longest).
+LABEL_WIDTH = 30
+
+
 def print_headings(columns) -> None:
     """The headings of ``columns`` (entries of :data:`COLUMNS`), right-aligned to their widths."""
-    print(f"{'':18}" + "".join(f"{heading:>{width}}" for heading, width, _fmt, _value in columns))
+    print(f"{'':{LABEL_WIDTH}}" + "".join(f"{heading:>{width}}" for heading, width, _fmt, _value in columns))
 
 
-def print_ratios(label: str, found: list[float]) -> None:
+def print_ratios(row: str, found: list[float]) -> None:
     """A row of ratios under the headings of :data:`RATIO_COLUMNS`."""
-    print(f"{label:18}" + "".join(f"{ratio:>{width}.2f}" for ratio, (_h, width, _f, _v) in zip(found, RATIO_COLUMNS)))
+    print(f"{row:{LABEL_WIDTH}}" + "".join(f"{ratio:>{width}.2f}" for ratio, (_h, width, _f, _v) in zip(found, RATIO_COLUMNS)))
 
 
-def print_round(users: int, results: dict) -> list[float] | None:
-    """One round's table; its ratios, or None when it did not run both spawners."""
+def label(name: str) -> str:
+    """A spawner's row label: a ``--without`` hub as ``without <helper>``."""
+    return name.replace(WITHOUT_PREFIX, "without ")
+
+
+def print_round(users: int, results: dict) -> dict[str, list[float]]:
+    """One round's table; its ratios by row label: ``ratio`` (WorkspaceSpawner / KubeSpawner) when both ran, and
+    ``without X / with`` for each ``--without`` hub."""
     print(f"{users} simultaneous spawns")
     print_headings(COLUMNS)
     for name, r in results.items():
-        print(f"{name:18}" + "".join(f"{value(r):>{width}{fmt}}" for _heading, width, fmt, value in COLUMNS))
-    if not {"KubeSpawner", "WorkspaceSpawner"} <= set(results):
-        return None
-    found = ratios(results["KubeSpawner"], results["WorkspaceSpawner"])
-    print_ratios("ratio", found)
+        print(f"{label(name):{LABEL_WIDTH}}" + "".join(f"{value(r):>{width}{fmt}}" for _heading, width, fmt, value in COLUMNS))
+    found = {}
+    if {"KubeSpawner", "WorkspaceSpawner"} <= set(results):
+        found["ratio"] = ratios(results["KubeSpawner"], results["WorkspaceSpawner"])
+    for name in results:
+        if name.startswith(WITHOUT_PREFIX) and "WorkspaceSpawner" in results:
+            found[f"{label(name)} / with"] = ratios(results["WorkspaceSpawner"], results[name])
+    for row, values in found.items():
+        print_ratios(row, values)
     return found
 
 
@@ -426,23 +464,31 @@ def main(argv=None) -> int:
         help="WorkspaceSpawner's quotas: on as shipped (a SQLite ledger), or off, to see what they cost "
              "(default: %(default)s)",
     )
+    parser.add_argument(
+        "--without", action="append", default=[], choices=sorted(WITHOUT), metavar="HELPER",
+        help="also run WorkspaceSpawner with this helper of its watch caches turned off, and print without / with "
+             f"(repeatable; one of {', '.join(sorted(WITHOUT))})",
+    )
     args = parser.parse_args(argv)
     order, quotas = args.spawners.split(","), args.quotas == "on"
+    order += [WITHOUT_PREFIX + helper for helper in args.without]
+    if args.without and "WorkspaceSpawner" not in order:
+        parser.error("--without compares with WorkspaceSpawner: keep it in --spawners")
     if not quotas:
         print("WorkspaceSpawner with quotas off")
-    every = []
+    every: dict[str, list[list[float]]] = {}
     for number in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="burst-") as tmp:
             results = {name: measure(name, args.users, Path(tmp), quotas=quotas) for name in (order if number % 2 == 0 else order[::-1])}
         if args.rounds > 1:
             print(f"\nround {number + 1} of {args.rounds}")
-        found = print_round(args.users, results)
-        if found is not None:
-            every.append(found)
-    if len(every) > 1:
-        print(f"\nmedian ratio of {len(every)} rounds, WorkspaceSpawner / KubeSpawner")
+        for row, found in print_round(args.users, results).items():
+            every.setdefault(row, []).append(found)
+    if args.rounds > 1 and every:
+        print(f"\nmedian ratios of {args.rounds} rounds")
         print_headings(RATIO_COLUMNS)
-        print_ratios("median ratio", [statistics.median(column) for column in zip(*every)])
+        for row, rounds in every.items():
+            print_ratios(row, [statistics.median(column) for column in zip(*rounds)])
     return 0
 
 

@@ -80,3 +80,39 @@ def test_quotas_off_turns_off_workspacespawners_quotas_only():
     assert WorkspaceQuota(config=config).enabled
     exec(off[len(shipped):], {"c": config})
     assert not WorkspaceQuota(config=config).enabled
+
+
+def test_each_without_turns_its_helper_off():
+    """``--without HELPER`` measures what one helper of the watch caches buys: its patch, run as the hub runs its
+    config, must turn that helper off and leave the rest as shipped (else the ratio measures nothing)."""
+    import subprocess
+    import sys
+
+    burst = burst_module()
+    shipped = burst.spawner_config("WorkspaceSpawner")
+    # each probe prints True when its helper works; run once as shipped, once after the patch
+    probes = {
+        "interning": "from workspacespawner.k8s import interning\n"
+                     "key = ''.join(['meta', 'data']); print(next(iter(interning.interned({key: 1}))) is not key)",
+        "owner-index": "from workspacespawner.k8s import ownerindex\n"
+                       "print(ownerindex.OwnerIndexedReflector.objects_class is ownerindex.OwnerIndexedObjects)",
+        "event-index": "from workspacespawner.k8s import eventindex\n"
+                       "print(eventindex.EventIndexedReflector.objects_class is eventindex.EventIndexedObjects)",
+        "cached-reads": "import asyncio, types\n"
+                        "from workspacespawner.k8s import cachedkube, watches\n"
+                        "from workspacespawner.k8s.kinds import POD\n"
+                        "async def main():\n"
+                        "    loaded = asyncio.get_running_loop().create_future(); loaded.set_result(None)\n"
+                        "    fake = types.SimpleNamespace(first_load_future=loaded, resources={'ns/p': {}})\n"
+                        "    watches.pod_reflector = lambda namespace: fake\n"
+                        "    watches.alive = lambda reflector: True\n"
+                        "    print(cachedkube.CachedKube(None, None)._cache(POD, 'ns') is fake.resources)\n"
+                        "asyncio.run(main())",
+    }
+    assert set(probes) == set(burst.WITHOUT)
+    for helper, probe in probes.items():
+        without = burst.spawner_config(burst.WITHOUT_PREFIX + helper)
+        assert without.startswith(shipped), helper
+        for patch, works in (("", "True"), (without[len(shipped):], "False")):
+            done = subprocess.run([sys.executable, "-c", patch + probe], capture_output=True, text=True, timeout=120)
+            assert done.stdout.strip() == works, (helper, patch, done.stdout, done.stderr)
