@@ -14,12 +14,26 @@ log it in one line, without a traceback.
   :func:`as_spawn_failure` takes one off the count the hub is about to add,
   through the request handler JupyterHub 5.5 hands the spawner during a
   start (``spawner.handler``).
+
+A failed start removes its compute before it raises (:func:`stop_compute_first`):
+JupyterHub's own cleanup (``User.spawn`` awaiting ``stop()``) runs after the
+start raised but before the spawn's future is done, and a spawn request whose
+``slow_spawn_timeout`` ends during it is answered wrongly (JupyterHub 5.5 and
+6.1: ``spawn_single_user`` then asks ``poll()``; a server still there gives a
+201 for a start that failed, a server gone gives one more second and then
+reads ``exception()`` of the unfinished future: a bare 500 "Internal Server
+Error", the user's words lost). With the compute gone first, that cleanup has
+nothing to wait for, and until the start raises JupyterHub still sees it
+pending (a 202, the progress stream then says why it failed).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 
+from workspacespawner import upstream
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s.owned import forbidden_error, outage_error
 from workspacespawner.quota.refusal import QuotaRefused
@@ -28,6 +42,12 @@ try:  # JupyterHub >= 6
     from jupyterhub.spawner import SpawnException
 except ImportError:  # JupyterHub 5.5
     SpawnException = None
+
+log = logging.getLogger("workspacespawner")
+
+#: Seconds a failed start waits for its compute to go before it hands its failure over (JupyterHub's cleanup then
+#: goes on waiting): a Pod on a node that stopped answering may never go.
+STOP_FIRST_SECONDS = 30
 
 #: Whether this JupyterHub leaves handled failures (SpawnException) out of its failure count.
 HUB_SKIPS_HANDLED_FAILURES = SpawnException is not None
@@ -70,6 +90,18 @@ def raise_for_user(error: BaseException, spawner=None) -> None:
     if in_words is None:
         raise error
     raise as_spawn_failure(in_words, spawner) from error
+
+
+async def stop_compute_first(spawner, error: BaseException) -> None:
+    """Remove the compute of ``spawner``'s failed start (its backend's ``stop``) before ``error`` goes to JupyterHub
+    (see the module docstring). Not for a start JupyterHub cancelled (its ``start_timeout``: it stops the server
+    itself), nor for a node that stopped answering (its Pod cannot go); never raises."""
+    if not isinstance(error, Exception) or getattr(error, "reason", None) == "node-unreachable":
+        return
+    try:
+        await asyncio.wait_for(spawner.backend.stop(False), STOP_FIRST_SECONDS)
+    except Exception as e:  # JupyterHub's cleanup stops it again
+        log.warning("Could not remove the compute of the failed start of %s first: %r", upstream.log_name(spawner), e)
 
 
 def options_sent(spawner) -> bool:

@@ -37,7 +37,7 @@ from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.config.workspace import IDE_ENV, KubeSpawnerGuards, WorkspaceTraits
 from workspacespawner.core.milestones import Milestone
 from workspacespawner.gpu.view import GPUView
-from workspacespawner.hubcompat import options_sent, raise_for_user
+from workspacespawner.hubcompat import options_sent, raise_for_user, stop_compute_first
 from workspacespawner.k8s import events
 from workspacespawner.lifecycle import disks
 from workspacespawner.lifecycle.settings import LifecycleTraits
@@ -236,6 +236,8 @@ class WorkspaceSpawner(upstream.KubeSpawnerOverrides, PodHooks, KubeSpawner, Kub
                 await codeserver.check_started(self, url, began=began, label=upstream.log_name(self))
         except BaseException as e:
             self._refused_before_compute = not self._compute_asked
+            if self._compute_asked:
+                await stop_compute_first(self, e)
             await self.services.quota.release(self.reservation)
             await self.lifecycle.start_failed(self._ref(), e)
             raise_for_user(await self.gpu_view.in_numbers(e), self)

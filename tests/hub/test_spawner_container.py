@@ -17,6 +17,7 @@ line), its Pod gone and its home kept. On both control planes
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 import urllib.parse
 
@@ -429,6 +430,48 @@ def test_code_server_missing_fails_the_start_in_words(hub, core):
     page = login(hub, "nocode", follow=False).get(f"{hub.url}/hub/spawn-pending/nocode", timeout=60)
     assert page.status_code == 500 and "Spawn failed" in page.text, (page.status_code, page.text[-3000:])
     assert "Can not find code-server in PATH" in page.text and "jupyter-vscode-proxy" in page.text, page.text
+
+
+HOLD = "workspacespawner.test/hold"
+
+
+@pytest.mark.embedded_only("the server's log line comes from pods/log, which the real plane's node agent does not serve")
+def test_a_failed_start_whose_pod_is_slow_to_go_still_answers_in_words(hub, core):
+    """JupyterHub's spawn handler, once ``slow_spawn_timeout`` passed, asks ``poll()``; if the server is gone it
+    gives the failed start one second more and then reads ``exception()`` of a future that is not done yet when its
+    own cleanup (``stop()``) still runs, and answers a bare ``500 Internal Server Error`` (CI saw it: a Pod that took
+    three seconds to go). The start removes what it made itself before it fails, so JupyterHub's cleanup has nothing
+    to wait for and the words reach the user, however slowly the Pod goes. Here a finalizer holds the Pod's deletion
+    for 15 s, across the hub's 10 s ``slow_spawn_timeout``."""
+    if shutil.which("code-server"):
+        pytest.skip("code-server is on this process's PATH, which every Pod's PATH ends with")
+    hub.create_user("slowgo")
+    held = threading.Event()
+
+    def hold_the_pod_then_let_go():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not held.is_set():
+            for pod in user_pods(core, "slowgo"):
+                core.patch_namespaced_pod(pod.metadata.name, "default", {"metadata": {"finalizers": [HOLD]}})
+                held.set()
+            time.sleep(0.2)
+        while time.monotonic() < deadline and not any(p.metadata.deletion_timestamp for p in user_pods(core, "slowgo")):
+            time.sleep(0.2)
+        time.sleep(15)
+        for pod in user_pods(core, "slowgo"):
+            core.patch_namespaced_pod(pod.metadata.name, "default", {"metadata": {"finalizers": None}})
+
+    holder = threading.Thread(target=hold_the_pod_then_let_go, daemon=True)
+    holder.start()
+    try:
+        outcome, said = attempt_start(hub, "slowgo", {"profile": "code-server-missing"})
+    finally:
+        holder.join(150)
+    assert held.is_set(), "the Pod was never held"
+    assert outcome == "failed", said
+    assert "Internal Server Error" not in said, f"{said}\n{hub.log()}"
+    assert ") has no code-server, so your server was stopped again; your files are kept." in said, f"{said}\n{hub.log()}"
+    assert wait_until(lambda: user_pods(core, "slowgo") == [], timeout=60), "the failed start left its Pod"
 
 
 def test_progress_speaks_plain_words_of_this_start_only(hub, core, cluster):
