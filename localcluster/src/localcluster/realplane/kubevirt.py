@@ -55,14 +55,12 @@ Test infrastructure: not imported by the product.
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import os
 import platform
-import subprocess
-import time
 from pathlib import Path
+
+from . import installobjects
 
 log = logging.getLogger(__name__)
 
@@ -83,73 +81,9 @@ A100_PCI_SELECTOR = "10DE:20B2"
 #: Go's GOARCH for Python's platform.machine().
 GOARCH = {"x86_64": "amd64", "aarch64": "arm64", "s390x": "s390x", "ppc64le": "ppc64le"}
 
-#: kind -> (API path prefix, plural, namespaced) of the kinds applied from the install strategy.
-_KINDS = {
-    "CustomResourceDefinition": ("/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", False),
-    "ServiceAccount": ("/api/v1", "serviceaccounts", True),
-    "ClusterRole": ("/apis/rbac.authorization.k8s.io/v1", "clusterroles", False),
-    "ClusterRoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
-    "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
-    "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
-    "ValidatingWebhookConfiguration": (
-        "/apis/admissionregistration.k8s.io/v1",
-        "validatingwebhookconfigurations",
-        False,
-    ),
-    "MutatingWebhookConfiguration": ("/apis/admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", False),
-    "APIService": ("/apis/apiregistration.k8s.io/v1", "apiservices", False),
-    "ValidatingAdmissionPolicy": ("/apis/admissionregistration.k8s.io/v1", "validatingadmissionpolicies", False),
-    "ValidatingAdmissionPolicyBinding": (
-        "/apis/admissionregistration.k8s.io/v1",
-        "validatingadmissionpolicybindings",
-        False,
-    ),
-    "VirtualMachineClusterInstancetype": (
-        "/apis/instancetype.kubevirt.io/v1beta1",
-        "virtualmachineclusterinstancetypes",
-        False,
-    ),
-    "VirtualMachineClusterPreference": (
-        "/apis/instancetype.kubevirt.io/v1beta1",
-        "virtualmachineclusterpreferences",
-        False,
-    ),
-}
 #: Applied once virt-api serves their validating webhooks (failurePolicy Fail: before that, on a
 #: restart, every write of them would be refused).
 _VALIDATED = ("VirtualMachineClusterInstancetype", "VirtualMachineClusterPreference")
-
-
-def collection(obj: dict) -> str:
-    """The API path of ``obj``'s collection (its kind one of :data:`_KINDS`)."""
-    prefix, plural, namespaced = _KINDS[obj["kind"]]
-    if namespaced:
-        return f"{prefix}/namespaces/{obj['metadata']['namespace']}/{plural}"
-    return f"{prefix}/{plural}"
-
-
-def install_objects(bin_dir: Path, namespace: str = NAMESPACE) -> list[dict]:
-    """virt-operator's install strategy for ``namespace``, from the build's ``kubevirt-install-objects``."""
-    out = subprocess.run(
-        [str(bin_dir / "kubevirt-install-objects"), f"--namespace={namespace}"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    return json.loads(out.stdout)["items"]
-
-
-def webhook_to_url(config: dict, port: int, ca_pem: bytes) -> dict:
-    """``config`` (a webhook configuration of virt-api) with every ``clientConfig.service`` turned into
-    ``url: https://127.0.0.1:<port><path>`` and ``caBundle`` set to ``ca_pem``."""
-    webhooks = []
-    for hook in config.get("webhooks") or []:
-        client = hook["clientConfig"]
-        service = client.get("service") or {}
-        url = f"https://127.0.0.1:{port}{service.get('path') or '/'}"
-        webhooks.append({**hook, "clientConfig": {"url": url, "caBundle": base64.b64encode(ca_pem).decode()}})
-    return {**config, "webhooks": webhooks}
 
 
 def kubevirt_cr(
@@ -208,13 +142,13 @@ class KubeVirt:
         return "v1.4.0"
 
     def start(self, timeout: float = 120.0) -> None:
-        objects = install_objects(self.bin_dir)
+        objects = installobjects.read(self.bin_dir / "kubevirt-install-objects", NAMESPACE)
         self.install(objects)
         self._start_virt_api()
         self._register(objects, timeout)
         for obj in objects:
             if obj["kind"] in _VALIDATED:
-                self.plane.create_or_replace(collection(obj), obj)
+                self.plane.create_or_replace(installobjects.collection(obj), obj)
         self._start_virt_controller()
 
     # -- what virt-operator creates -------------------------------------
@@ -224,24 +158,7 @@ class KubeVirt:
         with virt-api, in :meth:`_register`: a webhook with nobody serving it refuses every VM; the
         cluster instancetypes and preferences after them, through virt-api's validation)."""
         plane = self.plane
-        plane.create_or_replace("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        crds = [o for o in objects if o["kind"] == "CustomResourceDefinition"]
-        for crd in crds:
-            plane.create_or_replace(collection(crd), crd)
-        deadline = time.monotonic() + timeout
-        for crd in crds:
-            plane.wait_condition(f"{collection(crd)}/{crd['metadata']['name']}", "Established", deadline)
-        skip = {
-            "CustomResourceDefinition",
-            "Service",
-            "ValidatingWebhookConfiguration",
-            "MutatingWebhookConfiguration",
-            "APIService",
-            *_VALIDATED,
-        }
-        for obj in objects:
-            if obj["kind"] not in skip:
-                plane.create_or_replace(collection(obj), obj)
+        installobjects.apply(plane, NAMESPACE, objects, skip=_VALIDATED, timeout=timeout)
         plane.create_or_replace(
             f"/apis/kubevirt.io/v1/namespaces/{NAMESPACE}/kubevirts",
             kubevirt_cr(NAMESPACE, self.feature_gates, self.permitted_host_devices),
@@ -297,41 +214,11 @@ class KubeVirt:
             raise RuntimeError(f"writing the KubeVirt CR's status: HTTP {status}: {body}")
 
     def _register(self, objects: list[dict], timeout: float) -> None:
-        """virt-api's webhook configurations (on its loopback URL), its ExternalName Service and the
-        APIServices; waits until the aggregator reports ``v1.subresources.kubevirt.io`` Available."""
-        plane = self.plane
-        ca_pem = plane.pki.path("ca.crt").read_bytes()
-        port = self.api_port
-        plane.create_or_replace(
-            f"/api/v1/namespaces/{NAMESPACE}/services",
-            {
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": {"name": API_SERVICE, "namespace": NAMESPACE, "labels": {"kubevirt.io": "virt-api"}},
-                "spec": {
-                    "type": "ExternalName",
-                    "externalName": "localhost",
-                    "ports": [{"port": port, "protocol": "TCP"}],
-                },
-            },
-        )
-        names = []
-        for obj in objects:
-            if obj["kind"] in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
-                if not all(
-                    (h["clientConfig"].get("service") or {}).get("name") == API_SERVICE
-                    for h in obj.get("webhooks") or []
-                ):
-                    continue  # virt-operator's own webhook: no operator here
-                plane.create_or_replace(collection(obj), webhook_to_url(obj, port, ca_pem))
-            elif obj["kind"] == "APIService":
-                spec = {**obj["spec"], "caBundle": base64.b64encode(ca_pem).decode()}
-                spec["service"] = {**spec["service"], "port": port}
-                plane.create_or_replace(collection(obj), {**obj, "spec": spec})
-                names.append(obj["metadata"]["name"])
-        deadline = time.monotonic() + timeout
-        for name in names:
-            plane.wait_condition(f"/apis/apiregistration.k8s.io/v1/apiservices/{name}", "Available", deadline)
+        """virt-api's webhook configurations and APIServices on its loopback port
+        (:func:`.installobjects.register`); waits until the aggregator reports
+        ``v1.subresources.kubevirt.io`` Available."""
+        installobjects.register(self.plane, objects, namespace=NAMESPACE, service=API_SERVICE, port=self.api_port,
+                                timeout=timeout, labels={"kubevirt.io": "virt-api"})
 
     # -- the process -----------------------------------------------------
 
