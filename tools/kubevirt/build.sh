@@ -20,7 +20,7 @@ cache_root="${WORKSPACESPAWNER_CACHE:-$HOME/.cache/workspacespawner}"
 out="$cache_root/kubevirt/${KUBEVIRT_VERSION}-cdi${CDI_VERSION}"
 bin="$out/bin"
 marker="$out/.built"
-binaries=(virt-controller virt-api kubevirt-install-objects cdi-controller cdi-apiserver)
+binaries=(virt-controller virt-api kubevirt-install-objects cdi-controller cdi-apiserver cdi-install-objects)
 
 # Go's own caches, under the cache root and shared by all pinned versions.
 export GOMODCACHE="$cache_root/kubevirt/gomodcache"
@@ -62,10 +62,11 @@ echo "building virt-controller virt-api $KUBEVIRT_VERSION (-p $par)" >&2
 
 cpkg=kubevirt.io/containerized-data-importer/pkg/version
 cflags="-s -w -X $cpkg.gitVersion=$CDI_VERSION -X $cpkg.gitTreeState=archive -X $cpkg.buildDate=$build_date"
-echo "building cdi-controller cdi-apiserver $CDI_VERSION (-p $par)" >&2
+echo "building cdi-controller cdi-apiserver cdi-install-objects $CDI_VERSION (-p $par)" >&2
 (cd "$out/src/cdi" && go build -p "$par" -trimpath -ldflags "$cflags" -o "$bin/" \
     kubevirt.io/containerized-data-importer/cmd/cdi-controller \
-    kubevirt.io/containerized-data-importer/cmd/cdi-apiserver)
+    kubevirt.io/containerized-data-importer/cmd/cdi-apiserver \
+    ./cdi-install-objects)
 
 complete
 printf 'kubevirt=%s\ncdi=%s\nbuilt=%s\nstamp=%s\n' "$KUBEVIRT_VERSION" "$CDI_VERSION" "$build_date" "$stamp" > "$marker.tmp"

@@ -51,6 +51,9 @@ WRAPPERS = {
         "tools": [
             "kubevirt.io/containerized-data-importer/cmd/cdi-controller",
             "kubevirt.io/containerized-data-importer/cmd/cdi-apiserver",
+            # ours (modules/cdi/cdi-install-objects/main.go): prints cdi-operator's
+            # resources, for the real plane to apply
+            "workspacespawner.invalid/controlplane/cdi/cdi-install-objects",
         ],
         # kubevirt.io/containerized-data-importer-api, published with the release's version
         "published": lambda mod, v, _versions: f"{mod} {v}",
