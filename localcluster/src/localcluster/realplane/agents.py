@@ -132,8 +132,12 @@ NAMESPACE = "kube-system"
 def install_crds(plane, timeout: float = 60.0, kubevirt: bool = False) -> None:
     """Create (or update) the KubeVirt, CDI and VolumeSnapshot CRDs of :data:`~.CRDS_DIR`, wait until each is Established,
     then install CDI's clone-permission check (:func:`install_clone_permission`). With ``kubevirt`` (the plane runs
-    KubeVirt's own components), not :data:`KUBEVIRT_CRDS` but :data:`CDI_CONFIG_CRDS` too."""
-    skip = KUBEVIRT_CRDS if kubevirt else CDI_CONFIG_CRDS
+    KubeVirt's own components), not :data:`KUBEVIRT_CRDS` but :data:`CDI_CONFIG_CRDS` too. On a plane that runs CDI's
+    own cdi-apiserver (``plane.cdi``), CDI's CRDs and clone authorization are its own: neither is installed here."""
+    skip = set(KUBEVIRT_CRDS if kubevirt else CDI_CONFIG_CRDS)
+    real_cdi = getattr(plane, "cdi", None)
+    if real_cdi is not None:  # CDI's own CRDs and admission (:mod:`.cdi`)
+        skip |= real_cdi.crd_names
     names = []
     for path in sorted(Path(CRDS_DIR).glob("*.yaml")):
         crd = yaml.safe_load(path.read_text())
@@ -144,7 +148,8 @@ def install_crds(plane, timeout: float = 60.0, kubevirt: bool = False) -> None:
     deadline = time.monotonic() + timeout
     for name in names:
         plane.wait_condition(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}", "Established", deadline)
-    install_clone_permission(plane)
+    if real_cdi is None:
+        install_clone_permission(plane)
 
 
 #: The name of CDI's clone-permission check here (:func:`install_clone_permission`).

@@ -158,6 +158,9 @@ class RealControlPlane:
         self.ready_timeout = ready_timeout
         self.etcd_unsafe_no_fsync = etcd_unsafe_no_fsync
         self.kubevirt = None
+        #: CDI's cdi-apiserver (:mod:`.cdi`), with KubeVirt's components where the build has it and this machine
+        #: lets it run in a network namespace of its own; else None (our CDI agent's admission check stands in).
+        self.cdi = None
         #: Called with the plane once the controller manager works, before KubeVirt starts: virt-controller exits
         #: when the CDI API appears after its start (it "reinitializes": a Pod would be restarted), so the CDI CRDs
         #: of our agents go in first.
@@ -166,6 +169,10 @@ class RealControlPlane:
             from .kubevirt import KubeVirt
 
             self.kubevirt = KubeVirt(self, kubevirt_bin)
+            from . import cdi
+
+            if cdi.usable(kubevirt_bin):
+                self.cdi = cdi.CdiApiServer(self, kubevirt_bin)
         self.pki = Pki(self.state_dir / "pki")
         self.logs_dir = self.state_dir / "logs"
         self.kubeconfig = self.state_dir / "kubeconfig"
@@ -224,6 +231,8 @@ class RealControlPlane:
         self._start_controller_manager()
         self._start_scheduler()
         self._wait_default_serviceaccount()
+        if self.cdi is not None:
+            self.cdi.start()
         if self.kubevirt is not None:
             for prepare in self.before_kubevirt:
                 prepare(self)
@@ -250,6 +259,8 @@ class RealControlPlane:
             f = getattr(p, "_log_file", None)
             if f:
                 f.close()
+        if self.cdi is not None:
+            self.cdi.close()
 
     def __enter__(self):
         return self.start()
@@ -260,10 +271,13 @@ class RealControlPlane:
     def pids(self) -> dict[str, int]:
         return {n: p.pid for n, p in self._procs.items()}
 
-    def request(self, method: str, path: str, body=None, *, timeout: float = 10.0):
-        """An admin request; returns (status, parsed JSON or text)."""
+    def request(self, method: str, path: str, body=None, *, timeout: float = 10.0, as_user: str | None = None):
+        """An admin request, or with ``as_user`` one the admin makes as that user (``Impersonate-User``: a
+        ServiceAccount's name brings its groups); returns (status, parsed JSON or text)."""
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.url + path, data=data, method=method)
+        if as_user is not None:
+            req.add_header("Impersonate-User", as_user)
         if data is not None:
             req.add_header("Content-Type", "application/json")
         try:
@@ -368,7 +382,7 @@ class RealControlPlane:
         for n in ("admin", "controller-manager", "scheduler"):
             self._client_kubeconfig(n)
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
         logf = open(self.logs_dir / f"{name}.log", "ab")
         logf.write(f"\n==== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} {' '.join(args)}\n".encode())
         logf.flush()
@@ -382,7 +396,8 @@ class RealControlPlane:
             start_new_session=True,
             preexec_fn=_pdeathsig if main else None,
             env={k: v for k, v in os.environ.items() if not k.startswith(("KUBECONFIG", "ETCD"))}
-            | {"NO_PROXY": "*", "no_proxy": "*", "HTTPS_PROXY": "", "HTTP_PROXY": ""},
+            | {"NO_PROXY": "*", "no_proxy": "*", "HTTPS_PROXY": "", "HTTP_PROXY": ""}
+            | (env or {}),
         )
         p._log_file = logf
         with self._lock:
