@@ -1,4 +1,5 @@
-"""helm-values/retention.yaml: the admin commands' ServiceAccount, Role and RoleBinding, and the daily purge CronJob.
+"""helm-values/retention.yaml: the admin commands' ServiceAccount, Role and RoleBinding, their right to clone from the
+golden images' namespace, and the daily purge CronJob.
 
 Covers: every document is a valid Kubernetes object (kubernetes-validate,
 strict); the namespace, the hub image and the ledger URL are values.yaml's;
@@ -6,7 +7,8 @@ the admin commands' config loads as they load it (namespace, ledger on the
 hub's volume); the CronJob runs the purge daily with a ``--dry-run`` first, as
 the admin ServiceAccount; the Role deletes nothing but what a purge removes
 (PVCs, DataVolumes, VirtualMachines, Services, the cloud-init Secrets) and
-grants no Pod deletion or eviction. Then the admin commands (``disk list,
+grants no Pod deletion or eviction; in the golden images' namespace the
+admin may only clone (CDI's check of every write of a VM root disk). Then the admin commands (``disk list,
 expand, snapshot, restore``, ``retention list, purge --dry-run, purge,
 reclaim``) run against the local cluster, which records every request: the
 Role grants each one (a missing rule fails) and nothing unused (an excess
@@ -51,29 +53,43 @@ def manifests() -> list[dict]:
     return [doc for doc in yaml.safe_load_all((HELM_VALUES / "retention.yaml").read_text()) if doc]
 
 
-def find(kind: str) -> dict:
-    [doc] = [d for d in manifests() if d["kind"] == kind]
+#: The admin commands' ServiceAccount, Role and RoleBinding.
+ADMIN = "workspacespawner-admin"
+#: The namespace of the golden images (rbac.yaml's clone-source Role), where the admin may clone from.
+GOLDEN = names.GOLDEN_IMAGE_NAMESPACE
+
+
+def find(kind: str, name: str | None = None) -> dict:
+    [doc] = [d for d in manifests() if d["kind"] == kind and name in (None, d["metadata"]["name"])]
     return doc
 
 
 def test_manifests_are_valid_kubernetes_objects():
     docs = manifests()
-    assert [d["kind"] for d in docs] == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "CronJob"]
+    assert [d["kind"] for d in docs] == ["ServiceAccount", "Role", "RoleBinding", "Role", "RoleBinding", "ConfigMap", "CronJob"]
     for doc in docs:
         validate_manifest(doc, "1.32.0", strict=True)
-        assert doc["metadata"]["namespace"] == "jhub"
+        clone_source = doc["metadata"]["name"] == "workspacespawner-admin-clone-source"
+        assert doc["metadata"]["namespace"] == (GOLDEN if clone_source else "jhub")
 
 
 def test_binding_and_cronjob_use_the_admin_service_account():
-    binding = find("RoleBinding")
+    binding = find("RoleBinding", ADMIN)
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "workspacespawner-admin"}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "workspacespawner-admin", "namespace": "jhub"}]
     pod = find("CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == find("ServiceAccount")["metadata"]["name"] == "workspacespawner-admin"
 
 
+def test_in_the_golden_images_namespace_the_admin_may_only_clone():
+    role, binding = find("Role", "workspacespawner-admin-clone-source"), find("RoleBinding", "workspacespawner-admin-clone-source")
+    assert role["rules"] == [{"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes/source"], "verbs": ["create"]}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "workspacespawner-admin", "namespace": "jhub"}]
+
+
 def test_the_role_deletes_only_what_a_purge_removes():
-    rules = find("Role")["rules"]
+    rules = find("Role", ADMIN)["rules"]
     deletable = {r for rule in rules if "delete" in rule["verbs"] or "*" in rule["verbs"] for r in rule["resources"]}
     assert deletable == PURGED
     granted = {r for rule in rules for r in rule["resources"]}
@@ -165,7 +181,7 @@ def test_the_commands_did_what_the_scenario_says(recorded):
 
 
 def test_the_role_grants_every_call_and_nothing_more(recorded):
-    rules = find("Role")["rules"]
+    rules = find("Role", ADMIN)["rules"]
     assert uncovered(recorded, rules) == []
     assert unused(rules, recorded, allowed=NOT_EXERCISED) == []
     assert not [triple for triple in NOT_EXERCISED if triple in {a.triple for a in recorded}]  # the list is current

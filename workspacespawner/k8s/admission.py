@@ -1,4 +1,5 @@
-"""Refusals of the API server's admission plugins, read back from the API error: the ResourceQuota plugin's.
+"""Refusals of the API server's admission plugins, read back from the API error: the ResourceQuota plugin's and
+CDI's clone authorization.
 
 kube-apiserver's ResourceQuota plugin answers a create (or grow) that would
 exceed a namespace's quota with 403 Forbidden and a fixed message
@@ -8,7 +9,19 @@ exceed a namespace's quota with 403 Forbidden and a fixed message
     requested: requests.storage=10Gi, used: requests.storage=15Gi, limited: requests.storage=20Gi
 
 :func:`exceeded_quota` reads that into a :class:`QuotaExceeded`; its
-:meth:`~QuotaExceeded.sentence` says it for a user. Pure functions.
+:meth:`~QuotaExceeded.sentence` says it for a user.
+
+CDI's DataVolume mutating webhook checks every write of a DataVolume cloned
+from another namespace (its creation and each later update, until it is
+being deleted): the writer must be allowed to ``create``
+``datavolumes/source`` in the source namespace (``DataVolume.AuthorizeUser``
+in CDI v1.61). It refuses with 422 and its own words::
+
+    admission webhook "datavolume-mutate.cdi.kubevirt.io" denied the request:  User
+    system:serviceaccount:jhub:hub has insufficient permissions in clone source namespace golden-images
+
+:func:`clone_refused` tells that refusal from a 422 of a JSON Patch
+``test``. Pure functions.
 """
 
 from __future__ import annotations
@@ -72,3 +85,13 @@ def exceeded_quota(error: ApiException) -> QuotaExceeded | None:
         used=_amounts(match["used"]),
         limited=_amounts(match["limited"]),
     )
+
+
+#: CDI's words when its clone authorization refuses a write of a cloned DataVolume (module docstring).
+CLONE_REFUSED = "insufficient permissions in clone source namespace"
+
+
+def clone_refused(error: BaseException) -> bool:
+    """Whether ``error`` is CDI's clone authorization refusing the writer (a 422 in CDI's words), not a failed
+    ``test`` or an invalid object."""
+    return getattr(error, "status", None) == 422 and CLONE_REFUSED in status_message(error)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from kubernetes_asyncio.client.rest import ApiException
 
+from workspacespawner.k8s.admission import clone_refused
 from workspacespawner.k8s.kinds import Kind
 from workspacespawner.k8s.objects import owner_tests, ready_condition
 from workspacespawner.k8s.owned import call, call_json
@@ -116,11 +117,15 @@ class Kube:
             raise
 
     async def patch_owned(self, kind: Kind, namespace: str, name: str, user_name: str, operations: list[dict]) -> dict | None:
-        """:meth:`patch` guarded by :func:`owner_tests`; None when absent, :class:`NotOurs` when a ``test`` fails."""
+        """:meth:`patch` guarded by :func:`owner_tests`; None when absent, :class:`NotOurs` when a ``test`` fails.
+
+        CDI's clone authorization also answers 422 (the writer may not clone from the DataVolume's source namespace,
+        :func:`~workspacespawner.k8s.admission.clone_refused`): that refusal is raised as it is, for the caller to
+        say what was refused, not taken for a changed object."""
         try:
             return await self.patch(kind, namespace, name, owner_tests(user_name) + operations)
         except ApiException as e:
-            if e.status == 422:
+            if e.status == 422 and not clone_refused(e):
                 raise NotOurs(f"{kind.kind} {namespace}/{name} is not {user_name!r}'s, or changed meanwhile") from e
             raise
 

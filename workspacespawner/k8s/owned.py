@@ -21,7 +21,7 @@ from kubernetes_asyncio.client.rest import ApiException, RESTResponse
 
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
-from workspacespawner.k8s.admission import exceeded_quota
+from workspacespawner.k8s.admission import clone_refused, exceeded_quota
 from workspacespawner.k8s.apistatus import status_message
 
 log = logging.getLogger("workspacespawner")
@@ -114,19 +114,25 @@ def outage_error(error: BaseException) -> WorkspaceError | None:
 
 
 def forbidden_error(error: BaseException) -> WorkspaceError | None:
-    """A start's failure in words when the API server refused the hub itself (403), else None.
+    """A start's failure in words when the API server refused the hub itself, else None.
 
     A 403 comes from the hub's RBAC role lacking a permission or from an
-    admission policy (CDI's clone check): the hub's setup, which the user
-    cannot change and waiting will not fix. The API server's Status message
-    names what was refused (``pods is forbidden: User
-    "system:serviceaccount:jhub:hub" cannot create resource "pods" in API
-    group "" in the namespace "jhub"``, or the policy's reason) and carries
-    no object data, so it is shown as it is. A ResourceQuota refusal, also
-    a 403, is not this one (:func:`~workspacespawner.k8s.admission.exceeded_quota`).
-    HTTP status 500, ``reason="kubernetes-forbidden"``.
+    admission policy; CDI's clone authorization (its DataVolume webhook asks
+    whether the hub may clone from the golden images' namespace) refuses
+    with a 422 in its own words (:func:`~workspacespawner.k8s.admission.clone_refused`). Both are the hub's
+    setup, which the user cannot change and waiting will not fix. The API
+    server's Status message names what was refused (``pods is forbidden:
+    User "system:serviceaccount:jhub:hub" cannot create resource "pods" in
+    API group "" in the namespace "jhub"``, or the webhook's or policy's
+    reason) and carries no object data, so it is shown as it is. A
+    ResourceQuota refusal, also a 403, is not this one
+    (:func:`~workspacespawner.k8s.admission.exceeded_quota`). HTTP status
+    500, ``reason="kubernetes-forbidden"``.
     """
-    if not isinstance(error, ApiException) or error.status != 403 or exceeded_quota(error) is not None:
+    if not isinstance(error, ApiException):
+        return None
+    refused = error.status == 403 and exceeded_quota(error) is None
+    if not (refused or clone_refused(error)):
         return None
     said = status_message(error) or f"{error.status} {error.reason}"
     return WorkspaceError(

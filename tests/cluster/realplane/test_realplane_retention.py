@@ -92,6 +92,8 @@ async def test_retention_manifests_apply_and_the_admin_account_purges(plane, kub
     await crds_established(plane, kubectl)
     manifest = tmp_path / "retention.yaml"
     manifest.write_text((HELM_VALUES / "retention.yaml").read_text().replace("namespace: jhub", f"namespace: {namespace}"))
+    # the admin's right to clone from the golden images (CDI's check of every write of cy's root disk) lives there
+    assert plane.request("POST", "/api/v1/namespaces", {"metadata": {"name": "golden-images"}})[0] in (201, 409)
     applied = run_kubectl(kubectl, plane.kubeconfig, "apply", "-f", str(manifest)).stdout
     for kind in ("serviceaccount", "role", "rolebinding", "configmap", "cronjob"):
         assert f"{kind}" in applied.lower(), applied

@@ -86,6 +86,8 @@ RULES: dict[str, list[dict]] = {
         {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": _READ},
         {"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes", "datasources"], "verbs": [*_READ, "update"]},
         {"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes/status", "datasources/status"], "verbs": ["update"]},
+        # the clone check (install_clone_permission) asks it of every writer of a cloned DataVolume
+        {"apiGroups": ["cdi.kubevirt.io"], "resources": ["datavolumes/source"], "verbs": ["create"]},
         {"apiGroups": ["snapshot.storage.k8s.io"], "resources": ["volumesnapshots"], "verbs": _READ},
         _EVENTS,
     ],
@@ -159,14 +161,21 @@ CLONE_POLICY = "cdi-clone-source-permission"
 def install_clone_permission(plane) -> None:
     """CDI's admission check of a cross-namespace clone, as a ValidatingAdmissionPolicy asking the real authorizer.
 
-    CDI's webhook admits a DataVolume cloned from another namespace only if
-    its creator may ``create`` ``datavolumes/source`` (group
-    ``cdi.kubevirt.io``) or ``pods`` in the source namespace (CDI
-    ``doc/RBAC.md``, "PVC Cloning"), else refuses it with "User NAME has
-    insufficient permissions in clone source namespace NS". Our CDI runs no
+    CDI's mutating webhook admits a write of a DataVolume cloned from
+    another namespace, its creation and every later update (a label, an
+    annotation) until it is being deleted, only if the writer may
+    ``create`` ``datavolumes/source`` (group ``cdi.kubevirt.io``) or ``pods``
+    in the source namespace (CDI ``doc/RBAC.md``, "PVC Cloning";
+    ``DataVolume.AuthorizeUser``), else refuses it with "User NAME has
+    insufficient permissions in clone source namespace NS", a 422 (its
+    admission response's code, not a 403; localcluster/tests/realplane/
+    test_realplane_cdi.py reads both from cdi-apiserver). Our CDI runs no
     webhook, so a CEL policy asks kube-apiserver's authorizer the same
     question for the DataVolume's ``sourceRef`` (a DataSource) or
-    ``source.pvc``, for creates only.
+    ``source.pvc``, on create and update but not once the DataVolume is
+    being deleted, and refuses with reason ``Invalid``: a 422 too. Our CDI
+    agent may clone anywhere, as cdi-controller may. Where the plane runs
+    cdi-apiserver (:mod:`.cdi`) this policy is not installed.
     """
     source_ns = (
         "has(object.spec.sourceRef) ? (has(object.spec.sourceRef.namespace) ? object.spec.sourceRef.namespace : request.namespace)"
@@ -181,12 +190,13 @@ def install_clone_permission(plane) -> None:
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": [{
-                "apiGroups": ["cdi.kubevirt.io"], "apiVersions": ["*"], "operations": ["CREATE"], "resources": ["datavolumes"],
+                "apiGroups": ["cdi.kubevirt.io"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+                "resources": ["datavolumes"],
             }]},
             "variables": [{"name": "sourceNamespace", "expression": source_ns}],
             "validations": [{
                 "expression": (
-                    "variables.sourceNamespace == request.namespace || "
+                    "has(object.metadata.deletionTimestamp) || variables.sourceNamespace == request.namespace || "
                     + may.format(group="cdi.kubevirt.io", resource="datavolumes/source") + " || "
                     + may.format(group="", resource="pods")
                 ),
@@ -194,7 +204,7 @@ def install_clone_permission(plane) -> None:
                     "'User ' + request.userInfo.username + ' has insufficient permissions in clone source namespace '"
                     " + variables.sourceNamespace"
                 ),
-                "reason": "Forbidden",
+                "reason": "Invalid",  # 422, as CDI's webhook answers
             }],
         },
     }
