@@ -223,9 +223,10 @@ async def test_virt_controller_leads_and_makes_a_running_vms_vmi_and_launcher_po
 
     # a deadline, not a measure: when virt-controller syncs the VMI before kube-scheduler has written any condition on
     # the Pod, its patch of the Pod's conditions is refused ("Patching of pod conditions failed", vmi.go:920 in
-    # v1.4.0) and retried with its rate limiter's growing backoff (1 s ... 20 s, 40 s), and the VM's status waits for
-    # the retry that succeeds: seen here after about 80 s on a loaded machine, promptly otherwise
-    await eventually(unschedulable, timeout=180, what="the VM ErrorUnschedulable")
+    # v1.4.0) and retried with its rate limiter's growing backoff (client-go's default: 5 ms doubling up to 1000 s),
+    # and the VM's status waits for the retry that succeeds: seen here after about 80 s on a loaded machine, and past
+    # 180 s beside a CI run, promptly otherwise
+    await eventually(unschedulable, timeout=360, what="the VM ErrorUnschedulable")
     listed = run_kubectl(kubectl, plane.kubeconfig, "get", "vm,vmi,pods", "-n", vm_namespace).stdout
     rows = {line.split()[0]: line.split() for line in listed.splitlines() if line and not line.startswith("NAME")}
     assert rows["virtualmachine.kubevirt.io/runner"][2:4] == ["ErrorUnschedulable", "False"], listed
