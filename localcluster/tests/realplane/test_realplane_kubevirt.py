@@ -229,8 +229,11 @@ async def test_virt_controller_leads_and_makes_a_running_vms_vmi_and_launcher_po
     # virt-controller copies that onto the VMI and the VM (printableStatus ErrorUnschedulable) only once its patch of
     # the Pod's conditions goes through, and here it is refused over and over ("Patching of pod conditions failed",
     # vmi.go:920 in v1.4.0), retried with client-go's backoff (5 ms doubling, up to 1000 s): it came after 80 s, after
-    # 164 s, or past 180 s beside a CI run. The hub does not wait for it (backends/vm: the launcher Pod's own
-    # condition counts), nor does this test: the VM reads Starting until then.
+    # 164 s, or past 180 s beside a CI run. Why: the patch `test`s the conditions as virt-controller decoded them, and
+    # kube-scheduler 1.34 writes observedGeneration on them (PodObservedGenerationTracking, beta in 1.34), a field
+    # KubeVirt v1.4's client-go (k8s.io/api v0.31) drops: a version skew (KubeVirt v1.4 supports Kubernetes up to
+    # 1.31). The hub does not wait for it (backends/vm: the launcher Pod's own condition counts), nor does this
+    # test: the VM reads Starting until then.
     listed = run_kubectl(kubectl, plane.kubeconfig, "get", "vm,vmi,pods", "-n", vm_namespace).stdout
     rows = {line.split()[0]: line.split() for line in listed.splitlines() if line and not line.startswith("NAME")}
     assert rows["virtualmachine.kubevirt.io/runner"][2] in ("Starting", "ErrorUnschedulable"), listed
