@@ -402,8 +402,14 @@ async def test_cancelled_start_stops_the_vm(kube):
     with pytest.raises(asyncio.CancelledError):
         await task
     deadline = time.monotonic() + 30
-    while stored(kube, VMIS, ws.ident.vm) is not None:
-        assert time.monotonic() < deadline
+    while (left := stored(kube, VMIS, ws.ident.vm)) is not None:
+        # CI once saw the VMI stay past both of the stop's waits (30 s, then 30 s after an immediate stop): say where
+        # it stood (its phase, node, finalizers, the node agent's runtime of it)
+        assert time.monotonic() < deadline, (
+            {k: left["metadata"].get(k) for k in ("deletionTimestamp", "finalizers")},
+            {k: (left.get("status") or {}).get(k) for k in ("phase", "nodeName")},
+            kube[0].call(lambda cluster: repr(cluster.controllers["nodeagent"].runtimes.get(left["metadata"]["uid"]))),
+        )
         await asyncio.sleep(0.2)
     assert_disks_kept(kube, ws.ident)
 
