@@ -34,6 +34,13 @@ A guarded write built on a cached read (the attach claim tests the
 disk's ``resourceVersion``) fails with 422 when the cache was behind;
 its caller reads again with ``fresh=True``, which always asks the API
 server.
+
+What it buys, measured (``benchmarks/burst.py --without cached-reads``, a
+hub whose reads all ask the API server beside one as shipped, in the same
+run; 300 simultaneous starts, median of 2 rounds, 2026-12-06): without it
+/ with it, all servers ready 1.64x later (about 79 s against 48), hub CPU
+1.84x, the hub's memory per server 2.81x, the event loop's p99 lag 1.90x,
+the cluster's CPU 1.16x.
 """
 
 from __future__ import annotations

@@ -11,6 +11,14 @@ the Events, the keys of each involved object's (``involvedObject.name``:
 a reflector watches one namespace, and Pods and VMIs have reflectors of
 their own), updated with every list and watch event (:mod:`.indexed`);
 :func:`events_involving` reads through it.
+
+What it buys, measured (``benchmarks/burst.py --without event-index``, a
+hub with it off beside one as shipped, in the same run; 300 simultaneous
+starts, median of 2 rounds, 2026-12-06): without it / with it, hub CPU
+1.02x (the rounds: 1.05, 0.99), readiness 0.97x, memory 0.96x. At that
+size it buys nothing measurable: a pass over ~2,000 Events is cheap next
+to a start's other work. Issue #37 asks such a helper to go; that is left
+to the next change, which can measure a larger class first.
 """
 
 from __future__ import annotations

@@ -12,6 +12,14 @@ the objects, the keys of each owner's (the value of the
 every list and watch event (:mod:`.indexed`); :meth:`CachedKube.cached
 <workspacespawner.k8s.cachedkube.CachedKube.cached>` reads a selector that
 names an owner through it.
+
+What it buys, measured (``benchmarks/burst.py --without owner-index``, a
+hub with it off beside one as shipped, in the same run; 300 simultaneous
+starts, median of 2 rounds, 2026-12-06): without it / with it, hub CPU
+1.00x (the rounds: 1.03, 0.97), readiness 0.99x, memory 0.98x. At that
+size it buys nothing measurable: a pass over 300 users' objects is cheap
+next to a start's other work. Issue #37 asks such a helper to go; that is
+left to the next change, which can measure a larger class first.
 """
 
 from __future__ import annotations
