@@ -64,6 +64,7 @@ from localcluster.codeserver import INSTALL_HINT, code_server_bin
 from localcluster.controllers.gpumetrics import GPUReading
 from localcluster.controllers.scheduler import ECONOMY_NODES, GPU_TAINT
 from localcluster.goldenimage import make_golden_image
+from localcluster.ports import free_port
 from localcluster.prometheus import PrometheusServer, Target
 
 from localcluster import LocalCluster
@@ -287,13 +288,6 @@ def port_is_free(port: int) -> bool:
                 return False
             raise
     return True
-
-
-def free_port() -> int:
-    """A port on 127.0.0.1 nobody listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 #: What the demo's login page says above the form (JupyterHub's ``announcement_login``).
