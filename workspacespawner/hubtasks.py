@@ -13,6 +13,8 @@ hold its compute (:func:`close_run_if_gone`).
 from __future__ import annotations
 
 import asyncio
+import logging
+import sys
 from functools import partial
 
 from jupyterhub import orm
@@ -29,6 +31,7 @@ def start_hub_tasks(spawner) -> None:
 
     ``spawner``: a WorkspaceSpawner (its ``services``, ``backends``, ``reconcile_interval`` and ``hub``).
     """
+    send_logs_to_hub()
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -44,6 +47,23 @@ def start_hub_tasks(spawner) -> None:
     if spawner.hub is not None:
         services.quota.start_enforcer(hub_api_url=spawner.hub.api_url, alive=alive_workspaces)
         services.start_idle_pass(watches.pods_and_vmis, hub_api_url=spawner.hub.api_url)
+
+
+def send_logs_to_hub() -> None:
+    """In a JupyterHub process, make the app's log the parent of the ``workspacespawner`` logger, as JupyterHub does
+    for tornado's: what our modules log (a run the enforcer closed, a disk retained) then reaches the hub's log with
+    its format and level. Without it only warnings reached stderr, bare, through Python's last-resort handler.
+
+    Nothing outside a hub (no JupyterHub app instance) or once our logger has a parent of its own (set by the
+    operator's logging configuration, or already done).
+    """
+    app = sys.modules.get("jupyterhub.app")
+    if app is None or not app.JupyterHub.initialized():
+        return
+    ours = logging.getLogger("workspacespawner")
+    if ours.parent is logging.root:
+        ours.parent = app.JupyterHub.instance().log
+        ours.setLevel(logging.NOTSET)  # the level stays the hub's; this also clears the loggers' cached levels
 
 
 def running_in_database(db, user: str, server: str) -> bool | None:
