@@ -140,7 +140,7 @@ class WorkspaceSpawner(upstream.KubeSpawnerOverrides, PodHooks, KubeSpawner, Kub
         creates it again) only the old compute goes: the run and the phase stay the start's. After a start that failed
         before asking for compute (a quota refusal, an API outage during the pre-spawn check, a fence refusal: the old
         Pod stuck on a lost node), JupyterHub's cleanup stops nothing, so the refusal reaches the user at once. The
-        run closes once the compute is observed gone (see :func:`.hubtasks.close_run_if_gone`).
+        run closes once the compute is observed gone (:func:`.hubtasks.close_run_if_gone`; :meth:`.QuotaService.stopping`).
         """
         if self.lifecycle.starting:
             await self.backend.stop(now)
@@ -149,8 +149,9 @@ class WorkspaceSpawner(upstream.KubeSpawnerOverrides, PodHooks, KubeSpawner, Kub
             self.log.info("The start of %s made no compute; nothing to stop", upstream.log_name(self))
             return
         await self.lifecycle.stopping(self._ref())
-        await self.backend.stop(now)
-        await hubtasks.close_run_if_gone(self)
+        with self.services.quota.stopping(self.user.name, self.name or ""):  # the enforcer leaves the run to this stop
+            await self.backend.stop(now)
+            await hubtasks.close_run_if_gone(self)
 
     async def run_post_stop_hook(self):
         """Close the metered run and record the phase also when JupyterHub found the server gone (it then skips stop()).

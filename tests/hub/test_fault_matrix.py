@@ -323,7 +323,10 @@ def finish(hub, cluster, ledger, user: str, *, next_start: bool = True) -> None:
     if wait_until(lambda: server_of(hub, user) is None or server_of(hub, user).get("ready") or None, timeout=90):
         if server_of(hub, user) is not None:
             stop(hub, user)
-    assert_invariants(cluster, ledger=ledger, next_start=faultcases.next_start(hub, user) if next_start else None)
+    try:
+        assert_invariants(cluster, ledger=ledger, next_start=faultcases.next_start(hub, user) if next_start else None)
+    except AssertionError as e:  # what the hub did, for a case CI saw fail once
+        raise AssertionError(f"{e}\n--- the hub's log ---\n{hub.log()}") from None
 
 
 @matrix_case("concurrent-start", "races", "two starts of one server at once")

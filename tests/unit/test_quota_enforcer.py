@@ -308,3 +308,36 @@ async def test_a_start_under_way_is_never_reconciled_away(service, clock):
     clock.to(60)
     await enforcer.tick()
     assert service.ledger.get(run_id).state == CLOSED
+
+
+async def test_a_stop_under_way_closes_its_run_when_it_sees_the_compute_gone(service, clock):
+    """After a hub restart the enforcer's first sighting can come after a stop removed the compute: a pass during the
+    stop would close the run at the old hub's last sighting, and the minutes the GPU was held since go unmetered."""
+    seen = {("ann", "")}
+    enforcer = Enforcer(service, alive=lambda: seen)
+    run_id = await start(service, "ann", "", gpus=1)
+    await enforcer.tick()  # last seen at T0 (the old hub's last pass)
+    clock.to(10)
+    with service.stopping("ann", ""):
+        seen = set()  # the stop removed the Pod before this hub's first pass saw it
+        await enforcer.tick()
+        assert service.ledger.get(run_id).state == OPEN
+        clock.to(11)
+        await service.stopped("ann", "")
+    run = service.ledger.get(run_id)
+    assert (run.state, run.stopped) == (CLOSED, T0 + timedelta(minutes=11))
+
+
+async def test_a_stop_that_left_its_compute_hands_the_run_to_the_enforcer(service, clock):
+    seen = {("ann", "")}
+    enforcer = Enforcer(service, alive=lambda: seen)
+    run_id = await start(service, "ann", "", gpus=1)
+    with service.stopping("ann", ""):
+        pass  # its DELETE kept failing: the compute is still there
+    clock.to(10)
+    await enforcer.tick()
+    seen = set()
+    clock.to(11)
+    await enforcer.tick()  # seen gone one pass after it was seen
+    run = service.ledger.get(run_id)
+    assert (run.state, run.stopped) == (CLOSED, T0 + timedelta(minutes=11))

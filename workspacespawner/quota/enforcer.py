@@ -135,7 +135,7 @@ class Enforcer(PeriodicPass):
         seen = self.alive()
         if asyncio.iscoroutine(seen):
             seen = await seen
-        return None if seen is None else set(seen) | self.service.starting
+        return None if seen is None else set(seen) | self.service.in_hand
 
     async def reconcile(self, now) -> list:
         """Step 1: close what the cluster no longer holds; returns the runs closed."""

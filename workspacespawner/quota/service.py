@@ -31,6 +31,8 @@ running server) is never priced again.
 from __future__ import annotations
 
 import logging
+from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -108,6 +110,7 @@ class QuotaService:
         self._workspaces: dict[tuple[str, str], TrackedWorkspace] = {}
         self._groups: dict[str, frozenset[str]] = {}
         self._starting: set[tuple[str, str]] = set()
+        self._stopping: Counter[tuple[str, str]] = Counter()
         #: Runs this hub opened that wait for their node's GPU type: ``{(user, server): (run id, GPU resource)}``.
         self._unpriced: dict[tuple[str, str], tuple[int, str]] = {}
         self.enforcer: Enforcer | None = None
@@ -211,10 +214,31 @@ class QuotaService:
         """The start of ``(user, server_name)`` ended, up or failed: its run is reconciled with the cluster from now on."""
         self._starting.discard((user, server_name))
 
+    @contextmanager
+    def stopping(self, user: str, server_name: str):
+        """A stop of ``(user, server_name)`` is under way in this block: the enforcer counts the server alive and leaves
+        its run to the stop, which closes it when it sees the compute gone (:meth:`stopped`).
+
+        A pass meanwhile would close the run at its last sighting: after a hub
+        restart, that is the old hub's last pass, and a stop that removes the
+        compute before this hub's first pass saw it would leave every second
+        between unmetered. A stop that leaves its compute behind (its DELETE
+        kept failing) hands the run back to the enforcer as the block ends.
+        """
+        key = (user, server_name or "")
+        self._stopping[key] += 1
+        try:
+            yield
+        finally:
+            self._stopping[key] -= 1
+            if not self._stopping[key]:
+                del self._stopping[key]
+
     @property
-    def starting(self) -> set[tuple[str, str]]:
-        """``(user, server)`` of every start under way whose run is open (a copy)."""
-        return set(self._starting)
+    def in_hand(self) -> set[tuple[str, str]]:
+        """``(user, server)`` of every start whose run is open and every stop under way: their spawner closes or keeps
+        the run, the enforcer leaves it alone (a new set)."""
+        return self._starting | set(self._stopping)
 
     async def release(self, reservation: Reservation | None) -> None:
         """The start failed: drop its reservation if no run was opened (errors are logged, not raised)."""
