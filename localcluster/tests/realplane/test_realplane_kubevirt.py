@@ -234,6 +234,13 @@ async def test_virt_controller_leads_and_makes_a_running_vms_vmi_and_launcher_po
     # KubeVirt v1.4's client-go (k8s.io/api v0.31) drops: a version skew (KubeVirt v1.4 supports Kubernetes up to
     # 1.31). The hub does not wait for it (backends/vm: the launcher Pod's own condition counts), nor does this
     # test: the VM reads Starting until then.
+    # virt-controller moves the VMI from Pending to Scheduling in a sync after the one that made its Pod: kube-scheduler
+    # can be quicker (CI once listed the VMI Pending beside the Unschedulable Pod, all of them 0 s old)
+    async def scheduling():
+        found = await vmi()
+        return found if found and (found.get("status") or {}).get("phase") == "Scheduling" else None
+
+    await eventually(scheduling, timeout=60, what="the VMI Scheduling")
     listed = run_kubectl(kubectl, plane.kubeconfig, "get", "vm,vmi,pods", "-n", vm_namespace).stdout
     rows = {line.split()[0]: line.split() for line in listed.splitlines() if line and not line.startswith("NAME")}
     assert rows["virtualmachine.kubevirt.io/runner"][2] in ("Starting", "ErrorUnschedulable"), listed
