@@ -13,6 +13,7 @@ A start's life, from the spawner:
 ``placed``      the compute is on a node: the run is priced at that node's GPU type (once; see below)
 ``start_done``  the start ended (up or failed): the enforcer's reconciliation may close the run once compute is gone
 ``release``     the start failed before compute was asked for: drop the reservation (an open run stays)
+``stopping``    a block around a stop: until it ends the enforcer leaves the run to the stop
 ``stopped``     the workspace's compute is observed gone: close its run
 
 A run opens before compute can exist and is closed only once compute is
