@@ -47,7 +47,7 @@ the owner labels).
     python benchmarks/burst.py --users 300 --rounds 3   # and the median of each ratio over the rounds
     python benchmarks/burst.py --users 50 --spawners WorkspaceSpawner
     python benchmarks/burst.py --users 300 --rounds 3 --quotas off   # what the quotas cost
-    python benchmarks/burst.py --users 300 --spawners WorkspaceSpawner --without interning --without owner-index
+    python benchmarks/burst.py --users 300 --spawners WorkspaceSpawner --without interning --without cached-reads
         # what each helper of the watch caches buys: a hub with it off beside one as shipped, without / with
 
 One run's ratios move by several hundredths between runs of the same
@@ -223,12 +223,6 @@ QUOTAS_OFF = "c.WorkspaceQuota.enabled = False\n"
 WITHOUT = {
     # workspacespawner.k8s.interning: objects stored as decoded, every string its own copy
     "interning": "import workspacespawner.k8s.interning as _i\n_i.interned = lambda value, previous=None: value\n",
-    # workspacespawner.k8s.ownerindex: a user's objects found by a pass over the namespace's (the change futures stay)
-    "owner-index": "from workspacespawner.k8s.changes import ChangeNotifyingObjects as _c\n"
-                   "from workspacespawner.k8s.ownerindex import OwnerIndexedReflector as _o\n_o.objects_class = _c\n",
-    # workspacespawner.k8s.eventindex: a Pod's Events found by a pass over the namespace's
-    "event-index": "from workspacespawner.k8s.eventindex import EventIndexedReflector as _e\n"
-                   "from workspacespawner.k8s.interning import InterningObjects as _p\n_e.objects_class = _p\n",
     # workspacespawner.k8s.cachedkube: every get and list asks the API server
     "cached-reads": "from workspacespawner.k8s.cachedkube import CachedKube as _k\n_k._cache = lambda self, kind, namespace: None\n",
 }

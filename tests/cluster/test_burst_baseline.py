@@ -94,10 +94,6 @@ def test_each_without_turns_its_helper_off():
     probes = {
         "interning": "from workspacespawner.k8s import interning\n"
                      "key = ''.join(['meta', 'data']); print(next(iter(interning.interned({key: 1}))) is not key)",
-        "owner-index": "from workspacespawner.k8s import ownerindex\n"
-                       "print(ownerindex.OwnerIndexedReflector.objects_class is ownerindex.OwnerIndexedObjects)",
-        "event-index": "from workspacespawner.k8s import eventindex\n"
-                       "print(eventindex.EventIndexedReflector.objects_class is eventindex.EventIndexedObjects)",
         "cached-reads": "import asyncio, types\n"
                         "from workspacespawner.k8s import cachedkube, watches\n"
                         "from workspacespawner.k8s.kinds import POD\n"

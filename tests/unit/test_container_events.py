@@ -17,7 +17,7 @@ from types import SimpleNamespace
 from kubespawner import KubeSpawner
 
 from workspacespawner.backends.container.backend import ContainerBackend
-from workspacespawner.k8s.eventindex import EventIndexedObjects
+from workspacespawner.k8s.interning import InterningObjects
 from workspacespawner.spawner import WorkspaceSpawner
 
 
@@ -45,16 +45,16 @@ def test_a_new_pods_events_in_the_second_of_the_old_pods_last_one_are_shown():
 
 
 class OurSpawner(SimpleNamespace):
-    events = WorkspaceSpawner.events  # ours, through the Event cache's index, on these attributes
+    events = WorkspaceSpawner.events  # ours, from the Event cache, on these attributes
 
 
-def test_workspacespawners_events_after_the_marker_read_its_pods_events_from_the_index():
+def test_workspacespawners_events_after_the_marker_read_its_pods_events_from_the_cache():
     killing = event("e1", "old-pod", "Killing", last="2026-12-03T23:40:05Z")
     scheduled = event("e2", "new-pod", "Scheduled", time="2026-12-03T23:40:05.500000Z")
     pulled = event("e3", "new-pod", "Pulled", last="2026-12-03T23:40:06Z")
     others = [{**event(f"x{i}", f"pod-{i}", "Pulled", last="2026-12-03T23:40:07Z"),
                "involvedObject": {"kind": "Pod", "name": f"jupyter-user{i}", "uid": f"pod-{i}"}} for i in range(50)]
-    cache = EventIndexedObjects({f"ns/{e['metadata']['uid']}": e for e in (pulled, *others, killing, scheduled)})
+    cache = InterningObjects({f"ns/{e['metadata']['uid']}": e for e in (pulled, *others, killing, scheduled)})
     spawner = OurSpawner(pod_name="jupyter-ann", _last_event=None, event_reflector=SimpleNamespace(resources=cache))
     spawner._container = ContainerBackend(spawner)
     assert [e["reason"] for e in spawner.events] == ["Killing", "Scheduled", "Pulled"]  # oldest first, its own only

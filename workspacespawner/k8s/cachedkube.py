@@ -57,7 +57,6 @@ from workspacespawner.k8s import watches
 from workspacespawner.k8s.api import Kube
 from workspacespawner.k8s.changes import ChangeNotifyingObjects
 from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE, VMI, Kind
-from workspacespawner.k8s.ownerindex import OwnerIndexedObjects
 
 #: The reflector class holding each cached kind (Pods: kubespawner's, registered as ``("pods", namespace)``).
 REFLECTORS = {
@@ -177,11 +176,9 @@ class CachedKube(Kube):
         cache = None if wanted is None or OURS not in labels.split(",") else self._cache(kind, namespace)
         if cache is None:
             return None
-        owner = wanted.get(names.OWNER_LABEL)
-        candidates = cache.owned_by(owner) if owner is not None and isinstance(cache, OwnerIndexedObjects) else list(cache.values())
         return [
             self._typed(kind, obj)
-            for obj in candidates
+            for obj in list(cache.values())
             if all(((obj.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in wanted.items())
         ]
 

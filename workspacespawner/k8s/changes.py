@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 
-from workspacespawner.k8s.interning import InterningObjects
+from workspacespawner.k8s.interning import InterningObjects, InterningReflector
 
 
 class ChangeNotifyingObjects(InterningObjects):
@@ -77,3 +77,9 @@ class ChangeNotifyingObjects(InterningObjects):
         if self._waiters:
             self._wake(key)
         return found
+
+
+class ChangeNotifyingReflector(InterningReflector):
+    """Mixin for a kubespawner ``ResourceReflector``: its cache is a :class:`ChangeNotifyingObjects`."""
+
+    objects_class = ChangeNotifyingObjects

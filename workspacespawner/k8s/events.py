@@ -60,6 +60,17 @@ def describe_event(event: dict) -> str:
     return template.format(message=message)
 
 
+def events_involving(cached: dict, name: str) -> list[dict]:
+    """The Events in ``cached`` (an Event watch cache, ``{"namespace/name": event}``, of one namespace) about the object
+    named ``name`` (``involvedObject.name``), in the cache's order."""
+    found = []
+    for event in list(cached.values()):
+        involved = event.get("involvedObject") if isinstance(event, dict) else None
+        if isinstance(involved, dict) and involved.get("name") == name:
+            found.append(event)
+    return found
+
+
 def event_time(event: dict) -> datetime | None:
     """When ``event`` last happened (UTC): ``lastTimestamp``, else ``eventTime``, else its creation; None if none."""
     meta = event.get("metadata") or {}

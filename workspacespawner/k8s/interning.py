@@ -133,7 +133,7 @@ class InterningReflector(HasTraits):
     interns what the watch stores.
     """
 
-    #: The class of the cache (a subclass of :class:`InterningObjects`; ``ownerindex`` and ``eventindex`` add an index).
+    #: The class of the cache (a subclass of :class:`InterningObjects`; :mod:`.changes` adds waking on a change).
     objects_class: type[InterningObjects] = InterningObjects
 
     @validate("resources")

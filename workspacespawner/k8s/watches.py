@@ -21,9 +21,11 @@ the claims, VMs, VMIs and DataVolumes of hundreds of users repeat the same
 keys and values, kept once each; ``WorkspaceSpawner`` starts kubespawner's
 Pod and Event reflectors as interning subclasses too
 (:data:`INTERNING_REFLECTORS`). The caches of objects a user owns (claims,
-VMs, VMIs, DataVolumes, Pods) also index them by owner
-(:mod:`workspacespawner.k8s.ownerindex`), and the Event caches by the
-object each Event is about (:mod:`workspacespawner.k8s.eventindex`).
+VMs, VMIs, DataVolumes, Pods) also wake whoever waits for an object's next
+version (:mod:`workspacespawner.k8s.changes`). A read of one user's objects
+or one Pod's Events is a pass over the namespace's cache: an index by owner
+and by involved object bought nothing measurable at 300 and 1,000
+simultaneous starts (``benchmarks/burst.py``), and went.
 
 Every one of them (kubespawner's Pod and Event reflectors too, as the
 interning subclasses ``WorkspaceSpawner`` starts) runs the watch loop of
@@ -46,10 +48,11 @@ from kubespawner.spawner import EventReflector, PodReflector
 from traitlets import Any, Unicode
 
 from workspacespawner.core import names
-from workspacespawner.k8s.eventindex import EventIndexedReflector, events_involving
+from workspacespawner.k8s.changes import ChangeNotifyingReflector
+from workspacespawner.k8s.events import events_involving
+from workspacespawner.k8s.interning import InterningReflector
 from workspacespawner.k8s.kinds import POD, VMI
 from workspacespawner.k8s.objects import counted_once, launched_vmi
-from workspacespawner.k8s.ownerindex import OwnerIndexedReflector
 from workspacespawner.k8s.watchloop import RecoveringReflector
 
 log = logging.getLogger("workspacespawner")
@@ -68,7 +71,7 @@ class _BoundCustomObjectsApi:
         return await self.api.list_namespaced_custom_object(self.group, self.version, namespace, self.plural, **kwargs)
 
 
-class CustomObjectReflector(RecoveringReflector, OwnerIndexedReflector, NamespacedResourceReflector):
+class CustomObjectReflector(RecoveringReflector, ChangeNotifyingReflector, NamespacedResourceReflector):
     """A kubespawner reflector for one custom resource (``group``/``version``/``plural``) in one namespace.
 
     ``custom_api``: the ``CustomObjectsApi`` to use (default: kubespawner's
@@ -114,7 +117,7 @@ class DataVolumeReflector(CustomObjectReflector):
     plural = "datavolumes"
 
 
-class PersistentVolumeClaimReflector(RecoveringReflector, OwnerIndexedReflector, NamespacedResourceReflector):
+class PersistentVolumeClaimReflector(RecoveringReflector, ChangeNotifyingReflector, NamespacedResourceReflector):
     """core/v1 PersistentVolumeClaims of ours (homes, root-disk PVCs, scratch and shared tiers) in one namespace.
 
     ``core_api``: the ``CoreV1Api`` to use (default: kubespawner's shared client).
@@ -131,9 +134,8 @@ class PersistentVolumeClaimReflector(RecoveringReflector, OwnerIndexedReflector,
             self.api = self.core_api
 
 
-class VMIEventReflector(RecoveringReflector, EventIndexedReflector, NamespacedResourceReflector):
-    """core/v1 Events about VirtualMachineInstances (scheduling, scale-up, boot), for progress; its cache interned and
-    indexed by VMI (:mod:`.eventindex`).
+class VMIEventReflector(RecoveringReflector, InterningReflector, NamespacedResourceReflector):
+    """core/v1 Events about VirtualMachineInstances (scheduling, scale-up, boot), for progress; its cache interned.
 
     ``core_api``: the ``CoreV1Api`` to use (default: kubespawner's shared client).
     """
@@ -155,13 +157,13 @@ class VMIEventReflector(RecoveringReflector, EventIndexedReflector, NamespacedRe
         return sorted(found, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or e["metadata"].get("creationTimestamp") or "")
 
 
-class InterningPodReflector(RecoveringReflector, OwnerIndexedReflector, PodReflector):
+class InterningPodReflector(RecoveringReflector, ChangeNotifyingReflector, PodReflector):
     """kubespawner's Pod reflector, its cache interned (every user's Pod repeats the same keys, image, labels and
-    volumes, about half of the ~30 KB each Pod takes in the hub) and indexed by owner."""
+    volumes, about half of the ~30 KB each Pod takes in the hub)."""
 
 
-class InterningEventReflector(RecoveringReflector, EventIndexedReflector, EventReflector):
-    """kubespawner's Pod-Event reflector, its cache interned and indexed by Pod (:mod:`.eventindex`)."""
+class InterningEventReflector(RecoveringReflector, InterningReflector, EventReflector):
+    """kubespawner's Pod-Event reflector, its cache interned."""
 
 
 #: What ``WorkspaceSpawner`` starts in place of kubespawner's own reflector classes (same watch, same registry key).

@@ -30,7 +30,6 @@ from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.core.times import EPOCH
 from workspacespawner.gpu import placement
 from workspacespawner.k8s import events
-from workspacespawner.k8s.eventindex import events_involving
 from workspacespawner.k8s.kinds import PVC
 from workspacespawner.k8s.models import to_model
 from workspacespawner.k8s.owned import TRANSIENT_STATUSES
@@ -217,20 +216,19 @@ class ContainerBackend(Backend):
         return [] if uid is None else self.pod_events(uid)
 
     def pod_events(self, uid: str | None = None) -> list[dict]:
-        """The Events of the spawner's Pod name in kubespawner's Event cache (through its index by involved object,
-        :mod:`~workspacespawner.k8s.eventindex`), oldest first; with ``uid``, only those of that Pod (or of none).
-        ``[]`` without an Event cache."""
+        """The Events of the spawner's Pod name in kubespawner's Event cache, oldest first; with ``uid``, only those of
+        that Pod (or of none). ``[]`` without an Event cache."""
         spawner = self.spawner
         cache = spawner.event_reflector
         if not cache:
             return []
-        found = [e for e in events_involving(cache.resources, spawner.pod_name)
+        found = [e for e in events.events_involving(cache.resources, spawner.pod_name)
                  if uid is None or e["involvedObject"].get("uid") in (uid, None)]
         return sorted(found, key=lambda e: events.event_time(e) or EPOCH)
 
     def start_events(self) -> list[dict]:
         """kubespawner's ``events``: this Pod's Events after the start's marker (its last Event before the start),
-        oldest first (:meth:`pod_events`: the Event cache's index by Pod, ordered by when each happened)."""
+        oldest first (:meth:`pod_events`: the Event cache's, ordered by when each happened)."""
         found, marker = [], upstream.last_event(self.spawner)
         for event in self.pod_events():
             if marker and event["metadata"]["uid"] == marker:
