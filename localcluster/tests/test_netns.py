@@ -103,3 +103,18 @@ def test_two_copies_on_one_fixed_port_each_reached_and_reaching_out(tmp_path, ou
             r.close()
     assert codes == [128 + 15, 128 + 15]  # SIGTERM passed on; the component's end is the namespace's exit code
     assert not [c for c in children if Path(f"/proc/{c}").exists()]
+
+
+def test_bound_folders_are_seen_inside_only(tmp_path):
+    """A component reading a fixed path (cdi-controller's /var/run/cdi/token/keys) sees the plane's folder there;
+    the machine's /run is left as it was, and a second copy sees its own folder."""
+    seen = []
+    for name in ("one", "two"):
+        run = tmp_path / name / "run"
+        (run / "cdi" / "token" / "keys").mkdir(parents=True)
+        (run / "cdi" / "token" / "keys" / "id_rsa.pub").write_text(name)
+        command = netns.isolated([sys.executable, "-c", "print(open('/var/run/cdi/token/keys/id_rsa.pub').read())"],
+                                 dial={}, serve={}, bind={"/run": run})
+        seen.append(subprocess.run(command, capture_output=True, text=True, timeout=30, check=True).stdout.strip())
+    assert seen == ["one", "two"]
+    assert not Path("/run/cdi/token/keys/id_rsa.pub").exists()

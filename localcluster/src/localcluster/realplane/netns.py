@@ -22,6 +22,13 @@ namespace does not separate (they are files):
   port of the machine and relays to that socket. The plane names that port in
   the webhook configurations.
 
+Some components also read files at paths their code fixes (cdi-controller
+its token keys under ``/var/run/cdi/token/keys``, where its Deployment
+mounts a Secret). ``bind`` gives such a component a folder of the plane's
+own at that path, in a mount namespace of its own (``unshare --mount``,
+private propagation): nothing of the machine's changes, and two planes do not
+see each other's files.
+
 :func:`isolated` gives the command line: ``unshare --net`` running this
 module (``python -m localcluster.realplane.netns``), which brings the
 loopback device up, starts the inside relays, runs the component as its
@@ -65,16 +72,20 @@ def available() -> bool:
     return done.returncode == 0
 
 
-def isolated(command: Sequence[str], *, dial: dict[int, Path], serve: dict[int, Path]) -> list[str]:
+def isolated(command: Sequence[str], *, dial: dict[int, Path], serve: dict[int, Path],
+             bind: dict[str, Path] | None = None) -> list[str]:
     """The command line that runs ``command`` in a network namespace of its own.
 
     ``dial``: ports of 127.0.0.1 outside that the component dials, each with
     the Unix socket a :class:`Relay` outside serves for it; ``serve``: the
-    component's own ports, each with the Unix socket to serve them on.
+    component's own ports, each with the Unix socket to serve them on;
+    ``bind``: folders the component sees at other paths (``{path inside:
+    folder outside}``, in a mount namespace of its own; the path must exist).
     """
-    args = ["unshare", "--net", sys.executable, "-m", "localcluster.realplane.netns"]
+    args = ["unshare", "--net", *(["--mount"] if bind else []), sys.executable, "-m", "localcluster.realplane.netns"]
     args += [f"--dial={port}={path}" for port, path in dial.items()]
     args += [f"--serve={port}={path}" for port, path in serve.items()]
+    args += [f"--bind={inside}={outside}" for inside, outside in (bind or {}).items()]
     return [*args, "--", *command]
 
 
@@ -179,12 +190,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m localcluster.realplane.netns")
     parser.add_argument("--dial", type=_pair, action="append", default=[])
     parser.add_argument("--serve", type=_pair, action="append", default=[])
+    parser.add_argument("--bind", type=lambda text: text.split("=", 1), action="append", default=[])
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command to run")
     loopback_up()
+    for inside, outside in args.bind:  # only in the mount namespace isolated() asked unshare for
+        subprocess.run(["mount", "--bind", outside, inside], check=True)
     relays = [Relay(port, path).start() for port, path in args.dial]
     relays += [Relay(path, port).start() for port, path in args.serve]
     child = subprocess.Popen(command, preexec_fn=_die_with_parent)
