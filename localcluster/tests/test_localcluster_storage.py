@@ -228,3 +228,20 @@ async def test_snapshot_of_a_missing_claim_reports_an_error(tmp_path):
         # The claim appearing later lets the snapshot be taken.
         create(cluster, PVCS, claim("nope"))
         await wait_for(lambda: get(cluster, SNAPSHOTS, "orphan")["status"].get("readyToUse"))
+
+
+async def test_a_claim_for_a_volume_populator_is_left_to_it(tmp_path):
+    """A ``dataSourceRef`` of a populator's kind (CDI's VolumeCloneSource) is not the provisioner's to fill: the claim
+    stays Pending with no volume, as external-provisioner leaves it, until the populator binds it; a CSI clone of a
+    PVC beside it is provisioned with the PVC's data (what CDI's csi-clone asks for)."""
+    async with LocalCluster(state_dir=tmp_path, controllers=("storage",)) as cluster:
+        create(cluster, PVCS, claim("golden", "1Gi"))
+        await wait_for(lambda: phase(cluster, PVCS, "golden") == "Bound")
+        (claim_path(cluster, "default", "golden") / "os-release").write_text("Debian")
+        populator = {"apiGroup": "cdi.kubevirt.io", "kind": "VolumeCloneSource", "name": "volume-clone-source-1"}
+        create(cluster, PVCS, claim("root", "2Gi", dataSourceRef=populator))
+        create(cluster, PVCS, claim("tmp-pvc-1", "1Gi", dataSourceRef={"kind": "PersistentVolumeClaim", "name": "golden"}))
+        await wait_for(lambda: phase(cluster, PVCS, "tmp-pvc-1") == "Bound")
+        assert (claim_path(cluster, "default", "tmp-pvc-1") / "os-release").read_text() == "Debian"
+        assert phase(cluster, PVCS, "root") == "Pending" and not get(cluster, PVCS, "root")["spec"].get("volumeName")
+        assert not events(cluster, "root", "ProvisioningSucceeded")

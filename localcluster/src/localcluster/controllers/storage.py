@@ -5,7 +5,8 @@ CSI sidecars (external-provisioner, external-resizer) do for a cluster whose
 storage is ceph-csi (``rbd.csi.ceph.com``, ``cephfs.csi.ceph.com``):
 
 * On start it creates the StorageClasses ``ceph-rbd`` (the default class,
-  expandable, binding mode from ``cluster.volume_binding_mode``) and
+  expandable, binding mode from ``cluster.volume_binding_mode``, CDI's clone
+  strategy ``csi-clone``: :data:`CDI_CLONE_STRATEGY`) and
   ``cephfs`` (Immediate) when they are missing.
 * A Pending PVC whose class binds ``Immediate`` gets a dynamically provisioned
   PersistentVolume ``pvc-<uid>`` and is bound (``spec.volumeName``, status
@@ -23,7 +24,11 @@ storage is ceph-csi (``rbd.csi.ceph.com``, ``cephfs.csi.ceph.com``):
 * A PVC naming a PersistentVolume (``spec.volumeName``) is bound to it
   statically.
 * ``dataSource``/``dataSourceRef`` of a ready VolumeSnapshot (restore) or of a
-  bound PVC (CSI clone) provisions the new volume with a copy of that data.
+  bound PVC (CSI clone) provisions the new volume with a copy of that data. A
+  ``dataSourceRef`` of any other kind names a volume populator (CDI's
+  ``VolumeCloneSource``, say): the provisioner leaves that claim alone, as
+  external-provisioner does, and the populator fills it (CDI binds it to the
+  volume of a CSI clone it made).
 * Growing a bound PVC's storage request expands the volume when the class
   allows it: PV ``spec.capacity``, then PVC ``status.capacity``, after
   ``resize_seconds``.
@@ -56,6 +61,9 @@ DEFAULT_CLASS_ANNOTATION = DEFAULT_CLASS_ANNOTATIONS[0]
 SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
 RBD_PROVISIONER = "rbd.csi.ceph.com"
 CEPHFS_PROVISIONER = "cephfs.csi.ceph.com"
+#: CDI's StorageClass annotation choosing how it clones into the class: ``csi-clone``, a clone in the storage (ceph-csi
+#: clones RBD images), as an administrator of a Ceph cluster sets it; CDI's StorageProfile then says so.
+CDI_CLONE_STRATEGY = "cdi.kubevirt.io/clone-strategy"
 #: The CSI provisioners this cluster runs; a class of any other waits for an external one that never comes.
 PROVISIONERS = (RBD_PROVISIONER, CEPHFS_PROVISIONER)
 
@@ -66,7 +74,7 @@ def default_storage_classes(binding_mode: str) -> list[dict]:
         {
             "apiVersion": "storage.k8s.io/v1",
             "kind": "StorageClass",
-            "metadata": {"name": "ceph-rbd", "annotations": {DEFAULT_CLASS_ANNOTATION: "true"}},
+            "metadata": {"name": "ceph-rbd", "annotations": {DEFAULT_CLASS_ANNOTATION: "true", CDI_CLONE_STRATEGY: "csi-clone"}},
             "provisioner": RBD_PROVISIONER,
             "parameters": {
                 "clusterID": "rook-ceph",
@@ -112,6 +120,15 @@ def storage_class_for(store, pvc: dict) -> tuple[str, dict | None]:
         default = default_storage_class(store)
         return (default["metadata"]["name"], copy.deepcopy(default)) if default else ("", None)
     return name, (get_or_none(store, STORAGE_CLASSES, None, name) if name else None)
+
+
+def populated_elsewhere(pvc: dict) -> bool:
+    """Whether ``pvc``'s ``dataSourceRef`` names a volume populator (any kind but a PVC or a VolumeSnapshot, such as
+    CDI's ``VolumeCloneSource``): a CSI provisioner leaves such a claim to its populator."""
+    ref = pvc["spec"].get("dataSourceRef")
+    if not ref:
+        return False
+    return (ref.get("apiGroup") or "", ref.get("kind")) not in (("", "PersistentVolumeClaim"), (VOLUME_SNAPSHOTS[0], "VolumeSnapshot"))
 
 
 def requested_storage(pvc: dict) -> str:
@@ -332,6 +349,8 @@ class StorageController(Controller):
         if storage_class is None:
             await self._warn(pvc, "ProvisioningFailed", f'storageclass.storage.k8s.io "{class_name}" not found')
             return
+        if populated_elsewhere(pvc):
+            return  # as external-provisioner: the volume populator of that kind fills this claim (CDI rebinds one)
         if storage_class.get("volumeBindingMode") == "WaitForFirstConsumer" and not await self._select_node(pvc):
             await self.client.record_event(pvc,
                 "WaitForFirstConsumer",
@@ -399,7 +418,7 @@ class StorageController(Controller):
             if path is None:
                 return None, f'{prefix}: persistentvolumeclaims "{name}" not found or not bound'
             return path, None
-        return None, None  # other populators are not served here: provision empty
+        return None, None
 
     async def _warn(self, pvc: dict, reason: str, message: str, component: str = COMPONENT) -> None:
         await self.client.record_event(pvc, reason, message, type="Warning", component=component)
