@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import uuid
 
 import pytest
+from localcluster.realplane.fixtures import read
 from localcluster.testing import eventually
 
 UNIT = """\
@@ -74,19 +74,8 @@ def vm(namespace: str, name: str) -> dict:
     }
 
 
-@pytest.fixture
-def ns(kubevirt_cluster):
-    plane = kubevirt_cluster.plane
-    name = f"kvr-{uuid.uuid4().hex[:8]}"
-    status, body = plane.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
-    assert status == 201, body
-    yield name
-    plane.request("DELETE", f"/api/v1/namespaces/{name}")
 
 
-async def read(plane, path: str):
-    status, body = await asyncio.to_thread(plane.request, "GET", path)
-    return body if status == 200 else None
 
 
 async def answer(ip: str, port: int) -> str:
@@ -99,7 +88,8 @@ async def answer(ip: str, port: int) -> str:
         writer.close()
 
 
-async def test_a_vm_started_and_stopped_through_virt_api_runs_on_the_node_agent(kubevirt_cluster, ns):
+async def test_a_vm_started_and_stopped_through_virt_api_runs_on_the_node_agent(kubevirt_cluster, kubevirt_namespace):
+    ns = kubevirt_namespace
     plane = kubevirt_cluster.plane
     name = "ws"
     core = f"/api/v1/namespaces/{ns}"

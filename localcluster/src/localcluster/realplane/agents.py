@@ -53,6 +53,17 @@ AGENTS = ("storage", "snapshots", "cdi", "scheduler", "virt", "nodeagent", "serv
 #: The agents beside KubeVirt's own virt-controller and virt-api (:mod:`.kubevirt`): no imitation of them, and no
 #: VMI scheduler (kube-scheduler places the virt-launcher Pods); the node agent is :mod:`.virthandler`'s.
 KUBEVIRT_AGENTS = tuple(a for a in AGENTS if a not in ("scheduler", "virt", "virtapi"))
+#: The agents beside KubeVirt's components and CDI's own cdi-controller (:mod:`.cdicontroller`): no CDI agent either.
+KUBEVIRT_CDI_AGENTS = tuple(a for a in KUBEVIRT_AGENTS if a != "cdi")
+
+
+def default_agents(plane) -> tuple[str, ...]:
+    """The agents ``plane`` needs: all of :data:`AGENTS`, or fewer beside KubeVirt's and CDI's own components."""
+    if getattr(plane, "kubevirt", None) is None:
+        return AGENTS
+    return KUBEVIRT_CDI_AGENTS if getattr(plane, "cdi_controller", None) is not None else KUBEVIRT_AGENTS
+
+
 #: The CRDs of :data:`~.CRDS_DIR` that KubeVirt's install brings itself (its own version of them).
 KUBEVIRT_CRDS = ("virtualmachineinstances.kubevirt.io", "virtualmachines.kubevirt.io")
 #: The CRDs of :data:`~.CRDS_DIR` installed only for KubeVirt's own virt-controller: with CDI's API present it waits
@@ -261,7 +272,8 @@ class PlaneAgents:
     ``requests`` are the cluster's, as the embedded cluster has them. On a
     plane running KubeVirt's own components (``plane.kubevirt``), the node
     agent is :class:`~.virthandler.KubeVirtNodeAgent` and ``agents``
-    defaults to :data:`KUBEVIRT_AGENTS`.
+    defaults to :data:`KUBEVIRT_AGENTS`, or :data:`KUBEVIRT_CDI_AGENTS` where
+    CDI's own cdi-controller runs too (:func:`default_agents`).
     """
 
     real_control_plane = True
@@ -270,7 +282,7 @@ class PlaneAgents:
                  fault_proxy: bool = False):
         self.plane = plane
         self.kubevirt = getattr(plane, "kubevirt", None) is not None
-        self.agents = tuple(agents if agents is not None else KUBEVIRT_AGENTS if self.kubevirt else AGENTS)
+        self.agents = tuple(agents if agents is not None else default_agents(plane))
         self.state_dir = Path(plane.state_dir) / "agents"
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.nodes = nodes
@@ -389,7 +401,7 @@ class RealCluster:
 
         self.plane.start()
         try:
-            agents = self.agent_kwargs.get("agents") or (KUBEVIRT_AGENTS if self.plane.kubevirt is not None else AGENTS)
+            agents = self.agent_kwargs.get("agents") or default_agents(self.plane)
             kubeconfigs = install(self.plane, agents)
             self.thread = ClusterThread(cluster=PlaneAgents(self.plane, kubeconfigs=kubeconfigs, **self.agent_kwargs))
             self.thread.start()

@@ -18,8 +18,8 @@ its ``storage`` or ``pvc``), and the mutating webhook is CDI's clone
 authorization: a DataVolume cloned from another namespace is admitted only
 if its creator may ``create`` ``datavolumes/source`` (or ``pods``) there
 (a SubjectAccessReview), and is stamped with CDI's signed clone token. The
-DataVolumes are then moved by our CDI agent (``localcluster.controllers``),
-not yet by cdi-controller.
+DataVolumes are then moved by CDI's own cdi-controller (:mod:`.cdicontroller`),
+which the plane starts after cdi-apiserver.
 
 cdi-apiserver listens on ``0.0.0.0:8443``, fixed in its code, so it runs in
 a network namespace of its own (:mod:`.netns`): each plane's copy has the
@@ -52,7 +52,7 @@ NAMESPACE = "cdi"
 API_SERVICE, API_SERVICE_ACCOUNT = "cdi-api", "cdi-apiserver"
 #: The port cdi-apiserver listens on, fixed in its code (cmd/cdi-apiserver: defaultPort).
 FIXED_PORT = 8443
-BINARIES = ("cdi-apiserver", "cdi-install-objects")
+BINARIES = ("cdi-apiserver", "cdi-controller", "cdi-install-objects")
 #: The CDI CR's CRD, from :data:`~.CRDS_DIR` (CDI v1.61.1's own, verbatim).
 CDI_CRD = "cdis.cdi.kubevirt.io"
 

@@ -159,6 +159,25 @@ def kubevirt_cluster(k8s_bin, kubevirt_bin, tmp_path_factory):
 
 
 @pytest.fixture
+def kubevirt_namespace(kubevirt_cluster):
+    """A fresh namespace on ``kubevirt_cluster``, deleted afterwards."""
+    plane = kubevirt_cluster.plane
+    name = f"kv-{uuid.uuid4().hex[:8]}"
+    status, body = plane.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    assert status == 201, body
+    yield name
+    plane.request("DELETE", f"/api/v1/namespaces/{name}")
+
+
+async def read(plane, path: str):
+    """The object at ``path`` (an admin GET of ``plane``, off the event loop), or None when it is not there."""
+    import asyncio
+
+    status, body = await asyncio.to_thread(plane.request, "GET", path)
+    return body if status == 200 else None
+
+
+@pytest.fixture
 async def cluster_api(realcluster):
     """A kubernetes_asyncio ApiClient with the admin kubeconfig of ``realcluster``."""
     async for client in _admin_client(realcluster.kubeconfig):

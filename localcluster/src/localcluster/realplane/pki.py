@@ -190,6 +190,11 @@ class Pki:
             self._save(name, cert, k)
         return crt, key
 
+    def signer(self, name: str) -> tuple[Path, Path]:
+        """A CA of its own ``<name>.crt``/``.key`` (CN ``name``), for a component that signs certificates; made once."""
+        self._ca(name, name)
+        return self.path(f"{name}.crt"), self.path(f"{name}.key")
+
     def _ca(self, name: str, cn: str):
         crt, key = self.path(f"{name}.crt"), self.path(f"{name}.key")
         if crt.exists() and key.exists():

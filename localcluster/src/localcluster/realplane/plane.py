@@ -161,6 +161,9 @@ class RealControlPlane:
         #: CDI's cdi-apiserver (:mod:`.cdi`), with KubeVirt's components where the build has it and this machine
         #: lets it run in a network namespace of its own; else None (our CDI agent's admission check stands in).
         self.cdi = None
+        #: CDI's cdi-controller (:mod:`.cdicontroller`) beside cdi-apiserver, or None (our CDI agent moves the
+        #: DataVolumes).
+        self.cdi_controller = None
         #: Called with the plane once the controller manager works, before KubeVirt starts: virt-controller exits
         #: when the CDI API appears after its start (it "reinitializes": a Pod would be restarted), so the CDI CRDs
         #: of our agents go in first.
@@ -172,7 +175,10 @@ class RealControlPlane:
             from . import cdi
 
             if cdi.usable(kubevirt_bin):
+                from .cdicontroller import CdiController
+
                 self.cdi = cdi.CdiApiServer(self, kubevirt_bin)
+                self.cdi_controller = CdiController(self, kubevirt_bin)
         self.pki = Pki(self.state_dir / "pki")
         self.logs_dir = self.state_dir / "logs"
         self.kubeconfig = self.state_dir / "kubeconfig"
@@ -233,6 +239,7 @@ class RealControlPlane:
         self._wait_default_serviceaccount()
         if self.cdi is not None:
             self.cdi.start()
+            self.cdi_controller.start()
         if self.kubevirt is not None:
             for prepare in self.before_kubevirt:
                 prepare(self)
@@ -261,6 +268,7 @@ class RealControlPlane:
                 f.close()
         if self.cdi is not None:
             self.cdi.close()
+            self.cdi_controller.close()
 
     def __enter__(self):
         return self.start()

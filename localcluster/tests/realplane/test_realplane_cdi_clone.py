@@ -1,0 +1,97 @@
+"""CDI's own cdi-controller clones a golden image on the real control plane (localcluster.realplane.cdicontroller).
+
+A DataVolume whose ``sourceRef`` is a DataSource in another namespace is moved by cdi-controller, not by our CDI
+agent (which does not run there): CDI's clone populator plans a CSI clone (the StorageProfile says ``csi-clone``),
+our ceph-csi provisioner makes the clone as a copy, CDI grows it to the size asked and rebinds its volume to the
+DataVolume's PVC. The disk holds the golden image's files; the golden image is untouched; CDI's temporary claim goes.
+
+Runs only with WORKSPACESPAWNER_CONTROL_PLANE=real, WORKSPACESPAWNER_K8S_BIN and WORKSPACESPAWNER_KUBEVIRT_BIN, where
+this machine grants a network namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from localcluster.goldenimage import make_golden_image
+from localcluster.realplane.fixtures import read
+from localcluster.testing import eventually
+from localcluster.volumes import claim_path, disk_image_path
+
+GOLDEN_NAMESPACE = "cdi-golden"
+
+
+@pytest.fixture
+def cdi_cluster(kubevirt_cluster):
+    if kubevirt_cluster.plane.cdi_controller is None:
+        pytest.skip("cdi-controller needs a network namespace of its own (unshare --net), which this machine refuses")
+    return kubevirt_cluster
+
+
+
+
+
+
+def root_disk(namespace: str, image: str) -> dict:
+    """A root disk as the product writes one (backends/vm/manifests.py): Block, ReadWriteOnce, larger than its image."""
+    return {
+        "apiVersion": "cdi.kubevirt.io/v1beta1",
+        "kind": "DataVolume",
+        "metadata": {"name": "root", "namespace": namespace},
+        "spec": {
+            "sourceRef": {"kind": "DataSource", "name": image, "namespace": GOLDEN_NAMESPACE},
+            "storage": {"accessModes": ["ReadWriteOnce"], "volumeMode": "Block", "storageClassName": "ceph-rbd",
+                        "resources": {"requests": {"storage": "2Gi"}}},
+        },
+    }
+
+
+async def test_cdi_controller_clones_a_golden_image_by_a_csi_clone(cdi_cluster, kubevirt_namespace):
+    ns = kubevirt_namespace
+    plane, agents = cdi_cluster.plane, cdi_cluster.agents
+    assert "cdi-controller" in plane.pids()
+    assert "cdi" not in agents.controllers  # our imitation of CDI does not run beside it
+    image = f"img-{uuid.uuid4().hex[:6]}"
+    await asyncio.to_thread(cdi_cluster.thread.call, lambda a: make_golden_image(
+        a, GOLDEN_NAMESPACE, image, {"etc/os-release": 'NAME="Debian GNU/Linux"\n'}, size="1Gi"))
+    profile = await eventually(lambda: read(plane, "/apis/cdi.kubevirt.io/v1beta1/storageprofiles/ceph-rbd"),
+                               what="the StorageProfile")
+    assert profile["status"]["cloneStrategy"] == "csi-clone", profile
+
+    status, body = await asyncio.to_thread(plane.request, "POST",
+                                           f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{ns}/datavolumes",
+                                           root_disk(ns, image))
+    assert status == 201, body
+
+    async def finished():
+        dv = await read(plane, f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{ns}/datavolumes/root")
+        return dv if (dv.get("status") or {}).get("phase") in ("Succeeded", "Failed") else None
+
+    dv = await eventually(finished, timeout=120, what="the clone's end")
+    assert (dv["status"]["phase"], dv["status"]["progress"]) == ("Succeeded", "100.0%"), dv["status"]
+    pvc = await read(plane, f"/api/v1/namespaces/{ns}/persistentvolumeclaims/root")
+    assert pvc["status"]["phase"] == "Bound" and pvc["status"]["capacity"]["storage"] in ("2Gi", "2147483648"), pvc
+    assert pvc["spec"]["dataSourceRef"]["kind"] == "VolumeCloneSource", pvc["spec"]  # CDI's populator filled it
+
+    async def reasons():
+        events = await read(plane, f"/api/v1/namespaces/{ns}/events")
+        seen = {e["reason"] for e in events["items"] if e["involvedObject"]["name"] == "root"}
+        return seen if "CloneSucceeded" in seen else None
+
+    # the phases of a CSI clone (a fast one may skip reporting some), never a host-assisted copy's
+    seen = await eventually(reasons, what="CDI's CloneSucceeded Event")
+    assert seen & {"CSICloneInProgress", "PrepClaimInProgress", "RebindInProgress"}, seen
+    assert not seen & {"CloneInProgress", "CloneFromSnapshotSourceInProgress"}, seen
+
+    disk = disk_image_path(claim_path(agents, ns, "root"), "Block")
+    golden = disk_image_path(claim_path(agents, GOLDEN_NAMESPACE, image), "Block")
+    assert (disk / "etc/os-release").read_text() == 'NAME="Debian GNU/Linux"\n'
+    assert disk.resolve() != golden.resolve() and (golden / "etc/os-release").exists()
+
+    async def temporary_claim_gone():
+        claims = await read(plane, f"/api/v1/namespaces/{GOLDEN_NAMESPACE}/persistentvolumeclaims")
+        return not [c for c in claims["items"] if c["metadata"]["name"].startswith("tmp-pvc-")]
+
+    await eventually(temporary_claim_gone, timeout=60, what="CDI's temporary claim gone")
