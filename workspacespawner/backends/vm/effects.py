@@ -2,7 +2,9 @@
 
 Each ``ensure_*`` reads first, creates on 404, and refuses an object of
 that name that is not ours or is another user's (never adopted). None of
-them ever deletes anything. API followed: ``cdi.kubevirt.io/v1beta1``
+them ever deletes anything. :func:`withdraw_unmade_root_disk` deletes only a
+root DataVolume that never got a volume, so that the next start asks CDI
+afresh. API followed: ``cdi.kubevirt.io/v1beta1``
 DataVolumes and ``kubevirt.io/v1`` VirtualMachines through
 ``CustomObjectsApi`` (get, create, replace with ``resourceVersion``);
 core/v1 Secrets and Services through ``CoreV1Api``.
@@ -63,6 +65,36 @@ async def ensure_root_disk(custom_api, manifest: dict, user_name: str, *, cached
     if created:
         log.info("Created root disk %s/%s for %s", manifest["metadata"]["namespace"], manifest["metadata"]["name"], user_name)
     return dv, created
+
+
+async def withdraw_unmade_root_disk(custom_api, dv: dict | None) -> bool:
+    """Delete root DataVolume ``dv`` that waits for a golden image that is not there (CDI's ``CloneWithoutSource``,
+    condition ``Bound`` not True, phase ``Pending``): it holds no data. True when deleted.
+
+    Why: CDI's webhook signs a clone token naming the source PVC the DataSource named when the DataVolume was
+    created, and only then. Once an administrator points the DataSource at a good image, that DataVolume can never
+    clone ("invalid token", on the real CDI), and every later start would wait for it until its timeout. The delete
+    is guarded by the DataVolume's ``uid`` and ``resourceVersion`` as read (a disk that moved on meanwhile is kept);
+    its PVC, CDI's and never bound, goes with it.
+    """
+    if not dv:
+        return False
+    group, version, plural = DATA_VOLUMES
+    meta, status = dv.get("metadata") or {}, dv.get("status") or {}
+    bound = next((c for c in status.get("conditions") or [] if c.get("type") == "Bound"), {})
+    if status.get("phase") not in (None, "", "Pending") or bound.get("status") == "True":
+        return False
+    body = {"preconditions": {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}, "propagationPolicy": "Background"}
+    try:
+        await _call(custom_api.delete_namespaced_custom_object, group, version, meta["namespace"], plural, meta["name"],
+                    body=body)
+    except ApiException as e:
+        if e.status in (404, 409):
+            return False
+        raise
+    log.info("Withdrew root disk %s/%s: it never got a volume (its golden image was not there); the next start makes "
+             "it afresh", meta["namespace"], meta["name"])
+    return True
 
 
 async def ensure_vm(custom_api, manifest: dict, user_name: str, *, cached=UNKNOWN, created_as: dict | None = None) -> tuple[dict, bool]:

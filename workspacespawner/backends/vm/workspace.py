@@ -48,6 +48,7 @@ from workspacespawner.backends.vm.effects import (
     ensure_root_disk,
     ensure_service,
     ensure_vm,
+    withdraw_unmade_root_disk,
     write_cloudinit_secret,
 )
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings
@@ -436,6 +437,8 @@ class VMWorkspace:
             missing_since = None
             outcome = await self._until(check, deadline)
         if isinstance(outcome, vmstatus.Failure):
+            if outcome.reason == "golden-image":
+                await withdraw_unmade_root_disk(self.custom_api, self.observe()[2])
             raise self._failure(outcome.reason, outcome.message)
         if outcome is None:
             raise self._timeout("while your root disk was being prepared")
