@@ -23,7 +23,7 @@ page names each VM profile's golden image with its version, and after a
 start on one image a profile on another says the user's system disk was
 cloned from the first. On both
 control planes (tests/support/planes.py); on the real one, with KubeVirt's own virt-api and
-virt-controller where tools/kubevirt built them.
+virt-controller and CDI's own cdi-apiserver and cdi-controller where tools/kubevirt built them.
 """
 
 from __future__ import annotations
@@ -87,8 +87,7 @@ c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
 
 @pytest.fixture(scope="module")
 def cluster(control_plane, tmp_path_factory):
-    # on the real plane, KubeVirt's own virt-api and virt-controller where CI built them (tools/kubevirt)
-    with planes.running(control_plane, tmp_path_factory.mktemp("cluster"), golden=True, kubevirt=True) as cluster:
+    with planes.running(control_plane, tmp_path_factory.mktemp("cluster"), golden=True) as cluster:
         yield cluster
 
 

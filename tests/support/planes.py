@@ -4,10 +4,10 @@ A test module opts in by building its cluster on the ``control_plane``
 fixture (see ``tests/conftest.py``): every test of it then runs once per
 plane, ``embedded`` always, ``real`` when ``WORKSPACESPAWNER_CONTROL_PLANE=real``
 and ``WORKSPACESPAWNER_K8S_BIN`` name the binaries tools/k8s/build.sh built
-(skipped otherwise); with ``WORKSPACESPAWNER_REAL_VIRT=kubevirt`` and
-``WORKSPACESPAWNER_KUBEVIRT_BIN`` too, the real plane runs KubeVirt's own
-virt-api and virt-controller (``localcluster.realplane.virthandler``) in place
-of our imitation (:func:`real_kubevirt_bin`). A test that needs what only the embedded cluster has
+(skipped otherwise); with ``WORKSPACESPAWNER_KUBEVIRT_BIN`` too (CI sets it),
+the real plane runs KubeVirt's own virt-api and virt-controller and CDI's own
+cdi-apiserver and cdi-controller (``localcluster.realplane``) in place of our
+imitations (:func:`real_kubevirt_bin`). A test that needs what only the embedded cluster has
 (a fault knob inside the API server, its store, a node made unreachable)
 says so with ``@pytest.mark.embedded_only("why")`` and runs there only.
 
@@ -40,16 +40,15 @@ def real_plane_bin() -> Path | None:
     return bin_dir
 
 
-def real_kubevirt_bin(kubevirt: bool = False) -> str | None:
-    """KubeVirt's bin folder for the hub tests' real plane, or None for our imitation of virt-controller and virt-api.
+def real_kubevirt_bin() -> str | None:
+    """KubeVirt's and CDI's bin folder for the hub tests' real plane, or None for our imitations of their controllers.
 
-    Needs ``WORKSPACESPAWNER_KUBEVIRT_BIN`` (CI sets it). A module opts in
-    with ``running(..., kubevirt=True)`` (``tests/hub/test_spawner_vm.py``);
-    ``WORKSPACESPAWNER_REAL_VIRT=kubevirt`` opts every module in: those that
-    turn knobs of our imitation's controllers have not all met KubeVirt's own
-    yet (the root-disk pool and the hub restart pass there too).
+    ``WORKSPACESPAWNER_KUBEVIRT_BIN`` (tools/kubevirt/build.sh; CI sets it):
+    every module's real plane runs KubeVirt's and CDI's own components.
+    ``WORKSPACESPAWNER_REAL_VIRT=imitation`` keeps ours, to tell a difference
+    between them from a fault of the product.
     """
-    if not (kubevirt or os.environ.get("WORKSPACESPAWNER_REAL_VIRT") == "kubevirt"):
+    if os.environ.get("WORKSPACESPAWNER_REAL_VIRT") == "imitation":
         return None
     return os.environ.get("WORKSPACESPAWNER_KUBEVIRT_BIN") or None
 
@@ -63,11 +62,10 @@ def skip_unless_real() -> Path:
 
 
 @contextlib.contextmanager
-def running(plane: str, state_dir, golden: bool = False, kubevirt: bool = False, **options):
+def running(plane: str, state_dir, golden: bool = False, **options):
     """A started cluster on ``plane`` (``embedded`` or ``real``), stopped on exit; with ``golden``, holding
-    the demo's golden image (for VM profiles); with ``kubevirt``, the real plane runs KubeVirt's own virt-api and
-    virt-controller where their binaries are (:func:`real_kubevirt_bin`). Yields the cluster object (see the module
-    docstring)."""
+    the demo's golden image (for VM profiles). The real plane runs KubeVirt's and CDI's own components where their
+    binaries are (:func:`real_kubevirt_bin`). Yields the cluster object (see the module docstring)."""
     from localcluster import ClusterThread
 
     if plane == "embedded":
@@ -77,7 +75,7 @@ def running(plane: str, state_dir, golden: bool = False, kubevirt: bool = False,
     else:
         from localcluster.realplane.agents import RealCluster
 
-        kubevirt_bin = real_kubevirt_bin(kubevirt)
+        kubevirt_bin = real_kubevirt_bin()
         real = RealCluster(state_dir, skip_unless_real(), kubevirt_bin=kubevirt_bin, **options).start()
         thread, stop, cluster = real.thread, real.stop, real.agents
     try:

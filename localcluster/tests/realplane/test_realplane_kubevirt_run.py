@@ -90,6 +90,13 @@ async def answer(ip: str, port: int) -> str:
 
 async def test_a_vm_started_and_stopped_through_virt_api_runs_on_the_node_agent(kubevirt_cluster, kubevirt_namespace):
     ns = kubevirt_namespace
+    # the VM path is served by KubeVirt's and CDI's own processes; of ours only the node agent (kubelet, virt-handler)
+    # (CDI's where this machine grants them a network namespace, else our CDI agent)
+    real_cdi = kubevirt_cluster.plane.cdi_controller is not None
+    serving = set(kubevirt_cluster.plane.pids())
+    assert {"virt-api", "virt-controller", *(("cdi-apiserver", "cdi-controller") if real_cdi else ())} <= serving, serving
+    assert not {"virt", "virtapi", "scheduler", *(("cdi",) if real_cdi else ())} & set(kubevirt_cluster.agents.controllers)
+    assert type(kubevirt_cluster.agents.controllers["nodeagent"]).__name__ == "KubeVirtNodeAgent"
     plane = kubevirt_cluster.plane
     name = "ws"
     core = f"/api/v1/namespaces/{ns}"
