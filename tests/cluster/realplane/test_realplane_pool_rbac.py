@@ -30,7 +30,7 @@ from workspacespawner.k8s.api import Kube
 
 __all__ = ["real"]  # the fixture, shared with test_realplane_rbac
 GOLDEN_NS, IMAGE = GOLDEN_IMAGE
-SHAPE = PoolShape(IMAGE, GOLDEN_NS, "2Gi", "ceph-rbd", "Block")
+SHAPE = PoolShape(IMAGE, GOLDEN_NS, "10Gi", "ceph-rbd", "Block")  # no smaller than the image: CDI refuses that
 DV = ("cdi.kubevirt.io", "v1beta1", NS, "datavolumes")
 
 
@@ -44,7 +44,7 @@ def until_ready(custom, timeout: float = 120) -> dict:
         ready = [d for d in pool_disks(custom) if (d.get("status") or {}).get("phase") == "Succeeded"]
         if ready:
             return ready[0]
-        assert time.monotonic() < deadline, pool_disks(custom)
+        assert time.monotonic() < deadline, [(d["metadata"]["name"], d.get("status")) for d in pool_disks(custom)]
         time.sleep(0.5)
 
 
@@ -71,7 +71,7 @@ def test_the_pool_keeper_needs_and_gets_its_grants(real):
         async def scenario(keeper: RootDiskPoolKeeper) -> None:
             await keeper.refill()
             first = await asyncio.to_thread(until_ready, custom)
-            settings = VMSettings(golden_image=IMAGE, golden_image_namespace=GOLDEN_NS, root_disk_size="2Gi")
+            settings = VMSettings(golden_image=IMAGE, golden_image_namespace=GOLDEN_NS, root_disk_size="10Gi")
             ident = VMIdentity.for_workspace(namespace=NS, user_name="pia", kubespawner_username="pia", base_name="ws-pia", home_pvc="")
             claimed = await keeper.claim(ident, settings, recorded=None, annotations={})
             assert claimed is not None and claimed["metadata"]["name"] == first["metadata"]["name"]
