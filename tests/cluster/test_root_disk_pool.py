@@ -270,3 +270,27 @@ async def test_a_stale_pool_disk_that_changed_since_the_look_is_retired_unless_c
         assert stored(kube, DATA_VOLUMES, name) is not None and audit_log.query(action="delete") == []
     else:
         assert [r.disk for r in audit_log.query(action="delete")] == [name]
+
+
+async def test_a_pool_disk_that_cdi_wrote_after_the_list_is_still_claimed(kube, audit_log):
+    """CDI's own controller writes a DataVolume for a while after its clone succeeded (its populator's annotations),
+    so the version a start listed may be stale while the disk is still in the pool: the start reads it again and
+    claims it at its new version, instead of passing it over as taken and cloning (found on the real plane)."""
+    _thread, custom_api, _core = kube
+    await workspace(kube).watch()
+    keeper = keeper_for(kube, audit_log, count=1)
+    [ready] = await until_ready(keeper, 1)
+    name = ready["metadata"]["name"]
+    listed = keeper.kube.list
+
+    async def list_then_cdi_writes(*args, **kwargs):
+        disks = await listed(*args, **kwargs)
+        group, version, plural = DATA_VOLUMES
+        await custom_api.patch_namespaced_custom_object(group, version, NS, plural, name, [
+            {"op": "add", "path": "/metadata/annotations/cdi.kubevirt.io~1storage.usePopulator", "value": "true"}])
+        return disks
+
+    keeper.kube.list = list_then_cdi_writes
+    claimed = await keeper.claim(other("cleo"), workspace(kube).settings, recorded=None, annotations={})
+    assert claimed is not None and claimed["metadata"]["name"] == name
+    assert names.owned_by(stored(kube, DATA_VOLUMES, name)["metadata"], "cleo")

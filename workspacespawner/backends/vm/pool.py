@@ -61,6 +61,8 @@ POOL_SELECTOR = f"{names.MANAGED_BY_LABEL}={names.MANAGED_BY},{names.DISK_LABEL}
 FAILED_AFTER_INTERVALS = 10
 #: How many times one look tries to retire a pool disk that keeps changing under it (see :meth:`RootDiskPoolKeeper._retire`).
 RETIRE_ATTEMPTS = 3
+#: How many times a start tries to claim one pool disk whose version moved on under it (see :meth:`RootDiskPoolKeeper._claim_one`).
+CLAIM_ATTEMPTS = 3
 
 
 def _meta(obj: dict) -> dict:
@@ -268,15 +270,10 @@ class RootDiskPoolKeeper:
             return None
         try:
             disks = await self.kube.list(DATA_VOLUME, self.namespace, labels=POOL_SELECTOR)
-            for dv in claimable(disks, entry.shape, self._sources.get(image_id(entry.shape))):
+            source = self._sources.get(image_id(entry.shape))
+            for dv in claimable(disks, entry.shape, source):
                 name = _meta(dv)["name"]
-                try:
-                    claimed = await self.kube.patch(DATA_VOLUME, self.namespace, name,
-                                                    claim_operations(dv, ident, recorded=recorded, annotations=annotations))
-                except ApiException as e:
-                    if e.status in (409, 422):
-                        continue  # another start took it first
-                    raise
+                claimed = await self._claim_one(dv, entry.shape, source, ident, recorded, annotations)
                 if claimed is None:
                     continue
                 log.info("Root disk %s/%s taken from the pool of %s for %s", self.namespace, name, entry.shape.image, ident.user_name)
@@ -286,6 +283,29 @@ class RootDiskPoolKeeper:
                 return claimed
         except Exception as e:  # noqa: BLE001 - the start clones instead
             log.warning("Could not take a root disk from the pool of %s for %s: %s", entry.shape.image, ident.user_name, e)
+        return None
+
+    async def _claim_one(self, dv: dict, shape: PoolShape, source: str | None, ident: VMIdentity,
+                         recorded: Status | None, annotations: Mapping[str, str]) -> dict | None:
+        """The guarded claim of pool disk ``dv``: the disk as claimed, or None when another start took it or it went.
+
+        A refused ``test`` (409, 422) is read again: CDI's controller writes a
+        DataVolume for a while after its clone succeeded (its populator's
+        annotations), so the version the list showed may be stale while the
+        disk is still in the pool; it is claimed at its new version, up to
+        :data:`CLAIM_ATTEMPTS` times, unless it is no longer claimable.
+        """
+        name = _meta(dv)["name"]
+        for _attempt in range(CLAIM_ATTEMPTS):
+            try:
+                return await self.kube.patch(DATA_VOLUME, self.namespace, name,
+                                             claim_operations(dv, ident, recorded=recorded, annotations=annotations))
+            except ApiException as e:
+                if e.status not in (409, 422):
+                    raise
+            dv = await self.kube.get(DATA_VOLUME, self.namespace, name, fresh=True)
+            if dv is None or not claimable([dv], shape, source):
+                return None  # another start took it first, or it went
         return None
 
     # -- keeping the pools -----------------------------------------------------
