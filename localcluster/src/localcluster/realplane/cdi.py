@@ -103,13 +103,11 @@ class CdiApiServer:
         kubeconfig = plane.serviceaccount_kubeconfig(
             NAMESPACE, API_SERVICE_ACCOUNT, create=False, expiration_seconds=7 * 24 * 3600
         )
-        sockets = plane.state_dir / "sockets"
-        sockets.mkdir(exist_ok=True)
-        apiserver = plane.ports["apiserver"]
-        dial, serve = sockets / "cdi-apiserver-dial.sock", sockets / "cdi-apiserver-serve.sock"
+        serve = netns.sockets_dir(plane) / "cdi-apiserver-serve.sock"
         serve.unlink(missing_ok=True)
         self.close()
-        self.relays.append(netns.Relay(dial, apiserver).start())
+        apiserver, dial, relay = netns.apiserver_dial(plane, "cdi-apiserver")
+        self.relays.append(relay)
         command = [str(self.bin_dir / "cdi-apiserver"), f"--kubeconfig={kubeconfig}", "--v=2"]
         plane._spawn(
             "cdi-apiserver",

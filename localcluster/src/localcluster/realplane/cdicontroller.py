@@ -43,17 +43,15 @@ Test infrastructure: not imported by the product.
 from __future__ import annotations
 
 import base64
-import time
 from pathlib import Path
 
+from ..controllers.storage import RBD_PROVISIONER
 from . import netns
 
 NAMESPACE = "cdi"
 SERVICE_ACCOUNT = "cdi-sa"
 BINARY = "cdi-controller"
 LEASE = "cdi-controller-leader-election-helper"
-#: The ceph-csi RBD driver and the class the product's disks use (see :mod:`..controllers.storage`).
-CSI_DRIVER = "rbd.csi.ceph.com"
 #: cdi-operator's environment of the Deployment ``cdi-deployment``: the images of the Pods CDI would start. None
 #: starts here (a clone is a CSI clone), but the controller refuses to start without them.
 IMAGES = {
@@ -84,7 +82,7 @@ def csi_driver() -> dict:
     return {
         "apiVersion": "storage.k8s.io/v1",
         "kind": "CSIDriver",
-        "metadata": {"name": CSI_DRIVER},
+        "metadata": {"name": RBD_PROVISIONER},
         "spec": {"attachRequired": True, "podInfoOnMount": False, "fsGroupPolicy": "File", "seLinuxMount": True},
     }
 
@@ -105,12 +103,9 @@ class CdiController:
         self._write_files(timeout)
         kubeconfig = plane.serviceaccount_kubeconfig(NAMESPACE, SERVICE_ACCOUNT, create=False,
                                                      expiration_seconds=7 * 24 * 3600)
-        sockets = plane.state_dir / "sockets"
-        sockets.mkdir(exist_ok=True)
-        apiserver = plane.ports["apiserver"]
-        dial = sockets / "cdi-controller-dial.sock"
         self.close()
-        self.relays.append(netns.Relay(dial, apiserver).start())
+        apiserver, dial, relay = netns.apiserver_dial(plane, BINARY)
+        self.relays.append(relay)
         command = [str(self.bin_dir / BINARY), f"--kubeconfig={kubeconfig}", "--v=2"]
         plane._spawn(BINARY, netns.isolated(command, dial={apiserver: dial}, serve={}, bind={"/run": self.run_dir}),
                      env=IMAGES)
@@ -136,14 +131,16 @@ class CdiController:
 
     def _signing_key(self, timeout: float) -> dict:
         """The Secret cdi-apiserver creates at its start, holding the key that signs and checks clone tokens."""
-        deadline = time.monotonic() + timeout
-        while True:
+        found: dict = {}
+
+        def made() -> bool:
             status, secret = self.plane.request("GET", f"/api/v1/namespaces/{NAMESPACE}/secrets/cdi-api-signing-key")
             if status == 200:
-                return secret
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"cdi-apiserver made no Secret cdi-api-signing-key: HTTP {status}")
-            time.sleep(0.25)
+                found.update(secret)
+            return status == 200
+
+        self.plane._wait("cdi-apiserver", made, timeout)
+        return found
 
     def _leads(self) -> bool:
         status, lease = self.plane.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{LEASE}")

@@ -12,6 +12,7 @@ against the embedded local cluster (always) and the real plane (this tier).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import uuid
@@ -171,8 +172,6 @@ def kubevirt_namespace(kubevirt_cluster):
 
 async def read(plane, path: str):
     """The object at ``path`` (an admin GET of ``plane``, off the event loop), or None when it is not there."""
-    import asyncio
-
     status, body = await asyncio.to_thread(plane.request, "GET", path)
     return body if status == 200 else None
 

@@ -89,6 +89,21 @@ def isolated(command: Sequence[str], *, dial: dict[int, Path], serve: dict[int, 
     return [*args, "--", *command]
 
 
+def sockets_dir(plane) -> Path:
+    """The folder of ``plane``'s relay sockets (made on first use)."""
+    folder = Path(plane.state_dir) / "sockets"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def apiserver_dial(plane, component: str) -> tuple[int, Path, Relay]:
+    """A started :class:`Relay` by which ``component`` inside its namespace dials ``plane``'s kube-apiserver:
+    ``(the API server's port, the relay's Unix socket, the relay)``, for :func:`isolated`'s ``dial``."""
+    port = plane.ports["apiserver"]
+    path = sockets_dir(plane) / f"{component}-dial.sock"
+    return port, path, Relay(path, port).start()
+
+
 def _pump(source: socket.socket, sink: socket.socket) -> None:
     try:
         while data := source.recv(CHUNK):
