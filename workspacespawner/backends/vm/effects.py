@@ -20,7 +20,7 @@ from workspacespawner.backends.vm import manifests as vmmanifests
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.k8s.kinds import DATA_VOLUME, VIRTUAL_MACHINE
-from workspacespawner.k8s.objects import owner_tests
+from workspacespawner.k8s.objects import condition, owner_tests
 from workspacespawner.k8s.owned import call as _call
 from workspacespawner.k8s.owned import core_accessors, ensure_owned, refuse_foreign
 
@@ -81,8 +81,7 @@ async def withdraw_unmade_root_disk(custom_api, dv: dict | None) -> bool:
         return False
     group, version, plural = DATA_VOLUMES
     meta, status = dv.get("metadata") or {}, dv.get("status") or {}
-    bound = next((c for c in status.get("conditions") or [] if c.get("type") == "Bound"), {})
-    if status.get("phase") not in (None, "", "Pending") or bound.get("status") == "True":
+    if status.get("phase") not in (None, "", "Pending") or (condition(dv, "Bound") or {}).get("status") == "True":
         return False
     body = {"preconditions": {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}, "propagationPolicy": "Background"}
     try:
