@@ -23,6 +23,7 @@ import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -80,7 +81,7 @@ async def _first_start(thread, custom_api, core_api, user: str, pool) -> tuple[f
 async def _run(args, thread: ClusterThread) -> None:
     from kubespawner.clients import load_config, shared_client
 
-    await thread.acall(make_golden_image, GOLDEN_NS, IMAGE, {"opt/bench-server.py": SERVER})
+    await thread.acall(partial(make_golden_image, size="1Gi"), GOLDEN_NS, IMAGE, {"opt/bench-server.py": SERVER})
     load_config()
     custom_api, core_api = shared_client("CustomObjectsApi"), shared_client("CoreV1Api")
     await watches.shared_reflector(watches.DataVolumeReflector, NS, custom_api=custom_api)

@@ -2,7 +2,8 @@
 
 Covers the clone's phases and progress, the copy of the golden image's files
 into the target PVC (owned by its DataVolume), cross-namespace sourceRefs,
-the CloneWithoutSource report for a missing DataSource, claim adoption and
+the CloneWithoutSource report for a missing DataSource, the CloneValidationFailed report for a target smaller than
+its source, claim adoption and
 injected failures (``cdi.fail_next`` / ``cdi.fail_names``).
 """
 
@@ -109,6 +110,27 @@ async def test_missing_datasource_reports_clone_without_source_then_recovers(tmp
         await make_golden_image(cluster, "default", "ubuntu-22.04-gpu", {"etc/hostname": "golden\n"})
         await wait_for(lambda: dv_status(cluster, "root-bob").get("phase") == "Succeeded")
         assert (claim_path(cluster, "default", "root-bob") / DISK_IMAGE / "etc" / "hostname").read_text() == "golden\n"
+
+
+async def test_a_clone_smaller_than_its_source_is_refused_as_cdi_refuses_it(tmp_path):
+    """CDI's clone validation (seen on the real plane's cdi-controller): a target asking for less than the source PVC
+    stays Pending with reason CloneValidationFailed, a Warning Event, and no PVC."""
+    async with LocalCluster(state_dir=tmp_path, controllers=("storage", "cdi")) as cluster:
+        await make_golden_image(cluster, "golden-images", "ubuntu-22.04-gpu", {"etc/os-release": OS_RELEASE}, size="4Gi")
+        ref = {"kind": "DataSource", "name": "ubuntu-22.04-gpu", "namespace": "golden-images"}
+        create_dv(cluster, root_disk("root-small", source_ref=ref, size="2Gi"))
+        await wait_for(lambda: dv_status(cluster, "root-small").get("conditions"))
+        status = dv_status(cluster, "root-small")
+        bound = condition(status, "Bound")
+        assert (status["phase"], bound["status"], bound["reason"]) == ("Pending", "Unknown", "CloneValidationFailed")
+        assert bound["message"] == ("The clone doesn't meet the validation requirements: target resources requests "
+                                    "storage size is smaller than the source 2147483648 < 4294967296")
+        assert condition(status, "Ready")["reason"] == "CloneValidationFailed"
+        store = cluster.store
+        assert [e["type"] for e in store.objects(store.kind("", "v1", "events")) if e["reason"] == "CloneValidationFailed"] == ["Warning"]
+        assert get(cluster, PVCS, "root-small") is None
+        create_dv(cluster, root_disk("root-same", source_ref=ref, size="4Gi"))
+        await wait_for(lambda: dv_status(cluster, "root-same").get("phase") == "Succeeded")
 
 
 async def test_datasource_pointing_at_missing_pvc_is_not_ready(tmp_path):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import pytest
 from localcluster.goldenimage import make_golden_image
@@ -60,7 +61,7 @@ async def vm_workspace(kube, cluster_thread, user: str, server: str = "") -> VMI
     """``user``'s stopped VM workspace as a start leaves it: home, root disk cloned from ``ubuntu`` (Succeeded), VM."""
     cluster_thread.cluster.controllers["cdi"].clone_seconds = 0.2
     for name, release in IMAGES.items():
-        await cluster_thread.acall(make_golden_image, GOLDEN, name, {"etc/os-release": release})
+        await cluster_thread.acall(partial(make_golden_image, size="1Gi"), GOLDEN, name, {"etc/os-release": release})
     ident = identity(user, server)
     await make_home(kube, user)
     stopped = Status(Phase.STOPPED, since=T0 - timedelta(days=3), server=server)

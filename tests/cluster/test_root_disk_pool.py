@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from functools import partial
 
 import pytest
 from localcluster.controllers.refs import DATA_SOURCES, DATA_VOLUMES, PVCS, VMS
@@ -199,7 +200,7 @@ async def test_a_new_golden_image_retires_the_old_pool_disks_but_never_a_claimed
     first = {d["metadata"]["name"] for d in await until_ready(keeper, 2)}
     claimed = (await keeper.claim(ws.ident, ws.settings, recorded=None, annotations={}))["metadata"]["name"]
     # the admin refreshes the golden image in place: the DataSource now points at a new PVC
-    await thread.acall(make_golden_image, GOLDEN_NS, "ubuntu-2404-v2", {**GOLDEN_FILES, "etc/motd": "v2\n"})
+    await thread.acall(partial(make_golden_image, size="1Gi"), GOLDEN_NS, "ubuntu-2404-v2", {**GOLDEN_FILES, "etc/motd": "v2\n"})
 
     await repoint_datasource(kube, "ubuntu-2404", "ubuntu-2404-v2")
     fresh = {d["metadata"]["name"] for d in await until_ready(keeper, 2)}
@@ -244,7 +245,7 @@ async def test_a_stale_pool_disk_that_changed_since_the_look_is_retired_unless_c
     keeper = keeper_for(kube, audit_log, count=1)
     [old] = await until_ready(keeper, 1)
     name = old["metadata"]["name"]
-    await thread.acall(make_golden_image, GOLDEN_NS, "ubuntu-2404-v2", {**GOLDEN_FILES, "etc/motd": "v2\n"})
+    await thread.acall(partial(make_golden_image, size="1Gi"), GOLDEN_NS, "ubuntu-2404-v2", {**GOLDEN_FILES, "etc/motd": "v2\n"})
     await repoint_datasource(kube, "ubuntu-2404", "ubuntu-2404-v2")
     listed = keeper.kube.list
 

@@ -31,6 +31,7 @@ import re
 import time
 import urllib.parse
 import urllib.request
+from functools import partial
 from pathlib import Path
 
 import jsonschema
@@ -115,7 +116,7 @@ async def kube(cluster_thread, kube_env):
     from kubespawner.clients import load_config, shared_client
 
     cluster_thread.cluster.controllers["cdi"].clone_seconds = 2.0
-    await cluster_thread.acall(make_golden_image, GOLDEN_NS, "ubuntu-2404", GOLDEN_FILES)
+    await cluster_thread.acall(partial(make_golden_image, size="1Gi"), GOLDEN_NS, "ubuntu-2404", GOLDEN_FILES)
     load_config()
     custom_api, core_api = shared_client("CustomObjectsApi"), shared_client("CoreV1Api")
     pvc = home.make_home_pvc(

@@ -76,6 +76,11 @@ c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [
         "kubespawner_override": {"workspace_kind": "vm", "vm_golden_image": "ubuntu-22.04-gpu-2026-12"},
     },
     {
+        "display_name": "VM whose root disk is smaller than its image",
+        "slug": "vm-small-root-disk",
+        "kubespawner_override": {"workspace_kind": "vm", "vm_root_disk_size": "1Gi"},
+    },
+    {
         "display_name": "VM from an image that is not ready",
         "slug": "vm-broken-image",
         "kubespawner_override": {"workspace_kind": "vm", "vm_golden_image": "broken-golden",
@@ -286,6 +291,28 @@ def test_golden_image_not_ready_is_named_and_the_next_start_clones(hub, kube):
     guest_env = parse_environment_file(env_file)
     assert guest_env["MOTD"] == "Welcome\nto the lab\n" and guest_env["JSON"] == '{"a": 1}'
     hub.stop_server("gwen")
+
+
+def test_a_root_disk_smaller_than_its_image_is_refused_in_words_naming_the_setting(hub, kube):
+    """CDI refuses a clone smaller than its source and leaves the DataVolume Pending for ever (CloneValidationFailed,
+    first seen on the real cdi-controller; our CDI agent does the same): the start fails at once, not at its timeout,
+    with the setting an administrator must change; the unmade DataVolume is withdrawn, the home stays, no VM runs."""
+    core, custom = kube
+    hub.create_user("rhea")
+    r = hub.spawn("rhea", {"profile": "vm-small-root-disk"})
+    assert r.status_code == 500, r.text
+    message = r.json()["message"]
+    assert f"system image {GOLDEN_IMAGE[0]}/{GOLDEN_IMAGE[1]}: CDI refused the clone (CloneValidationFailed: " in message
+    assert "vm_root_disk_size (now 1Gi) at least the image's size" in message and "timed out" not in message.lower()
+
+    def owned(plural: str) -> list[dict]:
+        group, version = ("cdi.kubevirt.io", "v1beta1") if plural == "datavolumes" else ("kubevirt.io", "v1")
+        return custom.list_namespaced_custom_object(group, version, "default", plural,
+                                                    label_selector=names.owner_selector("rhea"))["items"]
+
+    assert wait_until(lambda: not owned("datavolumes"), timeout=30), owned("datavolumes")
+    assert owned("virtualmachineinstances") == []
+    assert core.read_namespaced_persistent_volume_claim("home-rhea", "default").status.phase == "Bound"
 
 
 def test_a_vm_start_shows_its_own_progress_not_an_earlier_containers(hub, kube):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from functools import partial
 
 from localcluster.goldenimage import make_golden_image
 
@@ -108,7 +109,7 @@ async def make_root_and_vm(kube: Kube, cluster_thread, user: str, vm: str, *, cl
     ``secret``: a cloud-init Secret the VM names (not created here).
     """
     cluster_thread.cluster.controllers["cdi"].clone_seconds = clone_seconds
-    await cluster_thread.acall(make_golden_image, "golden-images", "ubuntu", {"etc/os-release": "ID=ubuntu\n"})
+    await cluster_thread.acall(partial(make_golden_image, size="1Gi"), "golden-images", "ubuntu", {"etc/os-release": "ID=ubuntu\n"})
     meta = {"namespace": NS, "labels": names.disk_labels(user, names.dns_label(user), names.ROOT_DISK), "annotations": names.owner_annotations(user)}
     await kube.create(DATA_VOLUME, NS, {
         "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "metadata": {"name": f"{vm}-root", **meta},

@@ -2,7 +2,7 @@
 
 CDI signs a DataVolume's clone token once, at its creation, for the PVC its DataSource names then; a DataVolume made
 while its golden image was missing can therefore never clone once the DataSource is fixed. The start that finds it
-waiting (CloneWithoutSource) withdraws it. A disk that got a volume, or that moved on since it was read, is kept.
+waiting (CloneWithoutSource), or refused (CloneValidationFailed: a disk smaller than its image), withdraws it. A disk that got a volume, or that moved on since it was read, is kept.
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ def datavolume(phase: str | None = "Pending", bound: str = "False", reason: str 
             "status": status}
 
 
-async def test_a_disk_waiting_for_its_missing_image_is_withdrawn_guarded_by_what_was_read():
+@pytest.mark.parametrize("reason", ["CloneWithoutSource", "CloneValidationFailed"])
+async def test_a_disk_cdi_cannot_clone_is_withdrawn_guarded_by_what_was_read(reason):
     api = CustomApi()
-    assert await withdraw_unmade_root_disk(api, datavolume()) is True
+    assert await withdraw_unmade_root_disk(api, datavolume(reason=reason)) is True
     [(args, kwargs)] = api.calls
     assert args == ("cdi.kubevirt.io", "v1beta1", "default", "datavolumes", "ws-gwen-root")
     assert kwargs["body"]["preconditions"] == {"uid": "u-1", "resourceVersion": "42"}

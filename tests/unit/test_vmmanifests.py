@@ -460,3 +460,22 @@ def test_the_virt_launcher_pods_own_unschedulable_fails_the_start_before_kubevir
     assert vmstatus.interpret(vm_with("Starting", "Always"), None, None, failures_before=0, launcher=launcher).failure is None
     assert vmstatus.interpret(vm_with("Starting", "Always"), waiting, None, failures_before=0, launcher=launcher,
                               scale_up=True).failure is None  # the autoscaler may add a node: progress, not a failure
+
+
+def test_a_clone_cdi_refuses_names_the_setting_to_change_and_its_size():
+    """CDI's own cdi-controller leaves a root disk smaller than its golden image Pending with condition Bound reason
+    CloneValidationFailed for ever (seen on the real plane); the start fails at once in words naming the setting."""
+    message = ("The clone doesn't meet the validation requirements: target resources requests storage size is smaller "
+               "than the source 2147483648 < 4294967296")
+    dv = {"metadata": {"name": "root", "namespace": "default"},
+          "spec": {"sourceRef": {"kind": "DataSource", "name": "ubuntu", "namespace": "golden-images"},
+                   "storage": {"resources": {"requests": {"storage": "2Gi"}}}},
+          "status": {"phase": "Pending", "conditions": [cond("Bound", "Unknown", "CloneValidationFailed", message),
+                                                        cond("Ready", "False", "CloneValidationFailed", message)]}}
+    failure = vmstatus.clone_refused(dv)
+    assert failure.reason == "clone-refused"
+    assert "system image golden-images/ubuntu" in failure.message and "2147483648 < 4294967296" in failure.message
+    assert "vm_root_disk_size (now 2Gi)" in failure.message and "your disks are kept" in failure.message
+    assert vmstatus.golden_image_not_ready(dv) is None
+    assert vmstatus.clone_refused(dv_with("CloneInProgress", "10.00%")) is None
+    assert vmstatus.clone_refused(None) is None

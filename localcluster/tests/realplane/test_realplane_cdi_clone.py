@@ -30,10 +30,6 @@ def cdi_cluster(kubevirt_cluster):
     return kubevirt_cluster
 
 
-
-
-
-
 def root_disk(namespace: str, image: str) -> dict:
     """A root disk as the product writes one (backends/vm/manifests.py): Block, ReadWriteOnce, larger than its image."""
     return {
@@ -48,22 +44,27 @@ def root_disk(namespace: str, image: str) -> dict:
     }
 
 
+async def clone_a_new_image(cdi_cluster, namespace: str, files: dict[str, str], *, size: str) -> str:
+    """Make a golden image of ``size`` holding ``files``, and ask for :func:`root_disk` ``root`` (2Gi) cloning it in
+    ``namespace``; the image's name."""
+    image = f"img-{uuid.uuid4().hex[:6]}"
+    await asyncio.to_thread(cdi_cluster.thread.call, lambda a: make_golden_image(a, GOLDEN_NAMESPACE, image, files, size=size))
+    status, body = await asyncio.to_thread(cdi_cluster.plane.request, "POST",
+                                           f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{namespace}/datavolumes",
+                                           root_disk(namespace, image))
+    assert status == 201, body
+    return image
+
+
 async def test_cdi_controller_clones_a_golden_image_by_a_csi_clone(cdi_cluster, kubevirt_namespace):
     ns = kubevirt_namespace
     plane, agents = cdi_cluster.plane, cdi_cluster.agents
     assert "cdi-controller" in plane.pids()
     assert "cdi" not in agents.controllers  # our imitation of CDI does not run beside it
-    image = f"img-{uuid.uuid4().hex[:6]}"
-    await asyncio.to_thread(cdi_cluster.thread.call, lambda a: make_golden_image(
-        a, GOLDEN_NAMESPACE, image, {"etc/os-release": 'NAME="Debian GNU/Linux"\n'}, size="1Gi"))
     profile = await eventually(lambda: read(plane, "/apis/cdi.kubevirt.io/v1beta1/storageprofiles/ceph-rbd"),
                                what="the StorageProfile")
     assert profile["status"]["cloneStrategy"] == "csi-clone", profile
-
-    status, body = await asyncio.to_thread(plane.request, "POST",
-                                           f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{ns}/datavolumes",
-                                           root_disk(ns, image))
-    assert status == 201, body
+    image = await clone_a_new_image(cdi_cluster, ns, {"etc/os-release": 'NAME="Debian GNU/Linux"\n'}, size="1Gi")
 
     async def finished():
         dv = await read(plane, f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{ns}/datavolumes/root")
@@ -95,3 +96,24 @@ async def test_cdi_controller_clones_a_golden_image_by_a_csi_clone(cdi_cluster, 
         return not [c for c in claims["items"] if c["metadata"]["name"].startswith("tmp-pvc-")]
 
     await eventually(temporary_claim_gone, timeout=60, what="CDI's temporary claim gone")
+
+
+
+async def test_cdi_controller_refuses_a_clone_smaller_than_its_source(cdi_cluster, kubevirt_namespace):
+    """What our CDI agent now does too (localcluster/tests/test_localcluster_cdi.py), and the product's start turns
+    into a sentence naming vm_root_disk_size (workspacespawner.backends.vm.vmstatus.clone_refused)."""
+    ns, plane = kubevirt_namespace, cdi_cluster.plane
+    await clone_a_new_image(cdi_cluster, ns, {"etc/os-release": "x\n"}, size="4Gi")
+
+    async def refused():
+        dv = await read(plane, f"/apis/cdi.kubevirt.io/v1beta1/namespaces/{ns}/datavolumes/root")
+        bound = next((c for c in (dv.get("status") or {}).get("conditions") or [] if c["type"] == "Bound"), {})
+        return dv if bound.get("reason") == "CloneValidationFailed" else None
+
+    dv = await eventually(refused, timeout=60, what="CDI's CloneValidationFailed")
+    bound = next(c for c in dv["status"]["conditions"] if c["type"] == "Bound")
+    assert (dv["status"]["phase"], bound["status"]) == ("Pending", "Unknown"), dv["status"]
+    assert bound["message"] == ("The clone doesn't meet the validation requirements: target resources requests "
+                                "storage size is smaller than the source 2147483648 < 4294967296"), bound
+    status, _ = await asyncio.to_thread(plane.request, "GET", f"/api/v1/namespaces/{ns}/persistentvolumeclaims/root")
+    assert status == 404

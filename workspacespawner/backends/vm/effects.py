@@ -68,8 +68,9 @@ async def ensure_root_disk(custom_api, manifest: dict, user_name: str, *, cached
 
 
 async def withdraw_unmade_root_disk(custom_api, dv: dict | None) -> bool:
-    """Delete root DataVolume ``dv`` that waits for a golden image that is not there (CDI's ``CloneWithoutSource``,
-    condition ``Bound`` not True, phase ``Pending``): it holds no data. True when deleted.
+    """Delete root DataVolume ``dv`` that CDI cannot clone: it waits for a golden image that is not there
+    (``CloneWithoutSource``) or CDI refused the clone as asked (``CloneValidationFailed``: a disk smaller than its
+    image); condition ``Bound`` not True, phase ``Pending``: it holds no data. True when deleted.
 
     Why: CDI's webhook signs a clone token naming the source PVC the DataSource named when the DataVolume was
     created, and only then. Once an administrator points the DataSource at a good image, that DataVolume can never
@@ -91,8 +92,8 @@ async def withdraw_unmade_root_disk(custom_api, dv: dict | None) -> bool:
         if e.status in (404, 409):
             return False
         raise
-    log.info("Withdrew root disk %s/%s: it never got a volume (its golden image was not there); the next start makes "
-             "it afresh", meta["namespace"], meta["name"])
+    log.info("Withdrew root disk %s/%s: it never got a volume (CDI could not clone it: %s); the next start makes "
+             "it afresh", meta["namespace"], meta["name"], (condition(dv, "Bound") or {}).get("reason") or "no reason")
     return True
 
 

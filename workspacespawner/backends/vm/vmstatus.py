@@ -19,7 +19,8 @@ are KubeVirt's and CDI's:
   ...), ``progress`` (``"45.50%"``), condition ``Running`` (its message on
   failure).
 
-Failure reason words: ``root-disk`` (the clone failed), ``disk-missing``
+Failure reason words: ``root-disk`` (the clone failed), ``golden-image`` (its source is not there),
+``clone-refused`` (CDI will not clone it as asked), ``disk-missing``
 (a PVC the VM uses does not exist), ``unschedulable`` (no node can run it),
 ``crash-loop`` (the guest failed to boot).
 """
@@ -138,6 +139,39 @@ def golden_image_not_ready(dv: dict | None) -> Failure | None:
         f"The system image {image} is not ready ({CLONE_WITHOUT_SOURCE}: {_sentence(bound.get('message') or 'no source')}), "
         "so your root disk cannot be made yet. Your disks are kept; please ask an administrator to fix the image, "
         "then start again.",
+    )
+
+
+#: CDI's reason (condition ``Bound``, a Warning Event) for a clone it will not make as asked: above all a root disk
+#: smaller than the golden image's PVC (its message: "... target resources requests storage size is smaller than the
+#: source 2147483648 < 4294967296"), or content types that differ.
+CLONE_VALIDATION_FAILED = "CloneValidationFailed"
+
+
+def clone_refused(dv: dict | None) -> Failure | None:
+    """A :class:`Failure` (``clone-refused``) when CDI refuses to clone the golden image as the profile asks.
+
+    CDI leaves such a DataVolume ``Pending`` with condition ``Bound``
+    reason ``CloneValidationFailed`` for ever; nothing was cloned. A root
+    disk smaller than its image is an administrator's setting
+    (``vm_root_disk_size``), which the sentence names.
+    """
+    if dv is None or _status(dv).get("phase") not in (None, "", "Pending"):
+        return None
+    bound = condition(dv, "Bound") or {}
+    if bound.get("reason") != CLONE_VALIDATION_FAILED:
+        return None
+    spec = dv.get("spec") or {}
+    ref = spec.get("sourceRef") or {}
+    namespace = ref.get("namespace") or (dv.get("metadata") or {}).get("namespace", "")
+    image = f"{namespace}/{ref['name']}" if ref.get("name") else "of this profile"
+    size = ((spec.get("storage") or spec.get("pvc") or {}).get("resources") or {}).get("requests", {}).get("storage")
+    return Failure(
+        "clone-refused",
+        f"Your root disk cannot be cloned from the system image {image}: CDI refused the clone "
+        f"({CLONE_VALIDATION_FAILED}: {_sentence(bound.get('message') or 'no reason given')}). "
+        f"An administrator must make this profile's vm_root_disk_size (now {size or 'unset'}) at least the image's size. "
+        "Nothing was cloned and your disks are kept.",
     )
 
 

@@ -402,7 +402,8 @@ class VMWorkspace:
         return created
 
     async def _wait_for_disk(self, deadline: float, say: Say, remake=None) -> None:
-        """Wait until the root DataVolume is usable, showing the clone's progress; fail on a Failed clone or a golden image not ready.
+        """Wait until the root DataVolume is usable, showing the clone's progress; fail on a Failed clone, a golden
+        image not ready or a clone CDI refuses (those two withdraw the DataVolume, which never got a volume).
 
         ``remake``: ``async ()`` ensuring the disk from the API server, called
         when the watch has shown no root disk for :data:`MISSING_SECONDS` (the
@@ -420,7 +421,7 @@ class VMWorkspace:
                     return _MISSING
             else:
                 missing_since = None
-            failure = vmstatus.datavolume_failure(dv) or vmstatus.golden_image_not_ready(dv)
+            failure = vmstatus.datavolume_failure(dv) or vmstatus.golden_image_not_ready(dv) or vmstatus.clone_refused(dv)
             if failure is not None or vmstatus.datavolume_usable(dv):
                 return failure or True
             if dv is not None:
@@ -437,7 +438,7 @@ class VMWorkspace:
             missing_since = None
             outcome = await self._until(check, deadline)
         if isinstance(outcome, vmstatus.Failure):
-            if outcome.reason == "golden-image":
+            if outcome.reason in ("golden-image", "clone-refused"):
                 await withdraw_unmade_root_disk(self.custom_api, self.observe()[2])
             raise self._failure(outcome.reason, outcome.message)
         if outcome is None:

@@ -19,6 +19,11 @@ A DataVolume fills a PVC of its own name, which CDI creates from
   False with reason ``CloneWithoutSource`` ("The source pvc x doesn't
   exist"), a ``CloneWithoutSource`` Warning Event, phase ``Pending``; the
   clone starts once the source appears.
+* A clone asking for less storage than its source PVC requests is refused as
+  CDI's clone validation does: ``Pending``, ``Bound`` Unknown / ``Ready``
+  False with reason ``CloneValidationFailed`` ("... target resources
+  requests storage size is smaller than the source 2147483648 <
+  4294967296"), a Warning Event; no PVC is made.
 * A PVC of the DataVolume's name that exists already and is Bound is adopted
   (``Succeeded`` without copying), as CDI's claim adoption does.
 
@@ -49,6 +54,7 @@ from pathlib import Path
 
 from ..conditions import find_condition, set_condition
 from ..store import rfc3339
+from ..validation import parse_quantity
 from ..volumes import claim_path, claim_volume_mode, clone_paths, copy_tree, snapshot_path
 from .base import Controller
 from .refs import (
@@ -146,6 +152,16 @@ def resolve_source(store, dv: dict) -> Source:
     if ref:
         raise MissingSource("datasource", ref["name"])  # a DataSource without a source
     return Source("blank")
+
+
+def smaller_than_source(dv: dict, source_pvc: dict | None) -> str | None:
+    """CDI's words when ``dv`` asks for less storage than its source PVC requests (its clone validation), else None."""
+    spec = dv.get("spec") or {}
+    wanted = ((spec.get("pvc") or spec.get("storage") or {}).get("resources") or {}).get("requests", {}).get("storage")
+    has = ((source_pvc or {}).get("spec", {}).get("resources") or {}).get("requests", {}).get("storage")
+    if not wanted or not has or parse_quantity(wanted) >= parse_quantity(has):
+        return None
+    return f"target resources requests storage size is smaller than the source {int(parse_quantity(wanted))} < {int(parse_quantity(has))}"
 
 
 def target_claim(dv: dict, source_capacity: str | None) -> dict:
@@ -248,6 +264,10 @@ class CDIController(Controller):
             await self._without_source(dv, str(missing))
             return
         source_pvc = get_or_none(self.client, PVCS, source.namespace, source.name) if source.kind == "pvc" else None
+        smaller = smaller_than_source(dv, source_pvc) if target is None else None
+        if smaller is not None:
+            await self._clone_refused(dv, smaller)
+            return
         if source_pvc is not None and source_pvc.get("status", {}).get("phase") != "Bound":
             return  # too early: the source is still being populated
         if target is None:
@@ -281,19 +301,20 @@ class CDIController(Controller):
         await self.client.record_event(dv, "Bound", f"PVC {meta['name']} Bound", component=COMPONENT)
 
     async def _without_source(self, dv: dict, message: str) -> None:
+        await self._not_cloned(dv, "CloneWithoutSource", message)
+
+    async def _clone_refused(self, dv: dict, detail: str) -> None:
+        await self._not_cloned(dv, "CloneValidationFailed", f"The clone doesn't meet the validation requirements: {detail}")
+
+    async def _not_cloned(self, dv: dict, reason: str, message: str) -> None:
+        """Report a clone CDI does not start (``reason``): ``Pending``, conditions ``Bound`` Unknown and ``Ready``
+        False with ``reason``, a Warning Event; nothing is created."""
         bound = find_condition((dv.get("status") or {}).get("conditions"), "Bound") or {}
         if bound.get("message") == message:
             return  # already reported
-        await self._write(
-            dv,
-            "Pending",
-            None,
-            bound=("Unknown", "CloneWithoutSource", message),
-            ready="False",
-            ready_reason="CloneWithoutSource",
-            running=("False", ""),
-        )
-        await self.client.record_event(dv, "CloneWithoutSource", message, type="Warning", component=COMPONENT)
+        await self._write(dv, "Pending", None, bound=("Unknown", reason, message), ready="False", ready_reason=reason,
+                          running=("False", ""))
+        await self.client.record_event(dv, reason, message, type="Warning", component=COMPONENT)
 
     async def _create_target(self, dv: dict, source: Source, source_pvc: dict | None) -> None:
         capacity = (source_pvc or {}).get("status", {}).get("capacity", {}).get("storage")
