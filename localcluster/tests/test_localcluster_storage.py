@@ -24,6 +24,8 @@ PVCS = ("", "v1", "persistentvolumeclaims")
 PVS = ("", "v1", "persistentvolumes")
 PODS = ("", "v1", "pods")
 SNAPSHOTS = ("snapshot.storage.k8s.io", "v1", "volumesnapshots")
+SNAPSHOT_CONTENTS = ("snapshot.storage.k8s.io", "v1", "volumesnapshotcontents")
+SNAPSHOT_CLASSES = ("snapshot.storage.k8s.io", "v1", "volumesnapshotclasses")
 SCS = ("storage.k8s.io", "v1", "storageclasses")
 
 
@@ -205,6 +207,16 @@ async def test_snapshot_and_restore_into_a_new_claim(tmp_path):
         assert status["restoreSize"] == "2Gi"
         assert status["boundVolumeSnapshotContentName"] == f"snapcontent-{taken['metadata']['uid']}"
         assert status["creationTime"]
+        # the content, as external-snapshotter makes it: CDI's clone from a snapshot reads its driver
+        # the driver's default class is written into the snapshot, as snapshot-controller does (CDI requires it)
+        assert get(cluster, SNAPSHOTS, "home-dee-1")["spec"]["volumeSnapshotClassName"] == "csi-rbdplugin-snapclass"
+        content = get(cluster, SNAPSHOT_CONTENTS, status["boundVolumeSnapshotContentName"], None)
+        assert content["spec"]["driver"] == "rbd.csi.ceph.com" and content["spec"]["deletionPolicy"] == "Delete"
+        assert content["spec"]["volumeSnapshotClassName"] == "csi-rbdplugin-snapclass"
+        assert content["spec"]["volumeSnapshotRef"] == {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+                                                        "name": "home-dee-1", "namespace": "default", "uid": taken["metadata"]["uid"]}
+        assert content["spec"]["source"]["volumeHandle"] and content["spec"]["sourceVolumeMode"] == "Filesystem"
+        assert (content["status"]["readyToUse"], content["status"]["restoreSize"]) == (True, 2 * 1024**3)
         (home / "work" / "thesis.tex").write_text("overwritten after the snapshot")
         source = {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot", "name": "home-dee-1"}
         create(cluster, PVCS, claim("home-dee-restored", "2Gi", dataSource=source))
@@ -215,6 +227,26 @@ async def test_snapshot_and_restore_into_a_new_claim(tmp_path):
         assert copy_dir.is_dir()
         cluster.store.delete(cluster.store.kind(*SNAPSHOTS), "default", "home-dee-1")
         await wait_for(lambda: not copy_dir.exists())
+        assert get(cluster, SNAPSHOT_CONTENTS, content["metadata"]["name"], None) is None
+
+
+async def test_a_snapshot_without_a_class_to_take_it_reports_an_error(tmp_path):
+    """No default VolumeSnapshotClass for the claim's driver (an administrator removed it), or a named class that
+    does not exist: the snapshot is not taken, and says why."""
+    async with LocalCluster(state_dir=tmp_path, controllers=("storage", "snapshots")) as cluster:
+        store = cluster.store
+        store.delete(store.kind(*SNAPSHOT_CLASSES), None, "csi-rbdplugin-snapclass")
+        create(cluster, PVCS, claim("home-eve", "1Gi"))
+        await wait_for(lambda: phase(cluster, PVCS, "home-eve") == "Bound")
+        create(cluster, SNAPSHOTS, snapshot("no-default", "home-eve"))
+        named = snapshot("no-such-class", "home-eve")
+        named["spec"]["volumeSnapshotClassName"] = "gold"
+        create(cluster, SNAPSHOTS, named)
+        for name, words in (("no-default", "0 default VolumeSnapshotClasses for driver rbd.csi.ceph.com"),
+                            ("no-such-class", 'volumesnapshotclasses.snapshot.storage.k8s.io "gold" not found')):
+            await wait_for(lambda name=name: (get(cluster, SNAPSHOTS, name).get("status") or {}).get("error"))
+            status = get(cluster, SNAPSHOTS, name)["status"]
+            assert status["readyToUse"] is False and words in status["error"]["message"], status
 
 
 async def test_snapshot_of_a_missing_claim_reports_an_error(tmp_path):

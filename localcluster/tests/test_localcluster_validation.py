@@ -70,6 +70,10 @@ MINIMAL = {
     "Node": {"spec": {}},
     "StorageClass": {"provisioner": "rbd.csi.ceph.com", "allowVolumeExpansion": True},
     "VolumeSnapshot": {"spec": {"source": {"persistentVolumeClaimName": "claim-ann"}}},
+    "VolumeSnapshotContent": {"spec": {"deletionPolicy": "Delete", "driver": "rbd.csi.ceph.com",
+                                       "source": {"volumeHandle": "0001-rbd-1"},
+                                       "volumeSnapshotRef": {"name": "snap-ann", "namespace": "jhub"}}},
+    "VolumeSnapshotClass": {"driver": "rbd.csi.ceph.com", "deletionPolicy": "Delete"},
     "VirtualMachine": {
         "spec": {"runStrategy": "Halted", "template": {"spec": {"domain": {"devices": {}}}}}
     },
@@ -98,6 +102,8 @@ MISSPELLED = {
     "Node": (["spec"], "unschedulabel", True, "spec.unschedulabel"),
     "StorageClass": ([], "reclaimPolicyy", "Retain", "reclaimPolicyy"),
     "VolumeSnapshot": (["spec"], "volumeSnapshotClass", "csi-rbd", "spec.volumeSnapshotClass"),
+    "VolumeSnapshotContent": (["spec", "source"], "volumeHandel", "0001-rbd-1", "spec.source.volumeHandel"),
+    "VolumeSnapshotClass": ([], "deletionPolicyy", "Delete", "deletionPolicyy"),
     "VirtualMachine": (["spec"], "runStrategi", "Always", "spec.runStrategi"),
     "VirtualMachineInstance": (["spec", "domain"], "cpuu", {}, "spec.domain.cpuu"),
     "DataVolume": (["spec", "storage"], "storageClass", "ceph-rbd", "spec.storage.storageClass"),
@@ -702,4 +708,4 @@ def test_trimmed_files_are_closed_and_small(filename, roots):
 def test_snapshot_definitions_are_closed():
     ref = importlib.resources.files("localcluster.schemas").joinpath("snapshot-openapi.json")
     definitions = json.loads(ref.read_text("utf-8"))["definitions"]
-    assert trim.reachable(definitions, ["v1.VolumeSnapshot"]) == sorted(definitions)
+    assert trim.reachable(definitions, ["v1.VolumeSnapshot", "v1.VolumeSnapshotContent", "v1.VolumeSnapshotClass"]) == sorted(definitions)

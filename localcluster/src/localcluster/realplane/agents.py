@@ -87,8 +87,13 @@ RULES: dict[str, list[dict]] = {
     ],
     "snapshots": [
         {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": _READ},
-        {"apiGroups": ["snapshot.storage.k8s.io"], "resources": ["volumesnapshots"], "verbs": _READ},
+        {"apiGroups": ["snapshot.storage.k8s.io"], "resources": ["volumesnapshots"], "verbs": [*_READ, "update"]},
         {"apiGroups": ["snapshot.storage.k8s.io"], "resources": ["volumesnapshots/status"], "verbs": ["update"]},
+        {"apiGroups": ["snapshot.storage.k8s.io"], "resources": ["volumesnapshotclasses"], "verbs": [*_READ, "create"]},
+        {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": _READ},
+        {"apiGroups": ["snapshot.storage.k8s.io"], "resources": ["volumesnapshotcontents"],
+         "verbs": [*_READ, "create", "delete"]},
+        {"apiGroups": ["snapshot.storage.k8s.io"], "resources": ["volumesnapshotcontents/status"], "verbs": ["update"]},
         _EVENTS,
     ],
     "cdi": [
