@@ -70,30 +70,30 @@ c.JupyterHub.spawner_class = "workspace"
 c.WorkspaceQuota.ledger_url = {ledger_url!r}
 c.WorkspaceQuota.card_hours_per_month = 100
 c.WorkspaceQuota.max_gpus = 8
+# room for the rebuild's 10Gi system disk (no smaller than the demo's golden image, or CDI refuses the clone)
+# beside alice's home and the disks her restore and give-back retain
+c.WorkspaceQuota.max_disk = "64Gi"
 c.WorkspacesDashboard.team_groups = {list(team_groups)!r}
 """
 
 
 @pytest.fixture(scope="module")
-def control_plane():
-    return "embedded"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with planes.running("embedded", tmp_path_factory.mktemp("cluster"), golden=True) as cluster:
+def cluster(control_plane, tmp_path_factory):
+    with planes.running(control_plane, tmp_path_factory.mktemp("cluster"), golden=True) as cluster:
         yield cluster
 
 
 @pytest.fixture(scope="module")
-def ledger_url(tmp_path_factory):
+def ledger_url(control_plane, tmp_path_factory):
+    """A ledger of the plane's own, as its cluster and hub are."""
     return f"sqlite:///{tmp_path_factory.mktemp('ledger') / 'ledger.sqlite'}"
 
 
 @pytest.fixture(scope="module")
 def hub(cluster, tmp_path_factory, ledger_url):
-    hub = DashboardHub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, dashboard_config(ledger_url),
-                       dashboard_port=free_port())
+    plane_config, start_timeout = planes.hub_settings(cluster)
+    hub = DashboardHub(tmp_path_factory.mktemp("hub"), cluster.kubeconfig, dashboard_config(ledger_url) + plane_config,
+                       dashboard_port=free_port(), start_timeout=start_timeout)
     hub.start()
     try:
         hub.wait_service()
@@ -350,7 +350,7 @@ def test_rebuilding_the_system_disk_of_her_stopped_vm(hub, cluster, ledger_url):
 
     ident = VMIdentity.for_workspace(namespace="default", user_name="alice", kubespawner_username="alice",
                                      base_name="ws-alice--desk", home_pvc="home-alice", server_name="desk")
-    settings = VMSettings(golden_image=GOLDEN_IMAGE[1], golden_image_namespace=GOLDEN_IMAGE[0], root_disk_size="2Gi")
+    settings = VMSettings(golden_image=GOLDEN_IMAGE[1], golden_image_namespace=GOLDEN_IMAGE[0], root_disk_size="10Gi")
     stopped = Status(Phase.STOPPED, server="desk")
     dvs = ("cdi.kubevirt.io", "v1beta1", "default", "datavolumes")
     with core_and_custom(cluster) as (_core, custom):

@@ -9,6 +9,7 @@ image, and the files on it.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from localcluster.goldenimage import make_golden_image
@@ -29,7 +30,7 @@ SETTINGS = VMSettings(golden_image=BASE_IMAGE, golden_image_namespace=GOLDEN_NS,
 def base_image(thread) -> None:
     """Seed the golden image the workspaces are cloned from, on the ClusterThread ``thread`` (quick clones)."""
     thread.cluster.controllers["cdi"].clone_seconds = 0.2
-    thread.call(make_golden_image, GOLDEN_NS, BASE_IMAGE, BASE_FILES)
+    thread.call(partial(make_golden_image, size="1Gi"), GOLDEN_NS, BASE_IMAGE, BASE_FILES)
 
 
 def vm_identity(user: str, server: str = "") -> VMIdentity:
@@ -45,15 +46,21 @@ async def _succeeded(kube, namespace: str, name: str) -> None:
         dv = await kube.get(DATA_VOLUME, namespace, name)
         return dv is not None and (dv.get("status") or {}).get("phase") == "Succeeded"
 
-    await wait_async(done, 60)
+    try:
+        await wait_async(done, 60)
+    except AssertionError:
+        dv = await kube.get(DATA_VOLUME, namespace, name)
+        raise AssertionError(f"DataVolume {namespace}/{name} did not succeed: {(dv or {}).get('status')}") from None
 
 
-async def make_stopped_vm(kube, cluster, user: str, server: str = "", files: dict[str, str] | None = None) -> VMIdentity:
+async def make_stopped_vm(kube, cluster, user: str, server: str = "", files: dict[str, str] | None = None,
+                          settings: VMSettings = SETTINGS) -> VMIdentity:
     """``user``'s stopped VM workspace of ``server``: root disk cloned (waited for), Halted VM, ``files`` written on the
-    root disk (paths inside the guest -> text). :func:`base_image` must have run."""
+    root disk (paths inside the guest -> text). :func:`base_image` must have run, unless ``settings`` name another
+    golden image (and a root disk no smaller than it)."""
     ident = vm_identity(user, server)
-    await kube.create(DATA_VOLUME, NS, make_root_datavolume(ident=ident, settings=SETTINGS))
-    await kube.create(VIRTUAL_MACHINE, NS, make_virtual_machine(ident=ident, settings=SETTINGS))
+    await kube.create(DATA_VOLUME, NS, make_root_datavolume(ident=ident, settings=settings))
+    await kube.create(VIRTUAL_MACHINE, NS, make_virtual_machine(ident=ident, settings=settings))
     await _succeeded(kube, NS, ident.root_disk)
     root = root_files(cluster, NS, ident.root_disk)
     for path, text in (files or {}).items():
@@ -67,13 +74,15 @@ def root_files(cluster, namespace: str, disk: str) -> Path:
     return disk_image_path(claim_path(cluster, namespace, disk), SETTINGS.volume_mode)
 
 
-async def clone_from(kube, cluster, image: str, name: str, *, image_namespace: str = GOLDEN_NS) -> Path:
-    """A new root DataVolume ``name`` cloned from golden image ``image_namespace/image`` (waited for); its files."""
+async def clone_from(kube, cluster, image: str, name: str, *, image_namespace: str = GOLDEN_NS,
+                     size: str = SETTINGS.root_disk_size) -> Path:
+    """A new root DataVolume ``name`` of ``size`` cloned from golden image ``image_namespace/image`` (waited for);
+    its files."""
     await kube.create(DATA_VOLUME, NS, {
         "apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "metadata": {"name": name, "namespace": NS},
         "spec": {"sourceRef": {"kind": "DataSource", "name": image, "namespace": image_namespace},
                  "storage": {"accessModes": ["ReadWriteOnce"], "volumeMode": SETTINGS.volume_mode, "storageClassName": "ceph-rbd",
-                             "resources": {"requests": {"storage": SETTINGS.root_disk_size}}}},
+                             "resources": {"requests": {"storage": size}}}},
     })
     await _succeeded(kube, NS, name)
     return root_files(cluster, NS, name)
