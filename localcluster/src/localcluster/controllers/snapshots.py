@@ -61,8 +61,8 @@ class SnapshotController(Controller):
     """Takes VolumeSnapshots of PVCs as directory copies (see the module docstring)."""
 
     name = "snapshots"
-    watches = (VOLUME_SNAPSHOTS, PVCS, PVS, VOLUME_SNAPSHOT_CONTENTS)
-    reads = (VOLUME_SNAPSHOT_CLASSES,)
+    watches = (VOLUME_SNAPSHOTS, PVCS)
+    reads = (PVS, VOLUME_SNAPSHOT_CONTENTS, VOLUME_SNAPSHOT_CLASSES)
 
     async def start(self) -> None:
         await self.client.watch((VOLUME_SNAPSHOT_CLASSES,))
