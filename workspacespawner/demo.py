@@ -8,7 +8,9 @@ login that accepts any user name, reachable only on 127.0.0.1, the hub at
 http://127.0.0.1:8000. The cluster also holds a golden image
 (``golden-images/ubuntu-22.04-gpu-2026-11``) for the VM profiles: their guests run
 from cloud-init on the same node agent. Ctrl-C stops the hub, every server
-and the cluster.
+and the cluster. With ``--control-plane real`` the cluster is Kubernetes'
+own servers instead, with KubeVirt's and CDI's own controllers where they
+are built (:func:`start_cluster`).
 
 Everything lives in the state directory (``--state-dir``), so a second run
 picks up where the first stopped: the hub's database, and the cluster's
@@ -56,6 +58,7 @@ import signal
 import socket
 import sys
 import sysconfig
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -443,13 +446,14 @@ HUB_ANSWER_TIMEOUT = 120.0
 
 
 async def run_demo(state_dir: Path, ports: DemoPorts | int = DemoPorts(), proxy: str = "auto",
-                   prometheus: str = "auto") -> int:
+                   prometheus: str = "auto", control_plane: str = "local") -> int:
     """Run cluster and hub until the hub exits or the process gets SIGINT/SIGTERM; returns the exit code.
 
     Refuses with :class:`DemoError` (before anything changes) when another
     demo holds ``state_dir`` or a port is busy. ``ports``: a
     :class:`DemoPorts`, or the public port alone. ``prometheus``: ``auto``
-    (run Prometheus when installed) or ``off``.
+    (run Prometheus when installed) or ``off``. ``control_plane``: ``local``
+    or ``real`` (:func:`start_cluster`).
     """
     if prometheus not in ("auto", "off"):
         raise DemoError(f"--prometheus must be auto or off, not {prometheus!r}")
@@ -459,24 +463,75 @@ async def run_demo(state_dir: Path, ports: DemoPorts | int = DemoPorts(), proxy:
     lock = StateLock(state_dir)
     lock.acquire()
     try:
-        return await _run_locked(state_dir, ports.checked(), proxy, prometheus)
+        return await _run_locked(state_dir, ports.checked(), proxy, prometheus, control_plane)
     finally:
         lock.release()
 
 
-async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str, prometheus: str) -> int:
+@dataclass
+class DemoCluster:
+    """The demo's cluster, started and holding the golden image: its ``kubeconfig``, how to ``stop`` it, and the
+    embedded cluster itself (``local``; None on the real control plane) for the GPU metrics."""
+
+    kubeconfig: Path
+    stop: Callable[[], Awaitable[None]]
+    local: LocalCluster | None = None
+
+
+async def start_cluster(state_dir: Path, control_plane: str = "local") -> DemoCluster:
+    """Start the demo's cluster in ``state_dir`` and seed the golden image.
+
+    ``local``: the embedded cluster, its objects kept in ``cluster/``.
+    ``real``: etcd, kube-apiserver, kube-controller-manager and kube-scheduler
+    built by tools/k8s/build.sh, with KubeVirt's and CDI's own controllers
+    when tools/kubevirt/build.sh has built them
+    (``$WORKSPACESPAWNER_KUBEVIRT_BIN``, else its newest build), in ``real/``.
+    """
+    if control_plane == "local":
+        cluster = LocalCluster(state_dir / "cluster", port=0, persist=True, nodes=DEMO_NODES)
+        await cluster.start()
+        try:
+            await make_golden_image(cluster, GOLDEN_IMAGE[0], GOLDEN_IMAGE[1], GOLDEN_FILES)
+        except BaseException:
+            await cluster.stop()
+            raise
+        return DemoCluster(cluster.kubeconfig, cluster.stop, cluster)
+    from localcluster.realplane.agents import RealCluster
+    from localcluster.realplane.plane import find_bin_dir, find_kubevirt_bin
+
+    if find_bin_dir() is None:
+        raise DemoError("--control-plane real needs Kubernetes' servers: build them with `bash tools/k8s/build.sh` "
+                        "(about 11 minutes), or name their folder in WORKSPACESPAWNER_K8S_BIN")
+    kubevirt_bin = find_kubevirt_bin()
+    if kubevirt_bin is None:
+        print("KubeVirt's and CDI's own controllers are not built (bash tools/kubevirt/build.sh), so the local "
+              "cluster's imitations of them move the VMs", flush=True)
+    real = RealCluster(state_dir / "real", kubevirt_bin=str(kubevirt_bin) if kubevirt_bin else None)
+    await asyncio.to_thread(real.start)
+    try:
+        await asyncio.to_thread(real.thread.call, make_golden_image, *GOLDEN_IMAGE, GOLDEN_FILES, timeout=120)
+    except BaseException:
+        await asyncio.shield(asyncio.to_thread(real.stop))
+        raise
+    return DemoCluster(real.kubeconfig, lambda: asyncio.to_thread(real.stop))
+
+
+async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str, prometheus: str, control_plane: str = "local") -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     code_server = use_code_server()
-    cluster = LocalCluster(state_dir / "cluster", port=0, persist=True, nodes=DEMO_NODES)
+    cluster: DemoCluster | None = None
     hub: asyncio.subprocess.Process | None = None
     metrics: PrometheusServer | None = None
     try:
-        await cluster.start()
-        await make_golden_image(cluster, GOLDEN_IMAGE[0], GOLDEN_IMAGE[1], GOLDEN_FILES)
-        metrics = await start_prometheus(state_dir, cluster, ports.hub, prometheus)
+        cluster = await start_cluster(state_dir, control_plane)
+        if cluster.local is not None:
+            metrics = await start_prometheus(state_dir, cluster.local, ports.hub, prometheus)
+        elif prometheus == "auto":
+            print("On the real control plane the demo runs without GPU metrics (the node agent's metrics are the "
+                  "embedded cluster's)", flush=True)
         config_file = state_dir / "jupyterhub_config.py"
         proxy_command = None
         if proxy == "auto":
@@ -525,7 +580,8 @@ async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str, prometheus:
             await _stop_leftover_proxy(state_dir / "proxy.pid", ports.public)
         if metrics is not None:
             await metrics.stop()
-        await cluster.stop()
+        if cluster is not None:
+            await cluster.stop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
 
@@ -648,13 +704,20 @@ def main(argv=None) -> int:
         help="auto: run Debian's prometheus, when installed, for GPU metrics and disk fill on the dashboard; "
         "off: none (default: %(default)s)",
     )
+    parser.add_argument(
+        "--control-plane",
+        choices=("local", "real"),
+        default="local",
+        help="local: the embedded cluster; real: Kubernetes' own servers built by tools/k8s/build.sh, with KubeVirt's "
+        "and CDI's own controllers when tools/kubevirt/build.sh built them (default: %(default)s)",
+    )
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("tornado.access").addFilter(quiet_scrapes)
     ports = DemoPorts(public=args.port, proxy_api=args.proxy_api_port, hub=args.hub_port, dashboard=args.dashboard_port)
     try:
-        return asyncio.run(run_demo(Path(args.state_dir).resolve(), ports, args.proxy, args.prometheus))
+        return asyncio.run(run_demo(Path(args.state_dir).resolve(), ports, args.proxy, args.prometheus, args.control_plane))
     except DemoError as e:
         for line in str(e).splitlines():
             print(f"workspacespawner demo: {line}", file=sys.stderr)

@@ -7,12 +7,16 @@ of its own with every port picked free: the URL printed only once the hub
 answers there; a second demo in the same folder refusing at once, naming the
 first's PID, and changing nothing (the first keeps its kubeconfig, proxy and
 hub); the hub killed under the demo: the demo exits non-zero and leaves no
-proxy, no hub and no port behind.
+proxy, no hub and no port behind; with ``--control-plane real`` (the real
+tier with KubeVirt's and CDI's own components), a VM workspace started and
+stopped through the hub as kubectl shows it, and virt-api's webhook live.
 """
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -24,6 +28,7 @@ import pytest
 import requests
 from localcluster.codeserver import code_server_bin
 
+from tests.support import planes
 from tests.support.paths import REPO
 from workspacespawner.demo import main as demo_main
 from workspacespawner.demo import port_is_free
@@ -171,3 +176,88 @@ def test_one_demo_per_folder_url_when_answering_and_no_child_left(tmp_path):
         if demo.poll() is None:
             demo.send_signal(signal.SIGINT)
             demo.wait(60)
+
+
+def test_the_demo_on_the_real_control_plane_runs_a_vm_workspace_on_kubevirt_and_cdi(tmp_path):
+    """#39's "done when": ``workspacespawner demo --control-plane real`` starts Kubernetes' own servers with KubeVirt's
+    and CDI's own controllers; a user's VM workspace started and stopped through the hub is a VirtualMachine whose
+    VMI the real virt-controller made (with its virt-launcher Pod) and whose root DataVolume the real cdi-controller
+    cloned; the stop leaves the VM, the DataVolume and the PVCs; virt-api's webhook refuses a VM with a typo."""
+    planes.skip_unless_real()
+    if planes.real_kubevirt_bin() is None:
+        pytest.skip("KubeVirt's and CDI's own components: set WORKSPACESPAWNER_KUBEVIRT_BIN (tools/kubevirt/build.sh)")
+    state = tmp_path / "demo"
+    command = [sys.executable, "-m", "workspacespawner.cli", "demo", "--state-dir", str(state), "--proxy", "python",
+               "--prometheus", "off", "--control-plane", "real",
+               "--port", "0", "--proxy-api-port", "0", "--hub-port", "0", "--dashboard-port", "0"]
+    log = tmp_path / "demo.log"
+    demo = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log.open("w"), text=True,
+                            env=dict(os.environ, PYTHONPATH=str(REPO)), cwd=tmp_path)
+    try:
+        url = read_url(demo, timeout=300)
+        kubeconfig = next(line.split("KUBECONFIG=", 1)[1].strip() for line in demo.stdout if "KUBECONFIG=" in line)
+        plane = [" ".join(Path(f"/proc/{pid}/cmdline").read_text().split("\0")) for pid in descendants(demo.pid)]
+        for program in ("kube-apiserver", "virt-controller", "virt-api", "cdi-controller", "cdi-apiserver"):
+            assert any(f"/{program} " in f"{line} " for line in plane), (program, plane)
+
+        def kubectl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+            done = subprocess.run(["kubectl", "--kubeconfig", kubeconfig, *args], capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0 or not check, done.stderr
+            return done
+
+        session = requests.Session()
+        session.get(f"{url}/hub/login", timeout=30)
+        login = {"username": "ann", "password": "x", "_xsrf": session.cookies.get("_xsrf")}
+        form = session.post(f"{url}/hub/login", data=login, timeout=30)  # on to the spawn form
+        action = html.unescape(re.search(r'action="(/hub/spawn\?_xsrf=[^"]+)"', form.text).group(1))
+        assert session.post(url + action, data={"profile": "ubuntu-vm"}, timeout=60).ok
+        xsrf = {"X-XSRFToken": session.cookies.get("_xsrf", path="/hub/")}  # what the hub's pages send with the cookie
+
+        def server() -> dict:
+            return session.get(f"{url}/hub/api/user", headers=xsrf, timeout=30).json()["servers"].get("") or {}
+
+        deadline = time.monotonic() + 300
+        while not server().get("ready"):
+            assert time.monotonic() < deadline, f"the VM server did not start:\n{log.read_text()[-4000:]}"
+            time.sleep(2)
+        assert session.get(f"{url}/user/ann/lab", timeout=60).status_code == 200  # the proxy reaches the guest's IDE
+        running = kubectl("get", "vm,vmi,dv,pvc,pods", "-o", "name").stdout.split()
+        assert {"virtualmachine.kubevirt.io/ws-ann", "virtualmachineinstance.kubevirt.io/ws-ann",
+                "datavolume.cdi.kubevirt.io/ws-ann-root", "persistentvolumeclaim/ws-ann-root",
+                "persistentvolumeclaim/home-ann"} <= set(running), running
+        [launcher] = [name for name in running if name.startswith("pod/virt-launcher-ws-ann-")]
+        owner = kubectl("get", launcher, "-o", "jsonpath={.metadata.ownerReferences[0].kind}").stdout
+        assert owner == "VirtualMachineInstance"
+        cloned = kubectl("get", "events", "--field-selector", "involvedObject.name=ws-ann-root", "-o",
+                         "jsonpath={.items[*].source.component}").stdout
+        assert "datavolume-pvc-clone-controller" in cloned or "clone-populator" in cloned, cloned
+
+        r = session.delete(f"{url}/hub/api/users/ann/server", headers=xsrf, timeout=120)
+        assert r.status_code in (202, 204), r.text
+        deadline = time.monotonic() + 120
+        while "virtualmachineinstance.kubevirt.io/ws-ann" in kubectl("get", "vmi", "-o", "name").stdout:
+            assert time.monotonic() < deadline, "the VMI is still there after the stop"
+            time.sleep(1)
+        stopped = kubectl("get", "vm,vmi,dv,pvc,pods", "-o", "name").stdout.split()
+        assert {"virtualmachine.kubevirt.io/ws-ann", "datavolume.cdi.kubevirt.io/ws-ann-root",
+                "persistentvolumeclaim/ws-ann-root", "persistentvolumeclaim/home-ann"} <= set(stopped), stopped
+        assert kubectl("get", "vm", "ws-ann", "-o", "jsonpath={.status.printableStatus}").stdout == "Stopped"
+
+        typo = kubectl("get", "vm", "ws-ann", "-o", "json").stdout.replace('"runStrategy": "Halted"', '"runStrategy": "Haltd"')
+        (tmp_path / "typo.json").write_text(typo.replace('"name": "ws-ann"', '"name": "ws-typo"', 1))
+        refused = kubectl("create", "-f", str(tmp_path / "typo.json"), check=False)
+        # virt-api's validating webhook, in KubeVirt's words (the CRD's schema takes any string there)
+        assert refused.returncode != 0 and "spec.runStrategy: Invalid RunStrategy (Haltd)" in refused.stderr, refused.stderr
+    finally:
+        if demo.poll() is None:
+            demo.send_signal(signal.SIGINT)
+            demo.wait(120)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process under ``pid``, whichever of its threads started it."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (int(c) for c in (task / "children").read_text().split()):
+            found += [child, *descendants(child)]
+    return found

@@ -1,21 +1,21 @@
 """``python -m localcluster.realplane --state DIR``: run the
 real control plane, with our agents as its API clients (see :mod:`.agents`),
 in the foreground until Ctrl-C or SIGTERM. With ``--kubevirt-bin`` (default
-``$WORKSPACESPAWNER_KUBEVIRT_BIN``), KubeVirt's own virt-api and
-virt-controller run in place of our imitations (:mod:`.kubevirt`,
-:mod:`.virthandler`)."""
+``$WORKSPACESPAWNER_KUBEVIRT_BIN``, else the newest tools/kubevirt/build.sh
+build), KubeVirt's own virt-api and virt-controller and CDI's own
+cdi-apiserver and cdi-controller run in place of our imitations
+(:mod:`.kubevirt`, :mod:`.cdicontroller`, :mod:`.virthandler`)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
 
 from .agents import RealCluster
-from .plane import DEFAULT_SERVICE_CIDR
+from .plane import DEFAULT_SERVICE_CIDR, find_kubevirt_bin
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,8 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--kubevirt-bin",
-        help="folder of KubeVirt's virt-api and virt-controller (tools/kubevirt/build.sh), run in place of our "
-        "imitations (default: $WORKSPACESPAWNER_KUBEVIRT_BIN, else none)",
+        help="folder of KubeVirt's and CDI's binaries (tools/kubevirt/build.sh), run in place of our imitations "
+        "(default: $WORKSPACESPAWNER_KUBEVIRT_BIN, else the newest build in the cache, else none)",
     )
     parser.add_argument(
         "--service-cidr", default=DEFAULT_SERVICE_CIDR, help="--service-cluster-ip-range (default: %(default)s)"
@@ -37,11 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def serve(state_dir, bin_dir=None, service_cidr=DEFAULT_SERVICE_CIDR, kubeconfig_copy=None, kubevirt_bin=None) -> int:
     """Start the plane and the agents, print the kubeconfig, wait for SIGINT/SIGTERM, stop. ``kubevirt_bin``
-    (default ``$WORKSPACESPAWNER_KUBEVIRT_BIN``): run KubeVirt's own virt-api and virt-controller."""
+    (default :func:`.plane.find_kubevirt_bin`): run KubeVirt's and CDI's own components."""
     stop = threading.Event()
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, lambda *_: stop.set())
-    kubevirt_bin = kubevirt_bin or os.environ.get("WORKSPACESPAWNER_KUBEVIRT_BIN") or None
+    found = kubevirt_bin or find_kubevirt_bin()
+    kubevirt_bin = str(found) if found else None
     cluster = RealCluster(state_dir, bin_dir, service_cidr=service_cidr, kubevirt_bin=kubevirt_bin)
     plane = cluster.plane
     try:

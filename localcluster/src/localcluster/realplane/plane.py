@@ -95,6 +95,15 @@ def find_bin_dir() -> Path | None:
     return newest_bin("k8s", ".built")
 
 
+def find_kubevirt_bin() -> Path | None:
+    """KubeVirt's and CDI's binaries: ``$WORKSPACESPAWNER_KUBEVIRT_BIN``, else the newest tools/kubevirt/build.sh
+    build in the cache, else None (the local cluster's imitations of their controllers run)."""
+    env = os.environ.get("WORKSPACESPAWNER_KUBEVIRT_BIN")
+    if env:
+        return Path(env)
+    return newest_bin("kubevirt", ".built", "virt-controller")
+
+
 def _pdeathsig():
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
