@@ -8,9 +8,11 @@ this machine grants no network namespace.
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -118,3 +120,25 @@ def test_bound_folders_are_seen_inside_only(tmp_path):
         seen.append(subprocess.run(command, capture_output=True, text=True, timeout=30, check=True).stdout.strip())
     assert seen == ["one", "two"]
     assert not Path("/run/cdi/token/keys/id_rsa.pub").exists()
+
+
+def test_a_deep_state_folder_still_gives_sockets_a_path_short_enough(tmp_path):
+    """A Unix socket's path holds at most 107 bytes: a plane in a deep folder (pytest's, under xdist, was one) gets
+    its sockets' folder in the temporary folder instead, one per state folder; a shallow one keeps its own."""
+    from types import SimpleNamespace
+
+    deep = [tmp_path / ("d" * 60) / name for name in ("one", "two")]
+    folders = [netns.sockets_dir(SimpleNamespace(state_dir=d)) for d in deep]
+    assert folders[0] != folders[1] and all(f.is_dir() for f in folders)
+    for folder in folders:
+        path = folder / "cdi-apiserver-serve.sock"
+        assert len(str(path)) <= netns.MAX_SOCKET_PATH
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind(str(path))  # what failed with "AF_UNIX path too long"
+        path.unlink()
+        folder.rmdir()
+    shallow = Path(tempfile.mkdtemp(prefix="p", dir="/tmp"))
+    try:
+        assert netns.sockets_dir(SimpleNamespace(state_dir=shallow)) == shallow.resolve() / "sockets"
+    finally:
+        shutil.rmtree(shallow)

@@ -81,9 +81,10 @@ async def test_cdi_controller_clones_a_golden_image_by_a_csi_clone(cdi_cluster, 
         seen = {e["reason"] for e in events["items"] if e["involvedObject"]["name"] == "root"}
         return seen if "CloneSucceeded" in seen else None
 
-    # the phases of a CSI clone (a fast one may skip reporting some), never a host-assisted copy's
+    # a CSI clone, as CDI's populator recorded its choice on the claim; never a host-assisted copy's phases (those
+    # of the CSI clone, CSICloneInProgress and the like, may all be skipped by a clone this fast: seen once in CI)
+    assert pvc["metadata"]["annotations"].get("cdi.kubevirt.io/cloneType") == "csi-clone", pvc["metadata"]
     seen = await eventually(reasons, what="CDI's CloneSucceeded Event")
-    assert seen & {"CSICloneInProgress", "PrepClaimInProgress", "RebindInProgress"}, seen
     assert not seen & {"CloneInProgress", "CloneFromSnapshotSourceInProgress"}, seen
 
     disk = disk_image_path(claim_path(agents, ns, "root"), "Block")
@@ -112,7 +113,8 @@ async def test_cdi_controller_refuses_a_clone_smaller_than_its_source(cdi_cluste
 
     dv = await eventually(refused, timeout=60, what="CDI's CloneValidationFailed")
     bound = next(c for c in dv["status"]["conditions"] if c["type"] == "Bound")
-    assert (dv["status"]["phase"], bound["status"]) == ("Pending", "Unknown"), dv["status"]
+    # phase Pending, or none yet: CDI may write the condition first (the product reads both alike)
+    assert (dv["status"].get("phase", "Pending"), bound["status"]) == ("Pending", "Unknown"), dv["status"]
     assert bound["message"] == ("The clone doesn't meet the validation requirements: target resources requests "
                                 "storage size is smaller than the source 2147483648 < 4294967296"), bound
     status, _ = await asyncio.to_thread(plane.request, "GET", f"/api/v1/namespaces/{ns}/persistentvolumeclaims/root")

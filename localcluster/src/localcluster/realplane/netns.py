@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import hashlib
 import logging
 import os
 import signal
@@ -51,6 +52,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -89,10 +91,22 @@ def isolated(command: Sequence[str], *, dial: dict[int, Path], serve: dict[int, 
     return [*args, "--", *command]
 
 
+#: The longest path a Unix socket may have (``sun_path`` holds 108 bytes with its terminating NUL).
+MAX_SOCKET_PATH = 107
+#: Room left for a socket's own name in :func:`sockets_dir` (``cdi-apiserver-serve.sock`` and the like).
+SOCKET_NAME_ROOM = 32
+
+
 def sockets_dir(plane) -> Path:
-    """The folder of ``plane``'s relay sockets (made on first use)."""
-    folder = Path(plane.state_dir) / "sockets"
-    folder.mkdir(exist_ok=True)
+    """The folder of ``plane``'s relay sockets (made on first use): ``sockets`` in its state folder, or, where that
+    path leaves too little room for a socket's name (a deep state folder), a folder of its own in the temporary
+    folder named by a hash of the state folder's path, so that two planes never share one."""
+    state = Path(plane.state_dir).resolve()
+    folder = state / "sockets"
+    if len(os.fsencode(folder)) + 1 + SOCKET_NAME_ROOM > MAX_SOCKET_PATH:
+        digest = hashlib.sha256(os.fsencode(state)).hexdigest()[:16]
+        folder = Path(tempfile.gettempdir()) / f"localcluster-sockets-{digest}"
+    folder.mkdir(mode=0o700, exist_ok=True)
     return folder
 
 
