@@ -76,11 +76,17 @@ def slot_of(pvc: dict) -> str:
     return (_meta(pvc).get("annotations") or {}).get(names.HOME_SLOT_ANNOTATION) or _meta(pvc)["name"]
 
 
-def requested_bytes(obj: dict) -> int:
-    """The storage a PVC (``spec.resources``) or DataVolume (``spec.storage``/``spec.pvc``) asks for, in bytes (0 if unset)."""
+def requested_storage(obj: dict) -> str | None:
+    """The storage a PVC (``spec.resources``) or DataVolume (``spec.storage``/``spec.pvc``) asks for, as written
+    (``"40Gi"``), or None if unset."""
     spec = obj.get("spec") or {}
     holder = spec.get("storage") or spec.get("pvc") or spec
-    size = ((holder.get("resources") or {}).get("requests") or {}).get("storage")
+    return ((holder.get("resources") or {}).get("requests") or {}).get("storage")
+
+
+def requested_bytes(obj: dict) -> int:
+    """:func:`requested_storage` in bytes (0 if unset)."""
+    size = requested_storage(obj)
     return int(parse_quantity(size)) if size else 0
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from workspacespawner.core.milestones import Milestone
 from workspacespawner.k8s.events import no_node_message
 from workspacespawner.k8s.objects import condition
+from workspacespawner.lifecycle.disks import requested_storage
 from workspacespawner.lifecycle.phases import Observed, Phase, Status, degraded
 
 #: VMI phases after which nothing runs any more.
@@ -126,17 +127,13 @@ def golden_image_not_ready(dv: dict | None) -> Failure | None:
     the start fails at once with the image (the ``spec.sourceRef``
     DataSource) and CDI's reason named, and keeps the DataVolume.
     """
-    if dv is None or _status(dv).get("phase") not in (None, "", "Pending"):
+    waiting = _clone_not_started(dv, CLONE_WITHOUT_SOURCE)
+    if waiting is None:
         return None
-    bound = condition(dv, "Bound") or {}
-    if bound.get("reason") != CLONE_WITHOUT_SOURCE:
-        return None
-    ref = (dv.get("spec") or {}).get("sourceRef") or {}
-    namespace = ref.get("namespace") or (dv.get("metadata") or {}).get("namespace", "")
-    image = f"{namespace}/{ref['name']}" if ref.get("name") else "of this profile"
+    image, message = waiting
     return Failure(
         "golden-image",
-        f"The system image {image} is not ready ({CLONE_WITHOUT_SOURCE}: {_sentence(bound.get('message') or 'no source')}), "
+        f"The system image {image} is not ready ({CLONE_WITHOUT_SOURCE}: {_sentence(message or 'no source')}), "
         "so your root disk cannot be made yet. Your disks are kept; please ask an administrator to fix the image, "
         "then start again.",
     )
@@ -156,23 +153,32 @@ def clone_refused(dv: dict | None) -> Failure | None:
     disk smaller than its image is an administrator's setting
     (``vm_root_disk_size``), which the sentence names.
     """
-    if dv is None or _status(dv).get("phase") not in (None, "", "Pending"):
+    refused = _clone_not_started(dv, CLONE_VALIDATION_FAILED)
+    if refused is None:
         return None
-    bound = condition(dv, "Bound") or {}
-    if bound.get("reason") != CLONE_VALIDATION_FAILED:
-        return None
-    spec = dv.get("spec") or {}
-    ref = spec.get("sourceRef") or {}
-    namespace = ref.get("namespace") or (dv.get("metadata") or {}).get("namespace", "")
-    image = f"{namespace}/{ref['name']}" if ref.get("name") else "of this profile"
-    size = ((spec.get("storage") or spec.get("pvc") or {}).get("resources") or {}).get("requests", {}).get("storage")
+    image, message = refused
     return Failure(
         "clone-refused",
         f"Your root disk cannot be cloned from the system image {image}: CDI refused the clone "
-        f"({CLONE_VALIDATION_FAILED}: {_sentence(bound.get('message') or 'no reason given')}). "
-        f"An administrator must make this profile's vm_root_disk_size (now {size or 'unset'}) at least the image's size. "
-        "Nothing was cloned and your disks are kept.",
+        f"({CLONE_VALIDATION_FAILED}: {_sentence(message or 'no reason given')}). "
+        f"An administrator must make this profile's vm_root_disk_size (now {requested_storage(dv) or 'unset'}) "
+        "at least the image's size. Nothing was cloned and your disks are kept.",
     )
+
+
+def _clone_not_started(dv: dict | None, reason: str) -> tuple[str, str] | None:
+    """``(the golden image, CDI's message)`` when CDI keeps DataVolume ``dv`` from cloning for ``reason``: phase
+    ``Pending`` (or none yet), condition ``Bound`` with that reason; else None. The image is the ``spec.sourceRef``
+    DataSource, as ``namespace/name``."""
+    if dv is None or _status(dv).get("phase") not in (None, "", "Pending"):
+        return None
+    bound = condition(dv, "Bound") or {}
+    if bound.get("reason") != reason:
+        return None
+    ref = (dv.get("spec") or {}).get("sourceRef") or {}
+    namespace = ref.get("namespace") or (dv.get("metadata") or {}).get("namespace", "")
+    image = f"{namespace}/{ref['name']}" if ref.get("name") else "of this profile"
+    return image, bound.get("message") or ""
 
 
 def vmi_terminating(vmi: dict | None) -> bool:
