@@ -159,9 +159,12 @@ def smaller_than_source(dv: dict, source_pvc: dict | None) -> str | None:
     spec = dv.get("spec") or {}
     wanted = ((spec.get("pvc") or spec.get("storage") or {}).get("resources") or {}).get("requests", {}).get("storage")
     has = ((source_pvc or {}).get("spec", {}).get("resources") or {}).get("requests", {}).get("storage")
-    if not wanted or not has or parse_quantity(wanted) >= parse_quantity(has):
+    if not wanted or not has:
         return None
-    return f"target resources requests storage size is smaller than the source {int(parse_quantity(wanted))} < {int(parse_quantity(has))}"
+    target, source = parse_quantity(wanted), parse_quantity(has)
+    if target >= source:
+        return None
+    return f"target resources requests storage size is smaller than the source {int(target)} < {int(source)}"
 
 
 def target_claim(dv: dict, source_capacity: str | None) -> dict:

@@ -51,10 +51,15 @@ def default_snapshot_classes() -> list[dict]:
     ]
 
 
+def volume_csi(client, claim: dict) -> dict:
+    """The ``spec.csi`` of ``claim``'s volume (``driver``, ``volumeHandle``), empty for a volume that has none."""
+    volume = get_or_none(client, PVS, None, claim["spec"].get("volumeName") or "")
+    return ((volume or {}).get("spec") or {}).get("csi") or {}
+
+
 def volume_driver(client, claim: dict) -> str:
     """The CSI driver of ``claim``'s volume (``local`` for one that has none)."""
-    volume = get_or_none(client, PVS, None, claim["spec"].get("volumeName") or "")
-    return (((volume or {}).get("spec") or {}).get("csi") or {}).get("driver") or "local"
+    return volume_csi(client, claim).get("driver") or "local"
 
 
 class SnapshotController(Controller):
@@ -150,18 +155,18 @@ class SnapshotController(Controller):
         if get_or_none(self.client, VOLUME_SNAPSHOT_CONTENTS, None, name) is not None:
             return
         meta = snapshot["metadata"]
-        volume = get_or_none(self.client, PVS, None, claim["spec"].get("volumeName") or "")
-        csi = ((volume or {}).get("spec") or {}).get("csi") or {}
-        klass = get_or_none(self.client, VOLUME_SNAPSHOT_CLASSES, None, snapshot["spec"]["volumeSnapshotClassName"]) or {}
+        csi = volume_csi(self.client, claim)
+        class_name = snapshot["spec"]["volumeSnapshotClassName"]
+        klass = get_or_none(self.client, VOLUME_SNAPSHOT_CLASSES, None, class_name) or {}
         spec = {
             "deletionPolicy": klass.get("deletionPolicy") or "Delete",
-            "driver": volume_driver(self.client, claim),
+            "driver": csi.get("driver") or "local",
             "source": {"volumeHandle": csi.get("volumeHandle") or claim["spec"].get("volumeName") or meta["uid"]},
             "sourceVolumeMode": claim["spec"].get("volumeMode") or "Filesystem",
+            "volumeSnapshotClassName": class_name,
             "volumeSnapshotRef": {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
                                   "name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]},
         }
-        spec["volumeSnapshotClassName"] = snapshot["spec"]["volumeSnapshotClassName"]
         content = await self.client.create(kind, None, {"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshotContent",
                                                       "metadata": {"name": name}, "spec": spec})
         content["status"] = {
