@@ -27,7 +27,7 @@ COMMANDS = {
     "fence": ("workspacespawner.admin.fence", "force-delete a user's Pods/VMIs on a node that is down (audited)"),
     "orphans": ("workspacespawner.admin.orphans", "Pods/VMIs no server of the hub runs (orphans, ghosts); --remove removes them"),
     "audit": ("workspacespawner.admin.audit", "the audit trail of disk operations (--user U --since DATE --json)"),
-    "dashboard": ("workspacespawner.dashboard.app", "the Workspaces dashboard service (the hub starts it; -f jupyterhub_config.py)"),
+    "dashboard": ("workspacespawner.dashboard.command", "the Workspaces dashboard service (the hub starts it; -f jupyterhub_config.py)"),
 }
 
 

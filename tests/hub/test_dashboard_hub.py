@@ -56,7 +56,7 @@ class DashboardHub(Hub):
                 if requests.get(f"http://127.0.0.1:{self.dashboard_port}/services/workspaces/api/workspaces",
                                 timeout=2).status_code == 403:
                     return
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # refused, or queued at a port bound before serving
                 pass
             time.sleep(0.3)
         raise AssertionError(f"the dashboard service did not answer:\n{self.log()}")

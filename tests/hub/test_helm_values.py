@@ -335,6 +335,7 @@ def test_the_workspaces_dashboard_is_the_config_pieces():
     [service] = [s for s in c.JupyterHub.services if s["name"] == "workspaces"]
     assert service["url"] == "http://hub:10101"
     assert service["command"][1:4] == ["-m", "workspacespawner", "dashboard"]
+    assert service["command"][-4:] == ["--ip", "0.0.0.0", "--port", "10101"]  # bound before the config loads
     assert (settings.ip, settings.port) == ("0.0.0.0", 10101)
     assert set(user_scopes(settings)) <= every_user_scopes(c)
     for role in roles(settings):

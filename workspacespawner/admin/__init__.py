@@ -1,4 +1,4 @@
-"""The admin commands of ``workspacespawner``: ``audit``, ``retention``, ``disk``, ``fence``, ``storage``. ``storage``.
+"""The admin commands of ``workspacespawner``: ``audit``, ``retention``, ``disk``, ``fence``, ``storage``.
 
 Each reads the hub's own ``jupyterhub_config.py`` (``-f``, loaded as
 JupyterHub loads it) for the namespace, the lifecycle settings and the

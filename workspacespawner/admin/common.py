@@ -20,7 +20,6 @@ cluster's kubeconfig next to it (:func:`kubeconfig_of`), else
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import getpass
 import json
@@ -31,6 +30,7 @@ from pathlib import Path
 
 from traitlets.config import Config
 
+from workspacespawner.admin.arguments import add_common_arguments  # noqa: F401 (every command's, from here)
 from workspacespawner.config.check import merged_settings, traits_from_config
 from workspacespawner.k8s.api import Kube
 from workspacespawner.lifecycle.audit import AuditLog
@@ -44,16 +44,6 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 DEMO_CONFIG_MARK = "# Written by `workspacespawner demo`"
 #: Where, in the demo's state directory (the folder of that config), its local cluster's kubeconfig is.
 DEMO_KUBECONFIG = Path("cluster") / "kubeconfig"
-
-
-def add_common_arguments(parser: argparse.ArgumentParser, *, cluster: bool = True, actor: bool = True) -> None:
-    """``-f/--config`` and, with ``cluster``, ``--kubeconfig`` and ``--namespace``; with ``actor``, ``--actor``."""
-    parser.add_argument("-f", "--config", help="the hub's jupyterhub_config.py (default: ./jupyterhub_config.py if there)")
-    if cluster:
-        parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)")
-        parser.add_argument("--namespace", help="namespace of the workspaces (default: c.KubeSpawner.namespace)")
-    if actor:
-        parser.add_argument("--actor", help="your name for the audit trail (default: your login name)")
 
 
 def load_config(args) -> Config:

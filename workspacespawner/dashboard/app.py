@@ -1,9 +1,10 @@
-"""``workspacespawner dashboard``: the Workspaces dashboard as a JupyterHub-managed service.
+"""The Workspaces dashboard's tornado app as a JupyterHub-managed service, and its run (:mod:`.command` parses the
+command line and binds the address first).
 
 The hub starts it (``c.JupyterHub.services``, see
-``jupyterhub_config.d/20-workspaces-dashboard.py``) with
+``jupyterhub_config.d/50-workspaces-dashboard.py``) with
 ``JUPYTERHUB_SERVICE_PREFIX`` (``/services/workspaces/``),
-``JUPYTERHUB_SERVICE_URL`` (where to listen), ``JUPYTERHUB_API_URL``,
+``JUPYTERHUB_SERVICE_URL`` (where the proxy reaches it), ``JUPYTERHUB_API_URL``,
 ``JUPYTERHUB_API_TOKEN`` and the OAuth client's variables. ``-f`` names
 the hub's own ``jupyterhub_config.py``: the dashboard reads its
 ``c.WorkspacesDashboard`` settings, the quota's ledger and the spawner's
@@ -12,7 +13,6 @@ namespace from it, as the admin commands do. Logs go to stderr.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import os
@@ -24,10 +24,12 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler
 from jupyterhub.utils import url_path_join
 from tornado import web
+from tornado.httpserver import HTTPServer
 
-from workspacespawner.core.rsttext import summary
+from workspacespawner.admin import common
 from workspacespawner.core.times import parse_time
 from workspacespawner.dashboard import views
+from workspacespawner.dashboard.command import CannotListen, bind
 from workspacespawner.dashboard.context import DashboardContext, open_context
 from workspacespawner.dashboard.reports import NO_DEPARTMENT
 from workspacespawner.quota.policy import number
@@ -91,19 +93,18 @@ def make_app(ctx: DashboardContext, *, prefix: str | None = None, hub_auth: HubO
     )
 
 
-def listen_address(settings) -> tuple[str, int]:
-    """Where to listen: ``settings.ip`` and ``settings.port`` (the hub's ``JUPYTERHUB_SERVICE_URL`` names where the
-    proxy reaches the service, which may be a Kubernetes Service's name, not an address to bind)."""
-    return settings.ip, settings.port
-
-
-async def serve(config, *, kubeconfig: str | None = None, namespace: str | None = None, port: int | None = None) -> int:
-    """Run the service until SIGTERM/SIGINT; returns the exit code."""
+async def serve(config, *, kubeconfig: str | None = None, namespace: str | None = None, ip: str | None = None,
+                port: int | None = None, sockets: list | None = None) -> int:
+    """Run the service until SIGTERM/SIGINT; returns the exit code. It listens on ``sockets`` when the command bound
+    them (:mod:`.command`), else at ``ip`` and ``port``, else at ``c.WorkspacesDashboard.ip`` and ``port`` (the hub's
+    ``JUPYTERHUB_SERVICE_URL`` names where the proxy reaches the service, which may be a Kubernetes Service's name,
+    not an address to bind)."""
     async with open_context(config, kubeconfig=kubeconfig, namespace=namespace) as ctx:
         app = make_app(ctx)
-        ip, listen_port = listen_address(ctx.settings)
-        server = app.listen(port or listen_port, ip)
-        log.info("Workspaces dashboard on http://%s:%s%s (namespace %s)", ip, port or listen_port, service_prefix(), ctx.namespace)
+        ip, port = ip or ctx.settings.ip, port or ctx.settings.port
+        server = HTTPServer(app)
+        server.add_sockets(sockets or bind(ip, port))
+        log.info("Workspaces dashboard on http://%s:%s%s (namespace %s)", ip, port, service_prefix(), ctx.namespace)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -113,32 +114,18 @@ async def serve(config, *, kubeconfig: str | None = None, namespace: str | None 
     return 0
 
 
-def die_with_the_hub() -> None:
-    """Ask Linux to send this process SIGTERM when its parent (the hub that started it) dies, so a hub that was
-    killed leaves no service behind (JupyterHub starts services in their own session). Elsewhere: nothing."""
-    if not sys.platform.startswith("linux") or "JUPYTERHUB_SERVICE_NAME" not in os.environ:
-        return
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
-    if os.getppid() == 1:  # the hub died before the call
-        raise SystemExit(0)
-
-
-def main(argv=None) -> int:
-    """``workspacespawner dashboard [-f jupyterhub_config.py] [--port N] [--kubeconfig F] [--namespace NS]``."""
-    from workspacespawner.admin import common
-
-    parser = argparse.ArgumentParser(prog="workspacespawner dashboard", description=summary(__doc__))
-    common.add_common_arguments(parser, actor=False)
-    parser.add_argument("--port", type=int, help="listen on this port (default: from the hub, else c.WorkspacesDashboard.port)")
-    args = parser.parse_args(argv)
-    die_with_the_hub()
+def run(args, sockets: list | None = None) -> int:
+    """The command (:mod:`.command`) once its arguments are parsed and, when it could, its address bound."""
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="[%(levelname).1s %(asctime)s %(name)s] %(message)s")
     try:
         config = common.load_config(args)
     except (FileNotFoundError, ValueError) as e:
         return common.fail(str(e))
-    return common.run(serve(config, kubeconfig=common.kubeconfig_of(args), namespace=args.namespace, port=args.port))
+    try:
+        return common.run(serve(config, kubeconfig=common.kubeconfig_of(args), namespace=args.namespace, ip=args.ip,
+                                port=args.port, sockets=sockets))
+    except CannotListen as e:  # the address, bound only now
+        return common.fail(str(e))
+    finally:
+        for sock in sockets or ():
+            sock.close()

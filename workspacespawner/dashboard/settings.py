@@ -273,9 +273,12 @@ def roles(settings: WorkspacesDashboard) -> list[dict]:
 
 
 def service(settings: WorkspacesDashboard, *, python: str, hub_config: str | None, cwd: str) -> dict:
-    """The ``c.JupyterHub.services`` entry: the hub runs ``python -m workspacespawner dashboard -f hub_config`` in
-    ``cwd`` (the hub's, so a relative ledger URL means the same file), reached at ``http://ip:port``."""
+    """The ``c.JupyterHub.services`` entry: the hub runs ``python -m workspacespawner dashboard -f hub_config --ip IP
+    --port PORT`` in ``cwd`` (the hub's, so a relative ledger URL means the same file), reached at
+    :meth:`WorkspacesDashboard.service_url`. The address on the command line is bound before the config loads
+    (:mod:`.command`)."""
     command = [python, "-m", "workspacespawner", "dashboard"] + (["-f", hub_config] if hub_config else [])
+    command += ["--ip", settings.ip, "--port", str(settings.port)]
     return {
         "name": settings.service_name,
         "url": settings.service_url(),
