@@ -3,9 +3,10 @@
 On a real cluster an admin imports a cloud image once (a DataVolume or a
 DataImportCron) and publishes it as a ``DataSource``; users' root disks are
 cloned from it through ``spec.sourceRef``. The demo and the tests seed the
-same shape directly: :func:`make_golden_image` writes ``files`` into a fresh
-volume (the disk image of a ``Block``-mode PVC, as an image imported onto
-RBD: see :func:`~.volumes.disk_image_path`), binds a PVC to it and creates the DataSource with ``Ready`` status,
+same shape directly: :func:`make_golden_image` writes ``files`` (for the
+emulated guest) or a real disk image (``disk_image``, which QEMU boots) into
+a fresh volume (the disk image of a ``Block``-mode PVC, as an image imported
+onto RBD: see :func:`~.volumes.disk_image_path`), binds a PVC to it and creates the DataSource with ``Ready`` status,
 whether or not the storage and CDI controllers are running (on the real
 control plane, ``cluster.real_control_plane``, its provisioner and
 kube-controller-manager provision and bind the PVC, and this waits for
@@ -25,7 +26,7 @@ from .controllers.cdi import datasource_status
 from .controllers.refs import DATA_SOURCES, PVCS, STORAGE_CLASSES, get_or_none
 from .controllers.storage import ensure_storage_classes, provision_volume, storage_class_for
 from .errors import ApiError
-from .volumes import claim_path, disk_image_path
+from .volumes import claim_path, copy_sparse, disk_image_path, raw_image_path
 
 
 def _write_files(root: Path, files: dict[str, str]) -> None:
@@ -65,11 +66,14 @@ async def make_golden_image(
     *,
     size: str = "10Gi",
     storage_class: str = "ceph-rbd",
+    disk_image: Path | None = None,
 ) -> dict:
     """Create golden image ``namespace/name``: a Bound PVC holding ``files`` and a Ready DataSource.
 
     ``files`` maps paths inside the image to their text, e.g.
-    ``{"etc/os-release": 'NAME="Ubuntu"\\n'}``; ``size`` is the PVC's
+    ``{"etc/os-release": 'NAME="Ubuntu"\\n'}``; ``disk_image``, instead, a
+    raw disk image file (tools/golden-image's ``disk.img``) copied in as the
+    volume's raw device, its holes kept (``size`` no smaller than it); ``size`` is the PVC's
     request (a Kubernetes quantity). ``cluster`` is a started
     :class:`~.cluster.LocalCluster` (or the real plane's
     :class:`~.realplane.agents.PlaneAgents`). Returns the DataSource: the
@@ -104,8 +108,11 @@ async def make_golden_image(
         _, klass = storage_class_for(store, pvc)
         if await provision_volume(cluster, pvc, klass) is None:
             raise RuntimeError(f"golden image PVC {namespace}/{name} went away while it was provisioned")
-    image = disk_image_path(claim_path(cluster, namespace, name), pvc["spec"].get("volumeMode") or "Filesystem")
-    await asyncio.to_thread(_write_files, image, files)
+    folder, mode = claim_path(cluster, namespace, name), pvc["spec"].get("volumeMode") or "Filesystem"
+    if disk_image is not None:
+        await asyncio.to_thread(copy_sparse, disk_image, raw_image_path(folder, mode))
+    else:
+        await asyncio.to_thread(_write_files, disk_image_path(folder, mode), files)
     ds = existing or await store.create(
         store.kind(*DATA_SOURCES),
         namespace,

@@ -55,7 +55,15 @@ from pathlib import Path
 from ..conditions import find_condition, set_condition
 from ..store import rfc3339
 from ..validation import parse_quantity
-from ..volumes import claim_path, claim_volume_mode, clone_paths, copy_tree, snapshot_path
+from ..volumes import (
+    claim_path,
+    claim_volume_mode,
+    clone_paths,
+    copy_tree,
+    disk_image_path,
+    grow_raw_image,
+    snapshot_path,
+)
 from .base import Controller
 from .refs import (
     DATA_SOURCES,
@@ -363,12 +371,19 @@ class CDIController(Controller):
                 # A snapshot restores into a claim of its source's mode.
                 source_mode = claim_volume_mode(self.client, source.namespace, source.name) if source.kind == "pvc" else target_mode
                 await copy_tree(*clone_paths(source_dir, source_mode, target_dir, target_mode))
+                await asyncio.to_thread(grow_raw_image, disk_image_path(target_dir, target_mode), self._claim_bytes(meta))
             if not await self._write(dv, "Succeeded", "100.0%", bound=bound, ready="True", running=("False", "Completed")):
                 return
             done = f"Successfully cloned from {source.describe()} into {target}" if source.clone else "Import Successful"
             await self.client.record_event(dv, "CloneSucceeded" if source.clone else "ImportSucceeded", done, component=COMPONENT)
         finally:
             self._running.pop(uid, None)
+
+    def _claim_bytes(self, meta: dict) -> int:
+        """The storage the DataVolume's PVC asks for, in bytes (0 when it says none)."""
+        claim = get_or_none(self.client, PVCS, meta["namespace"], meta["name"]) or {}
+        wanted = ((claim.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
+        return int(parse_quantity(wanted)) if wanted else 0
 
     def _source_dir(self, source: Source) -> Path | None:
         if source.kind == "pvc":
