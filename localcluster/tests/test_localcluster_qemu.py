@@ -1,10 +1,10 @@
-"""The QEMU guest: its command line, the NoCloud seed, the accelerator probe, and real boots of the golden image.
+"""The QEMU guest: its command line, the NoCloud seed, the accelerator probe, and a VM that boots the golden image.
 
-The boots (:func:`test_golden_image_boots_serves_and_keeps_what_was_installed`)
-need ``qemu-system-x86_64``, dosfstools, mtools, ``dpkg-deb`` and the image
-tools/golden-image/build.sh builds; each missing piece skips them with the
-reason (under ``$CI`` too, for now). Each software-emulated (TCG) boot takes
-about a minute on two cores.
+The real guest (:func:`test_a_vm_cloned_from_the_golden_image_boots_under_qemu_and_keeps_what_was_installed`) goes
+through the embedded cluster's storage, CDI, scheduler, virt-controller and node agent. It needs
+``qemu-system-x86_64``, dosfstools, mtools, ``dpkg-deb`` and the image tools/golden-image/build.sh builds; each
+missing piece skips it with the reason (under ``$CI`` too, for now). Two software-emulated (TCG) boots take about
+four minutes on two cores.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import base64
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 import urllib.error
@@ -23,11 +24,14 @@ from pathlib import Path
 
 import pytest
 from localcluster.cidata import make_seed, meta_data, missing_tools
+from localcluster.goldenimage import make_golden_image
 from localcluster.guestimage import MARKER, newest_guest_image
-from localcluster.prometheus import free_port
 from localcluster.qemu import GuestSpec, QemuGuest, accelerator, qemu_command
+from localcluster.testing import create_object, events_for, get_object, wait_for
+from localcluster.vmactions import vm_action
+from localcluster.volumes import RAW_DEVICE, claim_path
 
-from localcluster import qemu
+from localcluster import LocalCluster, qemu
 
 
 def _spec(tmp_path: Path, **changes) -> GuestSpec:
@@ -171,8 +175,8 @@ def _boot_skip_reason() -> str | None:
         return "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
     if missing := missing_tools():
         return f"the cloud-init seed needs {', '.join(missing)} (apt-get install)"
-    if shutil.which("dpkg-deb") is None or shutil.which("qemu-img") is None:
-        return "dpkg-deb and qemu-img are needed (apt-get install dpkg qemu-utils)"
+    if shutil.which("dpkg-deb") is None or shutil.which("debugfs") is None:
+        return "dpkg-deb and debugfs are needed (apt-get install dpkg e2fsprogs)"
     if newest_guest_image() is None:
         return "no golden image in the cache: run tools/golden-image/build.sh (as root)"
     return None
@@ -192,35 +196,42 @@ def _tiny_deb(tmp_path: Path) -> bytes:
     return (tmp_path / "wstiny.deb").read_bytes()
 
 
-# Every boot: what the host reads back through the forwarded port, served from /srv/www by a transient unit.
+# Every boot (bootcmd runs on each one): what the host reads back at the VMI's address, served from /srv/www by a
+# transient unit (--no-block: cloud-init's own unit runs before the units a transient one waits for).
 _SERVE = [
     "rm -rf /srv/www && mkdir -p /srv/www",
     "uname -r > /srv/www/uname",
     "cat /opt/persist/marker > /srv/www/marker || true",
+    "cat /usr/local/share/persist > /srv/www/local || true",
     "dpkg-query -W -f '${Status} ${Version}' wstiny > /srv/www/package || true",
     "cat /usr/share/wstiny/hello > /srv/www/hello || true",
-    "systemd-run --unit=probe-http python3 -m http.server 8888 --bind 0.0.0.0 --directory /srv/www",
+    "grep -c wstiny-was-here /etc/motd > /srv/www/etc || true",
+    "systemd-run --no-block --unit=probe-http python3 -m http.server 8888 --bind 0.0.0.0 --directory /srv/www",
 ]
 
 
-def _first_boot_user_data(deb: bytes) -> str:
+def _user_data(deb: bytes) -> str:
+    """The VM's user data, the same on every boot: bootcmd serves; on the instance's first boot only, write_files and
+    runcmd install the package and change /etc, /opt and /usr/local (cloud-init's per-instance modules)."""
     config = {
+        "bootcmd": _SERVE,
         "write_files": [
             {"path": "/opt/persist/marker", "content": "written in the first boot\n"},
             {"path": "/var/tmp/wstiny.deb", "encoding": "b64", "content": base64.b64encode(deb).decode()},
         ],
-        "runcmd": ["dpkg -i /var/tmp/wstiny.deb", *_SERVE],
+        "runcmd": [
+            "dpkg -i /var/tmp/wstiny.deb",
+            "echo wstiny-was-here >> /etc/motd",
+            "mkdir -p /usr/local/share && echo kept > /usr/local/share/persist",
+            "dpkg-query -W -f '${Status} ${Version}' wstiny > /srv/www/package",
+        ],
     }
     return "#cloud-config\n" + json.dumps(config) + "\n"
 
 
-def _later_boot_user_data() -> str:
-    return "#cloud-config\n" + json.dumps({"runcmd": _SERVE}) + "\n"
-
-
-def _get(port: int, name: str) -> str | None:
+def _get(url: str) -> str | None:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/{name}", timeout=5) as response:
+        with urllib.request.urlopen(url, timeout=5) as response:
             return response.read().decode()
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
         return None
@@ -239,53 +250,165 @@ def _qemu_processes(name: str) -> list[int]:
     return found
 
 
-async def _boot(tmp_path: Path, image, disk: Path, user_data: str, instance: str, accel: str, report: dict) -> dict[str, str | None]:
-    """Boot ``disk`` with ``user_data``, read the served files, shut the guest down; what was served."""
-    name = f"wsguest-{uuid.uuid4().hex[:8]}"
-    port = free_port()
-    seed = await make_seed(tmp_path / f"{instance}.seed", user_data=user_data, meta_data=meta_data(instance, "wsguest"))
-    spec = GuestSpec(
-        name=name, cpus=2, memory_mib=1024, disk=disk, disk_format="qcow2", kernel=image.kernel, initrd=image.initrd,
-        console=tmp_path / f"{instance}.console", qmp=tmp_path / f"{instance}.qmp", seed=seed, forwards={port: 8888}, accel=accel,
-    )  # fmt: skip
-    guest = QemuGuest(spec)
-    started = time.monotonic()
-    await guest.start()
-    try:
-        await guest.wait_for(lambda: "finished at" in guest.console_text(), timeout=600, what="cloud-init finished")
-        report[f"{instance} cloud-init finished (s)"] = round(time.monotonic() - started, 1)
-        await guest.wait_for(lambda: asyncio.to_thread(_get, port, "uname"), timeout=60, what="the guest's HTTP server")
-        served = {file: await asyncio.to_thread(_get, port, file) for file in ("uname", "marker", "package", "hello")}
-    finally:
-        stopping = time.monotonic()
-        clean = await guest.stop(grace=120)
-        report[f"{instance} ACPI shutdown (s)"] = round(time.monotonic() - stopping, 1)
-    assert clean, f"the guest did not power off on the ACPI button; console ends:\n{guest.console_text()[-2000:]}"
-    assert guest.returncode is not None
-    assert _qemu_processes(name) == []
-    return served
+NS = "default"
+VMS = ("kubevirt.io", "v1", "virtualmachines")
+VMIS = ("kubevirt.io", "v1", "virtualmachineinstances")
+DVS = ("cdi.kubevirt.io", "v1beta1", "datavolumes")
+PVCS = ("", "v1", "persistentvolumeclaims")
+
+
+def _root_disk() -> dict:
+    """The VM's root disk as the spawner makes it, apart from the VM: a DataVolume cloned from the golden image's
+    DataSource, Block mode as on RBD."""
+    return {
+        "apiVersion": "cdi.kubevirt.io/v1beta1",
+        "kind": "DataVolume",
+        "metadata": {"name": "root-ws"},
+        "spec": {
+            "sourceRef": {"kind": "DataSource", "namespace": "golden-images", "name": "debian-12"},
+            "storage": {"accessModes": ["ReadWriteOnce"], "volumeMode": "Block", "storageClassName": "ceph-rbd",
+                        "resources": {"requests": {"storage": "4Gi"}}},
+        },
+    }  # fmt: skip
+
+
+def _virtual_machine() -> dict:
+    """A VM as the spawner makes one: the root disk's DataVolume, cloud-init from a Secret, port 8888, a readiness
+    probe, runStrategy Halted."""
+    return {
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachine",
+        "metadata": {"name": "ws"},
+        "spec": {
+            "runStrategy": "Halted",
+            "template": {
+                "metadata": {"labels": {"kubevirt.io/domain": "ws"}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 60,
+                    # httpGet, not tcpSocket: QEMU's user-mode network accepts a connection to a forwarded port on
+                    # the host's side whether or not the guest listens
+                    "readinessProbe": {"httpGet": {"path": "/uname", "port": 8888}, "periodSeconds": 1},
+                    "domain": {
+                        "cpu": {"cores": 2},
+                        "memory": {"guest": "1Gi"},
+                        "devices": {
+                            "disks": [{"name": "root", "disk": {"bus": "virtio"}}, {"name": "cloudinit", "disk": {"bus": "virtio"}}],
+                            "interfaces": [{"name": "default", "masquerade": {}, "ports": [{"name": "http", "port": 8888}]}],
+                        },
+                    },
+                    "networks": [{"name": "default", "pod": {}}],
+                    "volumes": [
+                        {"name": "root", "dataVolume": {"name": "root-ws"}},
+                        {"name": "cloudinit", "cloudInitNoCloud": {"secretRef": {"name": "ws-cloudinit"}}},
+                    ],
+                },
+            },
+        },
+    }
+
+
+def _status(cluster, what: tuple, name: str) -> dict:
+    return (get_object(cluster, what, name) or {}).get("status") or {}
+
+
+def _ready(cluster) -> bool:
+    vmi = _status(cluster, VMIS, "ws")
+    return vmi.get("phase") == "Failed" or any(c["type"] == "Ready" and c["status"] == "True" for c in vmi.get("conditions") or [])
+
+
+async def _start(cluster, *, asked: bool = False) -> dict:
+    """runStrategy Always through the start subresource (unless ``asked`` already); the VMI once its guest serves."""
+    if not asked:
+        vm_action(cluster.store, NS, "ws", "start", {})
+    await wait_for(lambda: _ready(cluster), 900, interval=0.5)
+    vmi = get_object(cluster, VMIS, "ws")
+    assert vmi["status"]["phase"] == "Running", (vmi["status"], _console(cluster, vmi))
+    return vmi
+
+
+def _console(cluster, vmi: dict) -> str:
+    folder = cluster.state_dir / "vmis" / vmi["metadata"]["uid"]
+    return "".join(p.read_text(errors="replace")[-3000:] for p in (folder / "console.log", folder / "serial.log") if p.exists())
+
+
+async def _stop(cluster) -> None:
+    vm_action(cluster.store, NS, "ws", "stop", {})
+    await wait_for(lambda: _status(cluster, VMS, "ws").get("printableStatus") == "Stopped" and get_object(cluster, VMIS, "ws") is None,
+                   300, interval=0.5)  # fmt: skip
+
+
+async def _served(base: str, timeout: float = 300) -> dict[str, str | None]:
+    """The files the guest serves, once the first boot's runcmd wrote the package's state."""
+    deadline = time.monotonic() + timeout
+    while not await asyncio.to_thread(_get, f"{base}/package"):
+        assert time.monotonic() < deadline, f"{base}/package not served within {timeout} s"
+        await asyncio.sleep(1)
+    return {name: await asyncio.to_thread(_get, f"{base}/{name}") for name in ("uname", "marker", "local", "package", "hello", "etc")}
 
 
 @pytest.mark.skipif(_boot_skip_reason() is not None, reason=_boot_skip_reason() or "")
-async def test_golden_image_boots_serves_and_keeps_what_was_installed(tmp_path, record_property):
+async def test_a_vm_cloned_from_the_golden_image_boots_under_qemu_and_keeps_what_was_installed(tmp_path, record_property):
+    """The seed's check in a real guest: a VM whose root disk CDI cloned from the golden image's DataSource boots
+    Debian under QEMU; a package installed from a local .deb, a change in /etc, files in /opt and /usr/local; stop:
+    the VMI and its QEMU process are gone, the VM, DataVolume and PVC stay; start (the same firmware UUID, so
+    cloud-init's per-instance modules do not run again): all of it is there. Then QEMU killed behind virt-handler's
+    back fails the VMI, and a stop still keeps the disks."""
     image = newest_guest_image()
     assert image is not None
-    # One disk for both boots: a qcow2 overlay over the golden image (the image itself stays as built).
-    disk = tmp_path / "root.qcow2"
-    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(image.disk), str(disk)], check=True)
-    accel = await accelerator(image.kernel)
-    report: dict = {"accelerator": accel}
+    report: dict = {}
+    controllers = ("storage", "cdi", "scheduler", "virt", "nodeagent")
+    async with LocalCluster(state_dir=tmp_path / "cluster", controllers=controllers) as cluster:
+        cluster.controllers["cdi"].clone_seconds = 0
+        started = time.monotonic()
+        await make_golden_image(cluster, "golden-images", "debian-12", {}, size="3Gi", disk_image=image.disk)
+        report["golden image DataSource (s)"] = round(time.monotonic() - started, 1)
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "ws-cloudinit"},
+                  "stringData": {"userdata": _user_data(_tiny_deb(tmp_path))}}  # fmt: skip
+        create_object(cluster, ("", "v1", "secrets"), secret)
+        create_object(cluster, VMS, _virtual_machine())
 
-    first = await _boot(tmp_path, image, disk, _first_boot_user_data(_tiny_deb(tmp_path)), "boot-1", accel, report)
-    guest_kernel = (image.folder / MARKER).read_text().split("kernel=")[1].splitlines()[0]
-    assert first["uname"] == f"{guest_kernel}\n"
-    assert first["uname"].strip() != os.uname().release
-    assert first["package"] == "install ok installed 1.0"
+        started = time.monotonic()
+        create_object(cluster, DVS, _root_disk())
+        vm_action(cluster.store, NS, "ws", "start", {})
+        await wait_for(lambda: _status(cluster, DVS, "root-ws").get("phase") == "Succeeded", 300, interval=0.2)
+        report["clone (s)"] = round(time.monotonic() - started, 1)
+        device = claim_path(cluster, NS, "root-ws") / RAW_DEVICE
+        assert device.stat().st_size == 4 << 30  # grown to the claim's size, as an RBD clone is
+        assert device.stat().st_blocks * 512 < 2 << 30  # the image's data, not its holes
+        vmi = await _start(cluster, asked=True)
+        base = f"http://{vmi['status']['interfaces'][0]['ipAddress']}:8888"
+        first = await _served(base)
+        report["first start to the guest serving (s)"] = round(time.monotonic() - started, 1)
+        guest_kernel = (image.folder / MARKER).read_text().split("kernel=")[1].splitlines()[0]
+        assert first["uname"] == f"{guest_kernel}\n" and first["uname"].strip() != os.uname().release
+        assert first["package"] == "install ok installed 1.0"
+        assert vmi["status"]["guestOSInfo"]["id"] == "debian"
+        assert _qemu_processes(f"{NS}_ws")
 
-    second = await _boot(tmp_path, image, disk, _later_boot_user_data(), "boot-2", accel, report)
-    assert second["marker"] == "written in the first boot\n"
-    assert second["package"] == "install ok installed 1.0"
-    assert second["hello"] == "hello from wstiny\n"
+        started = time.monotonic()
+        await _stop(cluster)
+        report["stop: ACPI shutdown (s)"] = round(time.monotonic() - started, 1)
+        assert _qemu_processes(f"{NS}_ws") == []
+        assert get_object(cluster, VMS, "ws") and get_object(cluster, DVS, "root-ws") and get_object(cluster, PVCS, "root-ws")
+
+        started = time.monotonic()
+        vmi = await _start(cluster)
+        second = await _served(f"http://{vmi['status']['interfaces'][0]['ipAddress']}:8888")
+        report["second start to the guest serving (s)"] = round(time.monotonic() - started, 1)
+        assert second["marker"] == "written in the first boot\n"
+        assert second["local"] == "kept\n"
+        assert second["package"] == "install ok installed 1.0"
+        assert second["hello"] == "hello from wstiny\n"
+        assert second["etc"] == "1\n"
+
+        # QEMU killed behind virt-handler's back: the VMI fails, and a stop leaves the disks
+        for pid in _qemu_processes(f"{NS}_ws"):
+            os.kill(pid, signal.SIGKILL)
+        crashed = await wait_for(lambda: [e for e in events_for(cluster, "ws", "SyncFailed") if "QEMU" in e["message"]], 60)
+        assert "the guest's QEMU process exited" in crashed[0]["message"]
+        await _stop(cluster)  # before runStrategy Always restarts the failed VMI
+        assert _qemu_processes(f"{NS}_ws") == []
+        assert get_object(cluster, DVS, "root-ws") and device.is_file()
     for key, value in report.items():
         record_property(key, value)
     print(report)

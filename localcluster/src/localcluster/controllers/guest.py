@@ -170,6 +170,13 @@ def parse_unit(name: str, text: str) -> Unit:
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+def guest_os_info(os_release: str) -> dict[str, str]:
+    """A VMI's ``status.guestOSInfo`` (as KubeVirt's guest agent reports it) from the guest's ``/etc/os-release``."""
+    fields = parse_environment_file(os_release)
+    keys = {"id": "ID", "name": "NAME", "prettyName": "PRETTY_NAME", "version": "VERSION", "versionId": "VERSION_ID"}
+    return {ours: fields[theirs] for ours, theirs in keys.items() if theirs in fields}
+
+
 def parse_environment_file(text: str) -> dict[str, str]:
     """``KEY=VALUE`` lines as systemd reads an ``EnvironmentFile=`` (or ``/etc/os-release``).
 

@@ -1,4 +1,14 @@
-"""virt-handler's part of the node agent, and the guest itself: one VMI as local processes.
+"""virt-handler's part of the node agent, and the guest itself: one VMI as QEMU, or as local processes.
+
+A VMI whose root disk is a real disk image (a file: see
+:func:`~..volumes.disk_image_path`) boots as a real guest under QEMU
+(:mod:`.qemudomain`): its status follows QEMU (Running once it started,
+Ready when its readiness probe passes, Succeeded when the guest powers
+itself off, Failed when QEMU exits with an error), and its deletion presses
+the ACPI power button and kills QEMU after the VMI's whole
+``terminationGracePeriodSeconds`` (not capped by ``max_grace_seconds``: cut
+short, a shutdown pulls a disk's power). Every other VMI gets the emulated
+guest described below.
 
 :class:`GuestRuntime` boots a scheduled VirtualMachineInstance: its root
 disk's PVC directory is the guest's root filesystem, its cloud-init NoCloud
@@ -50,11 +60,23 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..attacher import Consumer, MultiAttachError
+from ..bootloader import BootError
 from ..conditions import set_condition
+from ..qemu import GuestError
 from ..store import rfc3339
 from ..volumes import attach_claim, claim_volume_mode, disk_image_path, remove_tree
-from .guest import GuestBoot, Unit, expand_exec_argv, find_unit, home_of, parse_environment_file, parse_unit
+from .guest import (
+    GuestBoot,
+    Unit,
+    expand_exec_argv,
+    find_unit,
+    guest_os_info,
+    home_of,
+    parse_environment_file,
+    parse_unit,
+)
 from .isolation import Bind, Layers, joined, sandboxed
+from .qemudomain import QemuDomain, not_given, qemu_installed
 from .runtime import (
     Filesystem,
     Launch,
@@ -94,6 +116,7 @@ class GuestRuntime(Workload):
         self.console = LogTail(self.dir / "console.log")
         self.fs = None
         self.guest: LocalProcess | None = None
+        self.domain: QemuDomain | None = None
         self.units: list[Supervisor] = []
         self.readiness: Readiness | None = None
         self.os_info: dict = {}
@@ -122,24 +145,28 @@ class GuestRuntime(Workload):
     async def run(self) -> None:
         """Boot the guest and keep its units running (until cancelled)."""
         if self.name in self.agent.fail_guest:
-            self.console.write("localcluster: guest failed to boot (fail_guest)")
-            self.event("SyncFailed", "server error. command SyncVMI failed: guest failed to boot", warning=True)
-            self.phase, self.reason = "Failed", "GuestFailedToBoot"
-            self.publish()
+            self._fail("GuestFailedToBoot", "guest failed to boot")
             return
         rootfs, devices, user_data = await self._wait_for_disks()
         self.ip = self.agent.addresses.allocate(self.uid)
+        if rootfs.is_file():  # a real disk image: a real guest
+            await self._run_domain(rootfs, user_data)
+            return
         firmware = self.obj["spec"]["domain"].get("firmware") or {}
         boot = GuestBoot(rootfs, user_data, firmware.get("uuid"), devices, self.console.write, link_mounts=not self.agent.isolation)
         boot = await asyncio.to_thread(boot.run)
         self.fs = boot.fs
         if self.agent.isolation and not await self._power_on(rootfs, boot.mounts):
-            self.phase, self.reason = "Failed", "GuestFailedToBoot"
-            self.event("SyncFailed", "server error. command SyncVMI failed: guest sandbox did not start", warning=True)
-            self.publish()
+            self._fail("GuestFailedToBoot", "guest sandbox did not start")
             return
-        self.os_info = self._os_info()
+        release = self.fs.map("/etc/os-release")
         self.units = [self._supervisor(parse_unit(name, find_unit(self.fs, name).read_text())) for name in boot.units]
+        self._running(guest_os_info(release.read_text()) if release.is_file() else {})
+        await asyncio.gather(*(sup.run() for sup in self.units))
+
+    def _running(self, os_info: dict) -> None:
+        """The guest is up: its OS, its readiness probe followed, phase Running."""
+        self.os_info = os_info
         probe = self.obj["spec"].get("readinessProbe")
         if probe:
             self.readiness = Readiness(probe, self.ip, vmi_ports(self.obj), self.publish)
@@ -147,7 +174,6 @@ class GuestRuntime(Workload):
         self.phase = "Running"
         self.event("Started", "VirtualMachineInstance started.")
         self.publish()
-        await asyncio.gather(*(sup.run() for sup in self.units))
 
     async def _wait_for_disks(self) -> tuple[Path, dict[str, Path], str]:
         reported = ""
@@ -178,7 +204,8 @@ class GuestRuntime(Workload):
         path = self._attach(claim)
         if disk:
             path = disk_image_path(path, claim_volume_mode(self.client, self.namespace, claim))
-        path.mkdir(parents=True, exist_ok=True)
+        if not path.is_file():  # a real disk image is a file (see .qemudomain)
+            path.mkdir(parents=True, exist_ok=True)
         return path
 
     def _attach(self, claim: str) -> Path:
@@ -203,7 +230,8 @@ class GuestRuntime(Workload):
             path = self._volume_dir(volumes.get(disk["name"], {}), disk=True)
             if index == 0:
                 rootfs = path or self.dir / "rootfs"
-                rootfs.mkdir(parents=True, exist_ok=True)
+                if not rootfs.is_file():
+                    rootfs.mkdir(parents=True, exist_ok=True)
             if path is None:
                 continue
             devices[f"/dev/vd{chr(ord('a') + index)}"] = path
@@ -217,32 +245,69 @@ class GuestRuntime(Workload):
 
     def _user_data(self) -> str:
         """The cloud-init user data, from the NoCloud (or ConfigDrive) volume."""
+        return self._cloud_init("user", ("secretRef", "userDataSecretRef")) or ""
+
+    def _network_data(self) -> str | None:
+        """The cloud-init network data of the NoCloud (or ConfigDrive) volume, or None."""
+        return self._cloud_init("network", ("networkDataSecretRef",))
+
+    def _cloud_init(self, which: str, refs: tuple[str, ...]) -> str | None:
+        """The ``which`` (user or network) data of the cloud-init volume, from its Secret or inline, as KubeVirt reads it."""
         for volume in self.obj["spec"].get("volumes") or []:
             source = volume.get("cloudInitNoCloud") or volume.get("cloudInitConfigDrive")
             if source is None:
                 continue
-            ref = source.get("secretRef") or source.get("userDataSecretRef")
+            ref = next((source[key] for key in refs if source.get(key)), None)
             if ref:
                 data = self.agent.object_data("Secret", self.namespace, ref["name"])
                 if data is None:
                     raise LaunchError("Pending", f'secret "{ref["name"]}" not found')
-                for key in ("userdata", "userData"):
+                for key in (f"{which}data", f"{which}Data"):
                     if key in data:
                         return data[key].decode(errors="replace")
-                raise LaunchError("Pending", f'secret "{ref["name"]}" has no userdata or userData key')
-            if source.get("userData"):
-                return source["userData"]
-            if source.get("userDataBase64"):
-                return base64.b64decode(source["userDataBase64"]).decode(errors="replace")
-        return ""
+                raise LaunchError("Pending", f'secret "{ref["name"]}" has no {which}data or {which}Data key')
+            if source.get(f"{which}Data"):
+                return source[f"{which}Data"]
+            if source.get(f"{which}DataBase64"):
+                return base64.b64decode(source[f"{which}DataBase64"]).decode(errors="replace")
+        return None
 
-    def _os_info(self) -> dict:
-        release = self.fs.map("/etc/os-release")
-        if not release.is_file():
-            return {}
-        fields = parse_environment_file(release.read_text())
-        keys = {"id": "ID", "name": "NAME", "prettyName": "PRETTY_NAME", "version": "VERSION", "versionId": "VERSION_ID"}
-        return {ours: fields[theirs] for ours, theirs in keys.items() if theirs in fields}
+    async def _run_domain(self, root: Path, user_data: str) -> None:
+        """Boot the real disk image ``root`` under QEMU (:mod:`.qemudomain`) and follow it until it exits."""
+        if not qemu_installed():
+            self._fail("GuestFailedToBoot", "the root disk is a disk image and QEMU is not installed on the node "
+                       "(apt-get install qemu-system-x86)")
+            return
+        for what in not_given(self.obj):
+            self.console.write(f"localcluster: {what} is not given to a QEMU guest yet")
+            self.event("DeviceNotGiven", f"{what} is not given to a QEMU guest yet", warning=True)
+        self.domain = QemuDomain(self.obj, self.dir, self.ip)
+        self.console.write(f"localcluster: booting {root.name} under QEMU (its serial console: serial.log)")
+        try:
+            await self.domain.start(root, user_data, self._network_data())
+        except (BootError, GuestError, LaunchError, RuntimeError) as e:
+            await self.domain.stop(0)
+            self._fail("GuestFailedToBoot", str(e))
+            return
+        self._running(self.domain.os_info)
+        code = await self.domain.wait()
+        if self.terminating:
+            return
+        # QEMU exited behind virt-handler's back: the guest powered itself off, or QEMU died
+        if self.readiness is not None:
+            await self.readiness.stop()
+        if code == 0:
+            self.phase = "Succeeded"
+            self.event("Stopped", "The VirtualMachineInstance was shut down.")
+            self.publish()
+        else:
+            self._fail("GuestCrashed", f"the guest's QEMU process exited: {self.domain.failure()}")
+
+    def _fail(self, reason: str, message: str) -> None:
+        self.console.write(f"localcluster: {message}")
+        self.event("SyncFailed", f"server error. command SyncVMI failed: {message}", warning=True)
+        self.phase, self.reason = "Failed", reason
+        self.publish()
 
     async def _power_on(self, rootfs: Path, mounts: dict[str, Path]) -> bool:
         """Start the guest's sandbox: ``/`` the golden image under the root disk, the fstab's mounts bound in; whether it came up.
@@ -324,13 +389,17 @@ class GuestRuntime(Workload):
         if self.guest is not None:
             await self.guest.stop(grace)
             self.guest = None
+        if self.domain is not None:
+            await self.domain.stop(grace)
 
     async def retire(self, confirm: bool) -> None:
         """Shut down within the grace period, then mark the VMI Succeeded and lift the finalizer."""
         self.terminating = True
         if confirm and self.phase == "Running":
             self.event("ShuttingDown", "Signaled Graceful Shutdown")
-        await self.stop(self.agent.grace(self.obj["spec"].get("terminationGracePeriodSeconds", 30)))
+        grace = self.obj["spec"].get("terminationGracePeriodSeconds", 30)
+        # a real guest gets its whole grace period: cutting its shutdown short pulls its disk's power
+        await self.stop(grace if self.domain is not None else self.agent.grace(grace))
         self.agent.forget(self)
         self.agent.cluster.attacher.detach(self.uid)
         await remove_tree(self.dir / "disks")  # emptyDisks live as long as the VMI
@@ -348,6 +417,8 @@ class GuestRuntime(Workload):
     def ready(self) -> tuple[bool, str]:
         if self.phase != "Running":
             return False, f"guest is {self.phase}"
+        if self.domain is not None and not self.domain.running:
+            return False, "the guest's QEMU process is not running"
         down = [sup.name for sup in self.units if not sup.ready and not (sup.final and sup.exit["exitCode"] == 0)]
         if down:
             return False, f"units not running: [{' '.join(down)}]"

@@ -1,0 +1,158 @@
+"""A VMI's domain as a real guest: QEMU boots the VMI's root disk image (virt-launcher's part, for a real disk).
+
+:class:`~.virthandler.GuestRuntime` boots a VMI this way when its first disk is a disk image *file* (a
+Filesystem-mode claim's ``disk.img`` holding a raw ext4 image, as CDI keeps an imported golden image) and QEMU is
+installed (:func:`qemu_installed`); a disk that is a directory of files keeps the emulated guest (:mod:`.guest`).
+
+What the VMI asks for, given as KubeVirt gives it to its domain:
+
+* CPUs: ``domain.cpu`` sockets × cores × threads, else the CPU request rounded up, else 1; memory:
+  ``domain.memory.guest``, else the memory request, else 1 GiB (:func:`guest_size`);
+* the root disk, booted with the kernel and initrd the disk itself names (:mod:`..bootloader`);
+* the ``cloudInitNoCloud`` volume's user data and network data on a ``cidata`` seed disk (:mod:`..cidata`), its
+  instance id the firmware UUID (KubeVirt's ``cloudInitUUIDFromVMI``), so per-instance modules run on the first boot
+  only;
+* QEMU's user-mode network, each port the VMI's interfaces declare and its readiness probe's port forwarded from the
+  VMI's own address, so Services and the hub's proxy reach the guest as they reach a Pod;
+* KVM where KVM runs a guest, TCG (software emulation, about a minute to boot Debian) otherwise
+  (:func:`..qemu.accelerator`, probed once per process).
+
+Not given to a QEMU guest yet, each named in the console log and a Warning Event: further disks and virtiofs
+filesystems. QEMU's serial console is ``serial.log`` in the VMI's folder.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+
+from ..bootloader import boot_files, read_file
+from ..cidata import make_seed, meta_data
+from ..qemu import QEMU, GuestSpec, QemuGuest, accelerator
+from ..validation import parse_quantity
+from .guest import guest_os_info
+
+MIB = 1024 * 1024
+DEFAULT_MEMORY_MIB = 1024
+
+
+def qemu_installed() -> bool:
+    """Whether this machine can run a real guest (Debian's qemu-system-x86)."""
+    return shutil.which(QEMU) is not None
+
+
+def guest_size(vmi: dict) -> tuple[int, int]:
+    """``(CPUs, memory in MiB)`` of the VMI's domain, as KubeVirt sizes it (see the module docstring)."""
+    domain = vmi["spec"]["domain"]
+    resources = domain.get("resources") or {}
+    requests = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    cpu = domain.get("cpu") or {}
+    if any(key in cpu for key in ("sockets", "cores", "threads")):
+        cpus = int(cpu.get("sockets", 1)) * int(cpu.get("cores", 1)) * int(cpu.get("threads", 1))
+    elif "cpu" in requests:
+        cpus = max(1, math.ceil(parse_quantity(requests["cpu"])))
+    else:
+        cpus = 1
+    memory = (domain.get("memory") or {}).get("guest") or requests.get("memory")
+    mib = max(1, int(parse_quantity(memory) // MIB)) if memory else DEFAULT_MEMORY_MIB
+    return cpus, mib
+
+
+def forwarded_ports(vmi: dict) -> list[int]:
+    """The guest ports reachable at the VMI's address: its interfaces' ports and its readiness probe's."""
+    interfaces = vmi["spec"]["domain"].get("devices", {}).get("interfaces") or []
+    ports = {int(p["port"]) for i in interfaces for p in i.get("ports") or [] if p.get("port")}
+    probe = vmi["spec"].get("readinessProbe") or {}
+    check = probe.get("httpGet") or probe.get("tcpSocket") or {}
+    if isinstance(check.get("port"), int):
+        ports.add(check["port"])
+    return sorted(ports)
+
+
+def not_given(vmi: dict) -> list[str]:
+    """What the VMI asks for that a QEMU guest does not get yet: disks after the first (its cloud-init seed aside)
+    and virtiofs filesystems, each as ``disk NAME`` or ``filesystem NAME``."""
+    volumes = {v["name"]: v for v in vmi["spec"].get("volumes") or []}
+    devices = vmi["spec"]["domain"].get("devices") or {}
+    seeds = ("cloudInitNoCloud", "cloudInitConfigDrive")
+    disks = [d["name"] for d in (devices.get("disks") or [])[1:] if not any(s in volumes.get(d["name"], {}) for s in seeds)]
+    return [f"disk {name}" for name in disks] + [f"filesystem {f['name']}" for f in devices.get("filesystems") or []]
+
+
+class QemuDomain:
+    """One VMI's QEMU process: prepared from the VMI and its root disk, started, stopped (ACPI, then kill)."""
+
+    def __init__(self, vmi: dict, folder: Path, address: str):
+        self.vmi = vmi
+        self.folder = Path(folder)
+        self.address = address
+        self.guest: QemuGuest | None = None
+        self.os_info: dict[str, str] = {}
+        # a unix socket's path is limited to 107 bytes; a VMI's folder may be deeper than that
+        self._sockets = Path(tempfile.mkdtemp(prefix="localcluster-qmp-"))
+
+    @property
+    def console(self) -> Path:
+        return self.folder / "serial.log"
+
+    @property
+    def running(self) -> bool:
+        return self.guest is not None and self.guest.running
+
+    async def start(self, root: Path, user_data: str, network_data: str | None) -> None:
+        """Read the boot files and OS of ``root``, write the seed, start QEMU; BootError or GuestError if it cannot."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        kernel, initrd = await boot_files(root, self.folder)
+        self.os_info = await self._os_info(root)
+        firmware = self.vmi["spec"]["domain"].get("firmware") or {}
+        seed = await make_seed(
+            self.folder / "cidata.img",
+            user_data=user_data,
+            meta_data=meta_data(firmware.get("uuid") or str(uuid.uuid4()), self.vmi["metadata"]["name"]),
+            network_config=network_data,
+        )
+        cpus, memory_mib = guest_size(self.vmi)
+        spec = GuestSpec(
+            name=f"{self.vmi['metadata']['namespace']}_{self.vmi['metadata']['name']}",
+            cpus=cpus,
+            memory_mib=memory_mib,
+            disk=root,
+            kernel=kernel,
+            initrd=initrd,
+            console=self.console,
+            qmp=self._sockets / "qmp.sock",
+            seed=seed,
+            forwards={port: port for port in forwarded_ports(self.vmi)},
+            accel=await accelerator(kernel),
+            host_address=self.address,
+        )
+        self.guest = QemuGuest(spec)
+        await self.guest.start()
+
+    async def _os_info(self, root: Path) -> dict[str, str]:
+        text = await read_file(root, "/etc/os-release")
+        return guest_os_info(text.decode(errors="replace")) if text is not None else {}
+
+    async def wait(self) -> int:
+        """Until QEMU exits: its exit code."""
+        assert self.guest is not None and self.guest.process is not None
+        return await self.guest.process.wait()
+
+    def failure(self) -> str:
+        """Why QEMU exited: its last error line, else its exit code."""
+        if self.guest is None:
+            return "QEMU did not start"
+        lines = self.guest.stderr_text().splitlines()
+        return lines[-1] if lines else f"QEMU exited with code {self.guest.returncode}"
+
+    async def stop(self, grace: float) -> bool:
+        """ACPI power button, SIGKILL after ``grace`` seconds; whether the guest powered off by itself."""
+        try:
+            if self.guest is None or not self.guest.running:
+                return True
+            return await self.guest.stop(grace)
+        finally:
+            shutil.rmtree(self._sockets, ignore_errors=True)
