@@ -23,7 +23,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+from localcluster.bootloader import BootError, boot_files, read_file
 from localcluster.cidata import make_seed, meta_data, missing_tools
+from localcluster.controllers.qemudomain import forwarded_ports, guest_size, not_given
 from localcluster.goldenimage import make_golden_image
 from localcluster.guestimage import MARKER, newest_guest_image
 from localcluster.qemu import GuestSpec, QemuGuest, accelerator, qemu_command
@@ -412,3 +414,69 @@ async def test_a_vm_cloned_from_the_golden_image_boots_under_qemu_and_keeps_what
     for key, value in report.items():
         record_property(key, value)
     print(report)
+
+
+# -- what a VMI asks of its QEMU guest, and what the bootloader reads -----------------------------------------
+
+
+def _domain_vmi(domain: dict, **spec) -> dict:
+    return {"metadata": {"name": "ws", "namespace": NS}, "spec": {"domain": domain, **spec}}
+
+
+@pytest.mark.parametrize(
+    ("domain", "size"),
+    [
+        ({"cpu": {"sockets": 2, "cores": 2, "threads": 1}, "memory": {"guest": "2Gi"}}, (4, 2048)),
+        ({"resources": {"requests": {"cpu": "1500m", "memory": "512Mi"}}}, (2, 512)),
+        ({"resources": {"limits": {"memory": "3Gi"}}}, (1, 3072)),
+        ({}, (1, 1024)),
+    ],
+)
+def test_the_guest_is_sized_as_kubevirt_sizes_the_domain(domain, size):
+    assert guest_size(_domain_vmi(domain)) == size
+
+
+def test_the_vmis_declared_ports_and_its_probes_are_forwarded_and_the_rest_is_named():
+    interfaces = [{"name": "default", "ports": [{"name": "http", "port": 8888}, {"port": 22}]}]
+    disks = [{"name": "root"}, {"name": "cloudinit"}, {"name": "home"}]
+    vmi = _domain_vmi(
+        {"devices": {"interfaces": interfaces, "disks": disks, "filesystems": [{"name": "team", "virtiofs": {}}]}},
+        readinessProbe={"httpGet": {"path": "/", "port": 9000}},
+        volumes=[{"name": "cloudinit", "cloudInitNoCloud": {}}, {"name": "home", "persistentVolumeClaim": {"claimName": "h"}}],
+    )
+    assert forwarded_ports(vmi) == [22, 8888, 9000]
+    assert not_given(vmi) == ["disk home", "filesystem team"]
+
+
+def _ext4(tmp_path: Path, files: dict[str, str], links: dict[str, str]) -> Path:
+    tree = tmp_path / "tree"
+    for name, text in files.items():
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_text(text)
+    for name, target in links.items():
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).symlink_to(target)
+    image = tmp_path / "disk.img"
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-d", str(tree), str(image), "8M"], check=True, capture_output=True)
+    return image
+
+
+@pytest.mark.skipif(shutil.which("debugfs") is None or shutil.which("mkfs.ext4") is None, reason="e2fsprogs is needed")
+async def test_the_bootloader_boots_what_the_disks_links_name_and_says_what_is_missing(tmp_path):
+    files = {"boot/vmlinuz-6.1.0-9": "kernel 9", "boot/initrd.img-6.1.0-9": "initrd 9", "usr/lib/os-release": "ID=debian\n"}
+    links = {"vmlinuz": "boot/vmlinuz-6.1.0-9", "initrd.img": "boot/initrd.img-6.1.0-9", "etc/os-release": "../usr/lib/os-release"}
+    disk = _ext4(tmp_path, files, links)
+    out = tmp_path / "out"
+    out.mkdir()
+    kernel, initrd = await boot_files(disk, out)
+    assert (kernel.read_text(), initrd.read_text()) == ("kernel 9", "initrd 9")
+    assert await read_file(disk, "/etc/os-release") == b"ID=debian\n"
+    assert await read_file(disk, "/etc/missing") is None
+
+    bare = _ext4(tmp_path / "bare", {"etc/hostname": "ws\n"}, {})
+    with pytest.raises(BootError, match="has no /vmlinuz: no kernel is installed"):
+        await boot_files(bare, out)
+    zeros = tmp_path / "zeros.img"  # a disk with no filesystem at all
+    zeros.write_bytes(bytes(1 << 20))
+    with pytest.raises(BootError, match="is not an ext4 filesystem"):
+        await boot_files(zeros, out)
