@@ -387,7 +387,8 @@ def _admit_service_account(pod: dict, store) -> None:
         )
 
 
-def _storage_request(pvc: dict):
+def storage_request(pvc: dict) -> str | None:
+    """A claim's ``spec.resources.requests.storage``, as written (``"10Gi"``), or None."""
     return (((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
 
 
@@ -401,7 +402,7 @@ def admit_update(kind: Kind, new: dict, current: dict, store) -> None:
     if kind.group != "" or kind.kind != "PersistentVolumeClaim":
         return
     try:
-        grows = parse_quantity(_storage_request(new)) > parse_quantity(_storage_request(current))
+        grows = parse_quantity(storage_request(new)) > parse_quantity(storage_request(current))
     except (TypeError, ValueError):
         return
     if not grows:

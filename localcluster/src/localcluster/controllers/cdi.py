@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..conditions import find_condition, set_condition
+from ..defaults import storage_request
 from ..store import rfc3339
 from ..validation import parse_quantity
 from ..volumes import (
@@ -166,7 +167,7 @@ def smaller_than_source(dv: dict, source_pvc: dict | None) -> str | None:
     """CDI's words when ``dv`` asks for less storage than its source PVC requests (its clone validation), else None."""
     spec = dv.get("spec") or {}
     wanted = ((spec.get("pvc") or spec.get("storage") or {}).get("resources") or {}).get("requests", {}).get("storage")
-    has = ((source_pvc or {}).get("spec", {}).get("resources") or {}).get("requests", {}).get("storage")
+    has = storage_request(source_pvc or {})
     if not wanted or not has:
         return None
     target, source = parse_quantity(wanted), parse_quantity(has)
@@ -381,8 +382,7 @@ class CDIController(Controller):
 
     def _claim_bytes(self, meta: dict) -> int:
         """The storage the DataVolume's PVC asks for, in bytes (0 when it says none)."""
-        claim = get_or_none(self.client, PVCS, meta["namespace"], meta["name"]) or {}
-        wanted = ((claim.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
+        wanted = storage_request(get_or_none(self.client, PVCS, meta["namespace"], meta["name"]) or {})
         return int(parse_quantity(wanted)) if wanted else 0
 
     def _source_dir(self, source: Source) -> Path | None:

@@ -1,8 +1,9 @@
 """A VMI's domain as a real guest: QEMU boots the VMI's root disk image (virt-launcher's part, for a real disk).
 
-:class:`~.virthandler.GuestRuntime` boots a VMI this way when its first disk is a disk image *file* (a
-Filesystem-mode claim's ``disk.img`` holding a raw ext4 image, as CDI keeps an imported golden image) and QEMU is
-installed (:func:`qemu_installed`); a disk that is a directory of files keeps the emulated guest (:mod:`.guest`).
+:class:`~.virthandler.GuestRuntime` boots a VMI this way when its first disk is a disk image *file* holding a raw
+ext4 image (a Block-mode claim's ``block.img``, or a Filesystem-mode claim's ``disk.img``, as CDI keeps an imported
+golden image: :func:`~..volumes.disk_image_path`) and QEMU is installed (:func:`qemu_installed`); a disk that is a
+directory of files keeps the emulated guest (:mod:`.guest`).
 
 What the VMI asks for, given as KubeVirt gives it to its domain:
 

@@ -60,9 +60,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..attacher import Consumer, MultiAttachError
-from ..bootloader import BootError
 from ..conditions import set_condition
-from ..qemu import GuestError
 from ..store import rfc3339
 from ..volumes import attach_claim, claim_volume_mode, disk_image_path, remove_tree
 from .guest import (
@@ -229,8 +227,9 @@ class GuestRuntime(Workload):
         for index, disk in enumerate(disks):
             path = self._volume_dir(volumes.get(disk["name"], {}), disk=True)
             if index == 0:
-                rootfs = path or self.dir / "rootfs"
-                if not rootfs.is_file():
+                rootfs = path  # made by _volume_dir (or a real disk image's file)
+                if rootfs is None:
+                    rootfs = self.dir / "rootfs"
                     rootfs.mkdir(parents=True, exist_ok=True)
             if path is None:
                 continue
@@ -285,7 +284,7 @@ class GuestRuntime(Workload):
         self.console.write(f"localcluster: booting {root.name} under QEMU (its serial console: serial.log)")
         try:
             await self.domain.start(root, user_data, self._network_data())
-        except (BootError, GuestError, LaunchError, RuntimeError) as e:
+        except (LaunchError, RuntimeError) as e:  # the cloud-init Secret; BootError, GuestError, the seed's tools
             await self.domain.stop(0)
             self._fail("GuestFailedToBoot", str(e))
             return
