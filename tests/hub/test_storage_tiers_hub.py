@@ -221,7 +221,7 @@ def test_vm_workspace_gets_the_same_tiers(hub, core):
     assert {"name": "scratch", "emptyDisk": {"capacity": "3Gi"}} in spec["volumes"]
     secret = core.read_namespaced_secret(f"{vm['metadata']['name']}-cloudinit", NAMESPACE)
     config = yaml.safe_load(base64.b64decode(secret.data["userdata"]).decode())
-    assert ["shared-team-physics", "/shared/physics", "virtiofs", "defaults,nofail"] in config["mounts"]
+    assert ["shared-team-physics", "/shared/physics", "virtiofs", "defaults,nofail", "0", "0"] in config["mounts"]
     assert ["mounts", "always"] in config["cloud_init_modules"]
     env_file = next(f["content"] for f in config["write_files"] if f["path"].endswith("jupyterhub.env"))
     assert "PIP_CACHE_DIR='/scratch/.cache/pip'" in env_file

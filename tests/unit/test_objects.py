@@ -77,7 +77,7 @@ IDENT = VMIdentity.for_workspace(
     home_pvc="home-ann",
     server_name="gpu",
 )
-SETTINGS = VMSettings(golden_image="ubuntu-2404-gpu", golden_image_namespace="golden-images")
+SETTINGS = VMSettings(golden_image="ubuntu-2404-gpu", golden_image_namespace="golden-images", ready_path="/user/ann/api")
 GPU_SETTINGS = VMSettings(
     golden_image="ubuntu-2404-gpu",
     golden_image_namespace="golden-images",
@@ -85,6 +85,7 @@ GPU_SETTINGS = VMSettings(
     memory="120Gi",
     gpus=2,
     gpu_device_name="nvidia.com/GA100_A100_SXM4_80GB",
+    ready_path="/user/ann/api",
     node_selector=(("nvidia.com/gpu.product", "NVIDIA-A100-SXM4-80GB"),),
 )
 
@@ -283,7 +284,7 @@ VM_WITHOUT_GPUS = {
                 ],
                 "terminationGracePeriodSeconds": 180,
                 "readinessProbe": {
-                    "tcpSocket": {"port": 8888},
+                    "httpGet": {"port": 8888, "path": "/user/ann/api"},
                     "initialDelaySeconds": 5,
                     "periodSeconds": 5,
                     "failureThreshold": 3,
@@ -362,7 +363,7 @@ VM_WITH_GPUS = {
                 ],
                 "terminationGracePeriodSeconds": 180,
                 "readinessProbe": {
-                    "tcpSocket": {"port": 8888},
+                    "httpGet": {"port": 8888, "path": "/user/ann/api"},
                     "initialDelaySeconds": 5,
                     "periodSeconds": 5,
                     "failureThreshold": 3,
@@ -519,7 +520,7 @@ def test_cloudinit_secret():
                     },
                 ],
                 "runcmd": ["systemctl daemon-reload", "systemctl enable --now workspace-ide.service"],
-                "mounts": [["home", "/home/jovyan", "virtiofs", "defaults,nofail"]],
+                "mounts": [["home", "/home/jovyan", "virtiofs", "defaults,nofail", "0", "0"]],
             }
         },
     }

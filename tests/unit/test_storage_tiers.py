@@ -477,8 +477,8 @@ def test_vm_cloud_config_mounts_tiers_on_every_boot():
     assert ["mounts", "always"] in config["cloud_init_modules"] and "mounts" not in config["cloud_init_modules"]
     assert len(config["cloud_init_modules"]) == len(base["cloud_init_modules"])
     assert config["mounts"][0] == base["mounts"][0]  # home first
-    assert ["shared-course-101-material", "/shared/course-101", "virtiofs", "defaults,nofail,ro"] in config["mounts"]
-    assert ["shared-team-physics", "/shared/physics", "virtiofs", "defaults,nofail"] in config["mounts"]
+    assert ["shared-course-101-material", "/shared/course-101", "virtiofs", "defaults,nofail,ro", "0", "0"] in config["mounts"]
+    assert ["shared-team-physics", "/shared/physics", "virtiofs", "defaults,nofail", "0", "0"] in config["mounts"]
     assert [vmtiers.SCRATCH_DEVICE, "/scratch", "ext4", "defaults,nofail"] in config["mounts"]
     [boot] = config["bootcmd"]
     assert boot[:2] == ["sh", "-c"] and "mkfs.ext4" in boot[2] and "chmod 1777" in boot[2]

@@ -48,7 +48,7 @@ def test_virtiofs_home_is_a_filesystem_of_the_home_pvc():
     assert spec["domain"]["devices"]["filesystems"] == [{"name": HOME_VIRTIOFS_TAG, "virtiofs": {}}]
     assert [d["name"] for d in spec["domain"]["devices"]["disks"]] == ["rootdisk", "cloudinitdisk"]
     assert {"name": HOME_VIRTIOFS_TAG, "persistentVolumeClaim": {"claimName": "home-alice"}} in spec["volumes"]
-    assert config["mounts"] == [[HOME_VIRTIOFS_TAG, "/home/jovyan", "virtiofs", "defaults,nofail"]]
+    assert config["mounts"] == [[HOME_VIRTIOFS_TAG, "/home/jovyan", "virtiofs", "defaults,nofail", "0", "0"]]
     assert "fs_setup" not in config  # the PVC's files are the container's: nothing is formatted
     assert Validator().causes(by_kind()[("kubevirt.io/v1", "VirtualMachine")], vm) == []
 

@@ -252,7 +252,7 @@ def test_cloud_config_contents():
     assert unit.exec_start == ["jupyterhub-singleuser", "--ip=0.0.0.0", "--port=8888", "--debug"]
     assert unit.environment_files == [(ENV_FILE, False)]
     assert unit.working_directory == "-/home/jovyan" and unit.wanted_by == ["multi-user.target"]
-    assert config["mounts"] == [["home", "/home/jovyan", "virtiofs", "defaults,nofail"]]
+    assert config["mounts"] == [["home", "/home/jovyan", "virtiofs", "defaults,nofail", "0", "0"]]
     assert config["runcmd"] == ["systemctl daemon-reload", "systemctl enable --now workspace-ide.service"]
     assert ["write_files", "always"] in config["cloud_init_modules"]
 

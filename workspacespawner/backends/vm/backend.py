@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from jupyterhub.utils import url_path_join
 from kubespawner.clients import shared_client
 
 from workspacespawner import upstream
@@ -180,9 +181,10 @@ class VMBackend(Backend):
         result = vm_tiers(settings=ctx.tiers.settings, groups_of_user=ctx.tiers.groups, unavailable=ctx.tiers.unavailable)
         for message in result.left_out:
             ctx.say(message)
-        settings = self.settings_for(result)
+        env = ctx.env()
+        settings = replace(self.settings_for(result), ready_path=url_path_join(env["JUPYTERHUB_SERVICE_PREFIX"], "api"))
         return await self._workspace(settings).start(
-            env=ctx.env(),
+            env=env,
             command=singleuser_command(ctx.command(), ctx.args()),
             progress=ctx.say,
             home_mount_path=ctx.home_mount_path,

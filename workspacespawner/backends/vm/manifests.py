@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from workspacespawner.backends.vm.tiers import VMTiers, add_tiers_to_cloud_config, add_tiers_to_vm
+from workspacespawner.backends.vm.tiers import VMTiers, add_tiers_to_cloud_config, add_tiers_to_vm, virtiofs_mount
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core import names
 from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
@@ -174,6 +174,9 @@ class VMSettings:
     how long a stop waits for the guest to shut down before it is killed.
     ``placement``: the team pool, GPU preference and spread rules of the
     VMI template (:mod:`workspacespawner.gpu.placement`; None: none).
+    ``ready_path``: the singleuser server's API path
+    (``<JUPYTERHUB_SERVICE_PREFIX>api``), which answers once the IDE serves:
+    the VMI's readiness probe asks it.
     KubeVirt copies the template's ``affinity`` and ``tolerations`` to the
     virt-launcher Pod, and its labels (the owner label the spread rule
     selects on) too.
@@ -195,6 +198,7 @@ class VMSettings:
     termination_grace_seconds: int = 180
     storage: VMTiers | None = None
     placement: Placement | None = None
+    ready_path: str = "/api"
 
     @classmethod
     def for_profile(cls, profile: ResolvedProfile, *, golden_image: str, golden_image_namespace: str, **site) -> VMSettings:
@@ -319,8 +323,11 @@ def make_virtual_machine(*, ident: VMIdentity, settings: VMSettings, extra_label
     The template carries the workspace labels plus ``kubevirt.io/domain:
     <vm>`` (what the Service selects) and ``extra_labels`` (e.g. the hub's
     common labels, for network policies). Networking: masquerade on the pod
-    network, forwarding only the IDE ports. The VMI is Ready once the guest
-    accepts connections on the singleuser port (``readinessProbe``). VMs
+    network, forwarding only the IDE ports. The VMI is Ready once the
+    singleuser server in the guest answers at ``settings.ready_path``
+    (``readinessProbe``, an ``httpGet``: the IDE serves, not only a port
+    that accepts, which QEMU's user network does for a guest still
+    booting). VMs
     with GPUs get ``evictionStrategy: None``: a GPU guest cannot be live
     migrated, so a node drain stops it instead of waiting forever.
     """
@@ -352,7 +359,7 @@ def make_virtual_machine(*, ident: VMIdentity, settings: VMSettings, extra_label
         "volumes": volumes,
         "terminationGracePeriodSeconds": settings.termination_grace_seconds,
         "readinessProbe": {
-            "tcpSocket": {"port": JUPYTER_PORT},
+            "httpGet": {"port": JUPYTER_PORT, "path": settings.ready_path},
             "initialDelaySeconds": 5,
             "periodSeconds": 5,
             "failureThreshold": 3,
@@ -584,7 +591,7 @@ def cloud_config(
     }
     if attach_home and home_via == "virtiofs":
         # The home PVC's own files, shared by virtiofs: nothing to format.
-        config["mounts"] = [[HOME_VIRTIOFS_TAG, home_mount_path, "virtiofs", "defaults,nofail"]]
+        config["mounts"] = [list(virtiofs_mount(HOME_VIRTIOFS_TAG, home_mount_path))]
     elif attach_home:
         # A blank home disk gets a filesystem once; an existing one is never overwritten.
         config["fs_setup"] = [{"label": "home", "filesystem": "ext4", "device": HOME_DEVICE, "overwrite": False}]

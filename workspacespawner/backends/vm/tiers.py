@@ -72,13 +72,19 @@ class VMTiers:
     left_out: tuple[str, ...] = ()
 
 
+def virtiofs_mount(tag: str, mount_path: str, options: str = MOUNT_OPTIONS) -> tuple[str, ...]:
+    """The guest's fstab entry (a cloud-init ``mounts`` entry) of virtiofs ``tag``, fsck pass 0: a tag is no device
+    to check (cloud-init's default pass, 2, has systemd-fstab-generator say so at every boot of a real guest)."""
+    return (tag, mount_path, "virtiofs", options, "0", "0")
+
+
 def _virtiofs(name: str, claim: str, mount_path: str, read_only: bool) -> tuple[dict, dict, tuple[str, ...]]:
     """A virtiofs filesystem of ``claim`` tagged ``name``, its volume, and the guest's fstab entry."""
     options = f"{MOUNT_OPTIONS},ro" if read_only else MOUNT_OPTIONS
     return (
         {"name": name, "virtiofs": {}},
         {"name": name, "persistentVolumeClaim": {"claimName": claim, "readOnly": read_only}},
-        (name, mount_path, "virtiofs", options),
+        virtiofs_mount(name, mount_path, options),
     )
 
 
