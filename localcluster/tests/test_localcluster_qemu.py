@@ -29,7 +29,16 @@ from localcluster.controllers.qemudomain import forwarded_ports, guest_size, not
 from localcluster.goldenimage import make_golden_image
 from localcluster.guestimage import MARKER, newest_guest_image
 from localcluster.qemu import GuestSpec, QemuGuest, accelerator, qemu_command
-from localcluster.testing import create_object, events_for, get_object, wait_for
+from localcluster.testing import (
+    create_object,
+    events_for,
+    get_object,
+    qemu_processes,
+    real_guest_skip_reason,
+    tiny_deb,
+    wait_for,
+)
+from localcluster.virtiofs import virtiofsd_command
 from localcluster.vmactions import vm_action
 from localcluster.volumes import RAW_DEVICE, claim_path
 
@@ -83,6 +92,23 @@ def test_command_line_kvm_passes_the_host_cpu_and_no_seed_means_one_disk(tmp_pat
     assert _option(command, "-cpu") == ["host"]
     assert _option(command, "-drive") == [f"file={tmp_path / 'root.img'},format=qcow2,if=virtio,cache=writeback,discard=unmap"]
     assert _option(command, "-netdev") == ["user,id=net0"]
+
+
+def test_a_virtiofs_share_is_a_vhost_user_device_on_shared_memory(tmp_path):
+    command = qemu_command(_spec(tmp_path, filesystems=(("home", tmp_path / "fs-0.sock"),)))
+    assert _option(command, "-machine") == ["q35,accel=tcg,memory-backend=mem"]
+    assert _option(command, "-object") == ["memory-backend-memfd,id=mem,size=2048M,share=on"]
+    assert _option(command, "-chardev") == [f"socket,id=fs0,path={tmp_path / 'fs-0.sock'}"]
+    assert "vhost-user-fs-pci,queue-size=1024,chardev=fs0,tag=home" in _option(command, "-device")
+    # without a share the guest's memory is QEMU's own
+    assert _option(qemu_command(_spec(tmp_path)), "-object") == []
+
+
+def test_virtiofsd_maps_the_guests_workspace_user_to_the_host_user_that_runs_the_pods(tmp_path):
+    command = virtiofsd_command(Path("/opt/virtiofsd"), tmp_path / "home", tmp_path / "fs.sock", uid=0, gid=0)
+    assert command[0] == "/opt/virtiofsd"
+    assert f"--shared-dir={tmp_path / 'home'}" in command and f"--socket-path={tmp_path / 'fs.sock'}" in command
+    assert {"--translate-uid=map:1000:0:1", "--translate-gid=map:1000:0:1", "--sandbox=none"} <= set(command)
 
 
 @pytest.mark.parametrize(("changes", "message"), [({"accel": "hvf"}, "accelerator 'hvf'"), ({"cpus": 0}, "at least 1 CPU")])
@@ -165,37 +191,11 @@ async def test_stop_presses_the_power_button_then_kills_after_the_grace_period(t
     assert await guest.stop(grace=1.0) is clean
     assert time.monotonic() - started < 10
     assert guest.returncode == (0 if clean else -9)
-    assert _qemu_processes(guest.spec.name) == []
+    assert qemu_processes(guest.spec.name) == []
     assert not guest.spec.qmp.exists()
 
 
 # -- real boots -----------------------------------------------------------------------------------------------
-
-
-def _boot_skip_reason() -> str | None:
-    if shutil.which(qemu.QEMU) is None:
-        return "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
-    if missing := missing_tools():
-        return f"the cloud-init seed needs {', '.join(missing)} (apt-get install)"
-    if shutil.which("dpkg-deb") is None or shutil.which("debugfs") is None:
-        return "dpkg-deb and debugfs are needed (apt-get install dpkg e2fsprogs)"
-    if newest_guest_image() is None:
-        return "no golden image in the cache: run tools/golden-image/build.sh (as root)"
-    return None
-
-
-def _tiny_deb(tmp_path: Path) -> bytes:
-    """A package ``wstiny`` 1.0 with one file, built here with dpkg-deb."""
-    root = tmp_path / "wstiny"
-    (root / "DEBIAN").mkdir(parents=True)
-    (root / "usr/share/wstiny").mkdir(parents=True)
-    (root / "usr/share/wstiny/hello").write_text("hello from wstiny\n")
-    (root / "DEBIAN/control").write_text(
-        "Package: wstiny\nVersion: 1.0\nArchitecture: all\nMaintainer: workspacespawner tests <tests@example.org>\n"
-        "Description: a file, to see that what a user installs stays\n"
-    )
-    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(root), str(tmp_path / "wstiny.deb")], check=True, capture_output=True)
-    return (tmp_path / "wstiny.deb").read_bytes()
 
 
 # Every boot (bootcmd runs on each one): what the host reads back at the VMI's address, served from /srv/www by a
@@ -237,19 +237,6 @@ def _get(url: str) -> str | None:
             return response.read().decode()
     except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
         return None
-
-
-def _qemu_processes(name: str) -> list[int]:
-    """Processes whose command line names guest ``name``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if f"guest={name}".encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 NS = "default"
@@ -348,7 +335,7 @@ async def _served(base: str, timeout: float = 300) -> dict[str, str | None]:
     return {name: await asyncio.to_thread(_get, f"{base}/{name}") for name in ("uname", "marker", "local", "package", "hello", "etc")}
 
 
-@pytest.mark.skipif(_boot_skip_reason() is not None, reason=_boot_skip_reason() or "")
+@pytest.mark.skipif(real_guest_skip_reason() is not None, reason=real_guest_skip_reason() or "")
 async def test_a_vm_cloned_from_the_golden_image_boots_under_qemu_and_keeps_what_was_installed(tmp_path, record_property):
     """The seed's check in a real guest: a VM whose root disk CDI cloned from the golden image's DataSource boots
     Debian under QEMU; a package installed from a local .deb, a change in /etc, files in /opt and /usr/local; stop:
@@ -365,7 +352,7 @@ async def test_a_vm_cloned_from_the_golden_image_boots_under_qemu_and_keeps_what
         await make_golden_image(cluster, "golden-images", "debian-12", {}, size="3Gi", disk_image=image.disk)
         report["golden image DataSource (s)"] = round(time.monotonic() - started, 1)
         secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "ws-cloudinit"},
-                  "stringData": {"userdata": _user_data(_tiny_deb(tmp_path))}}  # fmt: skip
+                  "stringData": {"userdata": _user_data(tiny_deb(tmp_path))}}  # fmt: skip
         create_object(cluster, ("", "v1", "secrets"), secret)
         create_object(cluster, VMS, _virtual_machine())
 
@@ -385,12 +372,12 @@ async def test_a_vm_cloned_from_the_golden_image_boots_under_qemu_and_keeps_what
         assert first["uname"] == f"{guest_kernel}\n" and first["uname"].strip() != os.uname().release
         assert first["package"] == "install ok installed 1.0"
         assert vmi["status"]["guestOSInfo"]["id"] == "debian"
-        assert _qemu_processes(f"{NS}_ws")
+        assert qemu_processes(f"{NS}_ws")
 
         started = time.monotonic()
         await _stop(cluster)
         report["stop: ACPI shutdown (s)"] = round(time.monotonic() - started, 1)
-        assert _qemu_processes(f"{NS}_ws") == []
+        assert qemu_processes(f"{NS}_ws") == []
         assert get_object(cluster, VMS, "ws") and get_object(cluster, DVS, "root-ws") and get_object(cluster, PVCS, "root-ws")
 
         started = time.monotonic()
@@ -404,12 +391,12 @@ async def test_a_vm_cloned_from_the_golden_image_boots_under_qemu_and_keeps_what
         assert second["etc"] == "1\n"
 
         # QEMU killed behind virt-handler's back: the VMI fails, and a stop leaves the disks
-        for pid in _qemu_processes(f"{NS}_ws"):
+        for pid in qemu_processes(f"{NS}_ws"):
             os.kill(pid, signal.SIGKILL)
         crashed = await wait_for(lambda: [e for e in events_for(cluster, "ws", "SyncFailed") if "QEMU" in e["message"]], 60)
         assert "the guest's QEMU process exited" in crashed[0]["message"]
         await _stop(cluster)  # before runStrategy Always restarts the failed VMI
-        assert _qemu_processes(f"{NS}_ws") == []
+        assert qemu_processes(f"{NS}_ws") == []
         assert get_object(cluster, DVS, "root-ws") and device.is_file()
     for key, value in report.items():
         record_property(key, value)
@@ -445,7 +432,8 @@ def test_the_vmis_declared_ports_and_its_probes_are_forwarded_and_the_rest_is_na
         volumes=[{"name": "cloudinit", "cloudInitNoCloud": {}}, {"name": "home", "persistentVolumeClaim": {"claimName": "h"}}],
     )
     assert forwarded_ports(vmi) == [22, 8888, 9000]
-    assert not_given(vmi) == ["disk home", "filesystem team"]
+    assert not_given(vmi, virtiofsd=False) == ["disk home", "filesystem team"]
+    assert not_given(vmi) == ["disk home"]  # virtiofsd shares the filesystem
 
 
 def _ext4(tmp_path: Path, files: dict[str, str], links: dict[str, str]) -> Path:

@@ -8,10 +8,15 @@ is a finished image.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from .bootloader import DEBUGFS
+from .cidata import missing_tools
+from .qemu import QEMU
 from .toolcache import cache_root
+from .virtiofs import find_virtiofsd
 
 #: The marker build.sh writes last.
 MARKER = ".built"
@@ -35,6 +40,18 @@ class GuestImage:
     def initrd(self) -> Path:
         return self.folder / "initrd.img"
 
+    @property
+    def claim_size(self) -> str:
+        """The smallest whole-GiB PVC request that holds the disk (a Kubernetes quantity, e.g. ``3Gi``)."""
+        return f"{-(-self.disk.stat().st_size // 2**30)}Gi"
+
+    def built(self) -> str:
+        """When the build finished, as its marker says (``2026-12-05T10:00:00Z``); "" when it does not say."""
+        for line in (self.folder / MARKER).read_text().splitlines():
+            if line.startswith("built="):
+                return line.removeprefix("built=")
+        return ""
+
     def complete(self) -> bool:
         return all(path.is_file() for path in (self.folder / MARKER, self.disk, self.kernel, self.initrd))
 
@@ -47,3 +64,19 @@ def newest_guest_image(root: Path | None = None) -> GuestImage | None:
     if not images:
         return None
     return max(images, key=lambda image: (image.folder / MARKER).stat().st_mtime)
+
+
+def why_no_real_guest() -> str | None:
+    """Why this machine cannot boot a real guest, with what to install or build; None when it can (QEMU, the
+    cloud-init seed's tools, debugfs, virtiofsd and a built golden image are there)."""
+    if shutil.which(QEMU) is None:
+        return "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
+    if missing := missing_tools():
+        return f"the cloud-init seed needs {', '.join(missing)} (apt-get install)"
+    if shutil.which(DEBUGFS) is None:
+        return "debugfs, which reads the guest's kernel from its disk, is not installed (apt-get install e2fsprogs)"
+    if find_virtiofsd() is None:
+        return "virtiofsd, which shares the home with the guest, is not built (bash tools/virtiofsd/install.sh)"
+    if newest_guest_image() is None:
+        return "no golden image is built (sudo bash tools/golden-image/build.sh)"
+    return None

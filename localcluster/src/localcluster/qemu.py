@@ -72,6 +72,14 @@ class GuestSpec:
     disk_format: str = "raw"
     host_address: str = "127.0.0.1"
     extra_append: tuple[str, ...] = ()
+    #: virtio-fs shares: ``(tag, virtiofsd's vhost-user socket)``; the guest's memory is then shared memory
+    filesystems: tuple[tuple[str, Path], ...] = ()
+
+
+#: Where a guest on QEMU's user network reaches the host's loopback (its gateway, which QEMU connects to 127.0.0.1
+#: with the same port): a hub listening on the host's 127.0.0.1 is ``http://10.0.2.2:<port>`` to a real guest, what a
+#: VM profile gives as its spawner's ``hub_connect_url``.
+HOST_LOOPBACK_IN_GUEST = "10.0.2.2"
 
 
 def qemu_command(spec: GuestSpec, *, qemu: str = QEMU) -> list[str]:
@@ -85,10 +93,12 @@ def qemu_command(spec: GuestSpec, *, qemu: str = QEMU) -> list[str]:
     netdev = "user,id=net0" + "".join(
         f",hostfwd=tcp:{spec.host_address}:{host}-:{guest}" for host, guest in sorted(spec.forwards.items())
     )
+    # vhost-user devices (virtiofsd) read and write the guest's memory: it must be shared memory
+    memory = ",memory-backend=mem" if spec.filesystems else ""
     command = [
         qemu,
         "-name", f"guest={spec.name}",
-        "-machine", f"q35,accel={spec.accel}",
+        "-machine", f"q35,accel={spec.accel}{memory}",
         "-cpu", cpu,
         "-smp", str(spec.cpus),
         "-m", str(spec.memory_mib),
@@ -102,6 +112,11 @@ def qemu_command(spec: GuestSpec, *, qemu: str = QEMU) -> list[str]:
     ]  # fmt: skip
     if spec.seed is not None:
         command += ["-drive", f"file={spec.seed},format=raw,if=virtio,readonly=on"]
+    if spec.filesystems:
+        command += ["-object", f"memory-backend-memfd,id=mem,size={spec.memory_mib}M,share=on"]
+    for index, (tag, socket) in enumerate(spec.filesystems):
+        command += ["-chardev", f"socket,id=fs{index},path={socket}",
+                    "-device", f"vhost-user-fs-pci,queue-size=1024,chardev=fs{index},tag={tag}"]
     command += [
         "-netdev", netdev,
         "-device", "virtio-net-pci,netdev=net0",

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import time
+from pathlib import Path
 from urllib.parse import urlencode
 
 
@@ -198,3 +200,42 @@ async def eventually(probe, timeout: float = 60.0, interval: float = 0.2, what: 
             return last
         await asyncio.sleep(interval)
     raise AssertionError(f"{what} not met after {timeout}s (last: {last!r})")
+
+
+# -- real guests (QEMU) --------------------------------------------------------------------------
+
+def real_guest_skip_reason() -> str | None:
+    """Why a real guest cannot boot in a test on this machine (what to install or build), or None when it can."""
+    from .guestimage import why_no_real_guest
+
+    if shutil.which("dpkg-deb") is None:
+        return "dpkg-deb, which builds the test's package, is not installed (apt-get install dpkg)"
+    return why_no_real_guest()
+
+
+def tiny_deb(folder: Path) -> bytes:
+    """A package ``wstiny`` 1.0 with one file (``/usr/share/wstiny/hello``), built in ``folder`` with dpkg-deb."""
+    root = Path(folder) / "wstiny"
+    (root / "DEBIAN").mkdir(parents=True)
+    (root / "usr/share/wstiny").mkdir(parents=True)
+    (root / "usr/share/wstiny/hello").write_text("hello from wstiny\n")
+    (root / "DEBIAN/control").write_text(
+        "Package: wstiny\nVersion: 1.0\nArchitecture: all\nMaintainer: workspacespawner tests <tests@example.org>\n"
+        "Description: a file, to see that what a user installs stays\n"
+    )
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(root), str(Path(folder) / "wstiny.deb")], check=True,
+                   capture_output=True)
+    return (Path(folder) / "wstiny.deb").read_bytes()
+
+
+def qemu_processes(name: str) -> list[int]:
+    """The processes whose command line names QEMU guest ``name`` (``-name guest=NAME``)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if f"guest={name}".encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found

@@ -13,13 +13,16 @@ What the VMI asks for, given as KubeVirt gives it to its domain:
 * the ``cloudInitNoCloud`` volume's user data and network data on a ``cidata`` seed disk (:mod:`..cidata`), its
   instance id the firmware UUID (KubeVirt's ``cloudInitUUIDFromVMI``), so per-instance modules run on the first boot
   only;
+* each ``virtiofs`` filesystem's claim folder through its own virtiofsd (:mod:`..virtiofs`), its tag the
+  filesystem's name, as KubeVirt shares a PVC;
 * QEMU's user-mode network, each port the VMI's interfaces declare and its readiness probe's port forwarded from the
   VMI's own address, so Services and the hub's proxy reach the guest as they reach a Pod;
 * KVM where KVM runs a guest, TCG (software emulation, about a minute to boot Debian) otherwise
   (:func:`..qemu.accelerator`, probed once per process).
 
-Not given to a QEMU guest yet, each named in the console log and a Warning Event: further disks and virtiofs
-filesystems. QEMU's serial console is ``serial.log`` in the VMI's folder.
+Not given to a QEMU guest yet, each named in the console log and a Warning Event: further disks, and virtiofs
+filesystems where virtiofsd is not installed. QEMU's serial console is ``serial.log`` in the VMI's folder, each
+virtiofsd's log ``virtiofsd-<tag>.log`` beside it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from ..bootloader import boot_files, read_file
 from ..cidata import make_seed, meta_data
 from ..qemu import QEMU, GuestSpec, QemuGuest, accelerator
 from ..validation import parse_quantity
+from ..virtiofs import Virtiofsd, find_virtiofsd
 from .guest import guest_os_info
 
 MIB = 1024 * 1024
@@ -73,14 +77,20 @@ def forwarded_ports(vmi: dict) -> list[int]:
     return sorted(ports)
 
 
-def not_given(vmi: dict) -> list[str]:
-    """What the VMI asks for that a QEMU guest does not get yet: disks after the first (its cloud-init seed aside)
-    and virtiofs filesystems, each as ``disk NAME`` or ``filesystem NAME``."""
+def not_given(vmi: dict, *, virtiofsd: bool = True) -> list[str]:
+    """What the VMI asks for that a QEMU guest does not get yet: disks after the first (its cloud-init seed aside),
+    and without ``virtiofsd`` its virtiofs filesystems, each as ``disk NAME`` or ``filesystem NAME``."""
     volumes = {v["name"]: v for v in vmi["spec"].get("volumes") or []}
     devices = vmi["spec"]["domain"].get("devices") or {}
     seeds = ("cloudInitNoCloud", "cloudInitConfigDrive")
     disks = [d["name"] for d in (devices.get("disks") or [])[1:] if not any(s in volumes.get(d["name"], {}) for s in seeds)]
-    return [f"disk {name}" for name in disks] + [f"filesystem {f['name']}" for f in devices.get("filesystems") or []]
+    filesystems = [] if virtiofsd else [f"filesystem {f['name']}" for f in devices.get("filesystems") or []]
+    return [f"disk {name}" for name in disks] + filesystems
+
+
+def virtiofsd_installed() -> bool:
+    """Whether a QEMU guest gets its virtiofs filesystems (:func:`..virtiofs.find_virtiofsd`)."""
+    return find_virtiofsd() is not None
 
 
 class QemuDomain:
@@ -91,6 +101,7 @@ class QemuDomain:
         self.folder = Path(folder)
         self.address = address
         self.guest: QemuGuest | None = None
+        self.shares: list[Virtiofsd] = []
         self.os_info: dict[str, str] = {}
         # a unix socket's path is limited to 107 bytes; a VMI's folder may be deeper than that
         self._sockets = Path(tempfile.mkdtemp(prefix="localcluster-qmp-"))
@@ -103,8 +114,9 @@ class QemuDomain:
     def running(self) -> bool:
         return self.guest is not None and self.guest.running
 
-    async def start(self, root: Path, user_data: str, network_data: str | None) -> None:
-        """Read the boot files and OS of ``root``, write the seed, start QEMU; BootError or GuestError if it cannot."""
+    async def start(self, root: Path, user_data: str, network_data: str | None, shares: dict[str, Path] | None = None) -> None:
+        """Read the boot files and OS of ``root``, write the seed, share each of ``shares`` (tag: host folder) through
+        virtiofsd, start QEMU; BootError, VirtiofsdError or GuestError if it cannot."""
         self.folder.mkdir(parents=True, exist_ok=True)
         kernel, initrd = await boot_files(root, self.folder)
         self.os_info = await self._os_info(root)
@@ -115,6 +127,12 @@ class QemuDomain:
             meta_data=meta_data(firmware.get("uuid") or str(uuid.uuid4()), self.vmi["metadata"]["name"]),
             network_config=network_data,
         )
+        filesystems = []
+        for tag, folder in (shares or {}).items():
+            daemon = Virtiofsd(folder, self._sockets / f"fs-{len(self.shares)}.sock", self.folder / f"virtiofsd-{tag}.log")
+            self.shares.append(daemon)
+            await daemon.start()
+            filesystems.append((tag, daemon.socket))
         cpus, memory_mib = guest_size(self.vmi)
         spec = GuestSpec(
             name=f"{self.vmi['metadata']['namespace']}_{self.vmi['metadata']['name']}",
@@ -129,6 +147,7 @@ class QemuDomain:
             forwards={port: port for port in forwarded_ports(self.vmi)},
             accel=await accelerator(kernel),
             host_address=self.address,
+            filesystems=tuple(filesystems),
         )
         self.guest = QemuGuest(spec)
         await self.guest.start()
@@ -156,4 +175,6 @@ class QemuDomain:
                 return True
             return await self.guest.stop(grace)
         finally:
+            for daemon in self.shares:
+                await daemon.stop()
             shutil.rmtree(self._sockets, ignore_errors=True)

@@ -74,7 +74,7 @@ from .guest import (
     parse_unit,
 )
 from .isolation import Bind, Layers, joined, sandboxed
-from .qemudomain import QemuDomain, not_given, qemu_installed
+from .qemudomain import QemuDomain, not_given, qemu_installed, virtiofsd_installed
 from .runtime import (
     Filesystem,
     Launch,
@@ -148,7 +148,7 @@ class GuestRuntime(Workload):
         rootfs, devices, user_data = await self._wait_for_disks()
         self.ip = self.agent.addresses.allocate(self.uid)
         if rootfs.is_file():  # a real disk image: a real guest
-            await self._run_domain(rootfs, user_data)
+            await self._run_domain(rootfs, user_data, devices)
             return
         firmware = self.obj["spec"]["domain"].get("firmware") or {}
         boot = GuestBoot(rootfs, user_data, firmware.get("uuid"), devices, self.console.write, link_mounts=not self.agent.isolation)
@@ -271,20 +271,23 @@ class GuestRuntime(Workload):
                 return base64.b64decode(source[f"{which}DataBase64"]).decode(errors="replace")
         return None
 
-    async def _run_domain(self, root: Path, user_data: str) -> None:
-        """Boot the real disk image ``root`` under QEMU (:mod:`.qemudomain`) and follow it until it exits."""
+    async def _run_domain(self, root: Path, user_data: str, devices: dict[str, Path]) -> None:
+        """Boot the real disk image ``root`` under QEMU (:mod:`.qemudomain`), with the virtiofs filesystems among
+        ``devices`` (see :meth:`_disks`), and follow it until it exits."""
         if not qemu_installed():
             self._fail("GuestFailedToBoot", "the root disk is a disk image and QEMU is not installed on the node "
                        "(apt-get install qemu-system-x86)")
             return
-        for what in not_given(self.obj):
+        shares = {f["name"]: devices[f["name"]] for f in self.obj["spec"]["domain"].get("devices", {}).get("filesystems") or []
+                  if "virtiofs" in f and f["name"] in devices} if virtiofsd_installed() else {}
+        for what in not_given(self.obj, virtiofsd=virtiofsd_installed()):
             self.console.write(f"localcluster: {what} is not given to a QEMU guest yet")
             self.event("DeviceNotGiven", f"{what} is not given to a QEMU guest yet", warning=True)
         self.domain = QemuDomain(self.obj, self.dir, self.ip)
         self.console.write(f"localcluster: booting {root.name} under QEMU (its serial console: serial.log)")
         try:
-            await self.domain.start(root, user_data, self._network_data())
-        except (LaunchError, RuntimeError) as e:  # the cloud-init Secret; BootError, GuestError, the seed's tools
+            await self.domain.start(root, user_data, self._network_data(), shares)
+        except (LaunchError, RuntimeError) as e:  # the cloud-init Secret; BootError, GuestError, VirtiofsdError, the seed's tools
             await self.domain.stop(0)
             self._fail("GuestFailedToBoot", str(e))
             return
