@@ -84,7 +84,8 @@ class Hub:
         # configurable-http-proxy's 503 for a reset connection), which are not the hub's
         self.hub_port = free_port()
         self.api_url = f"http://127.0.0.1:{self.hub_port}/hub/api"
-        self.config_file.write_text(self.config + self._base_config())
+        # the test's config may name the hub's port (``hub_port``), e.g. in the URL a VM guest reaches the hub at
+        self.config_file.write_text(f"hub_port = {self.hub_port}\n" + self.config + self._base_config())
 
     def _base_config(self) -> str:
         return textwrap.dedent(

@@ -22,8 +22,12 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from localcluster.guestimage import GuestImage
 
 PLANES = ("embedded", "real")
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -62,10 +66,13 @@ def skip_unless_real() -> Path:
 
 
 @contextlib.contextmanager
-def running(plane: str, state_dir, golden: bool = False, **options):
+def running(plane: str, state_dir, golden: bool = False, real_golden: tuple[str, str, GuestImage] | None = None, **options):
     """A started cluster on ``plane`` (``embedded`` or ``real``), stopped on exit; with ``golden``, holding
-    the demo's golden image (for VM profiles). The real plane runs KubeVirt's and CDI's own components where their
-    binaries are (:func:`real_kubevirt_bin`). Yields the cluster object (see the module docstring)."""
+    the demo's golden image (for VM profiles); with ``real_golden`` (namespace, name, image), a golden image that
+    is a real disk (tools/golden-image's build, which QEMU boots: :class:`~localcluster.guestimage.GuestImage`).
+    The real plane runs KubeVirt's and CDI's own
+    components where their binaries are (:func:`real_kubevirt_bin`). Yields the cluster object (see the module
+    docstring)."""
     from localcluster import ClusterThread
 
     if plane == "embedded":
@@ -85,6 +92,12 @@ def running(plane: str, state_dir, golden: bool = False, **options):
             from workspacespawner.demo import GOLDEN_FILES, GOLDEN_IMAGE
 
             thread.call(make_golden_image, *GOLDEN_IMAGE, GOLDEN_FILES, timeout=120)
+        if real_golden is not None:
+            from localcluster.goldenimage import make_golden_image
+
+            namespace, name, image = real_golden
+            thread.call(lambda c: make_golden_image(c, namespace, name, {}, size=image.claim_size, disk_image=image.disk),
+                        timeout=120)
         yield cluster
     finally:
         stop()
