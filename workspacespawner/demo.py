@@ -7,7 +7,9 @@ the sample config pieces from ``jupyterhub_config.d/`` plus demo settings: a
 login that accepts any user name, reachable only on 127.0.0.1, the hub at
 http://127.0.0.1:8000. The cluster also holds a golden image
 (``golden-images/ubuntu-22.04-gpu-2026-11``) for the VM profiles: their guests run
-from cloud-init on the same node agent. Ctrl-C stops the hub, every server
+from cloud-init on the same node agent. Where this machine can boot a real guest
+(QEMU and tools/golden-image's Debian 12), the JupyterLab VM profile boots that
+under QEMU instead (:mod:`.demoguest`). Ctrl-C stops the hub, every server
 and the cluster. With ``--control-plane real`` the cluster is Kubernetes'
 own servers instead, with KubeVirt's and CDI's own controllers where they
 are built (:func:`start_cluster`).
@@ -73,6 +75,7 @@ from localcluster.prometheus import PrometheusServer, Target
 from localcluster import LocalCluster
 from localcluster import prometheus as demoprometheus
 from workspacespawner.core.rsttext import summary
+from workspacespawner.demoguest import guest_config, publish_real_guest
 
 log = logging.getLogger("workspacespawner.demo")
 
@@ -339,6 +342,7 @@ logging.getLogger("tornado.access").addFilter(quiet_scrapes)
 def demo_config(
     state_dir: Path, pieces_dir: Path, port: int, proxy_command: list[str] | None = None, *, proxy_api_port: int = 8001,
     hub_port: int = 8081, dashboard_port: int = 10101, prometheus_url: str | None = None, metrics_token: Path | None = None,
+    real_guest: str | None = None,
 ) -> str:
     """The text of the demo's ``jupyterhub_config.py`` (loads the sample pieces, then demo settings).
 
@@ -347,7 +351,9 @@ def demo_config(
     replaces JupyterHub's ``configurable-http-proxy`` command when given.
     ``prometheus_url`` and ``metrics_token`` (the file of the token
     Prometheus scrapes the hub with): the demo's Prometheus, both or
-    neither (:func:`metrics_config`); None: no GPU metrics.
+    neither (:func:`metrics_config`); None: no GPU metrics. ``real_guest``:
+    the DataSource of the real guest the JupyterLab VM profile boots (None:
+    every VM profile boots the emulated guest; :mod:`.demoguest`).
     """
     if (prometheus_url is None) != (metrics_token is None):
         raise ValueError("demo_config needs both prometheus_url and metrics_token, or neither")
@@ -358,6 +364,7 @@ def demo_config(
     return f"""# Written by `workspacespawner demo`; edit jupyterhub_config.d/ instead.
 {loads}
 {DEMO_GPU_CONFIG}
+{guest_config(real_guest, hub_port)}
 load_subconfig({str(pieces_dir / check)!r})
 
 c.JupyterHub.ip = "127.0.0.1"
@@ -476,6 +483,8 @@ class DemoCluster:
     kubeconfig: Path
     stop: Callable[[], Awaitable[None]]
     local: LocalCluster | None = None
+    #: the DataSource of the real guest (:mod:`.demoguest`), None when VMs boot the emulated guest
+    real_guest: str | None = None
 
 
 async def start_cluster(state_dir: Path, control_plane: str = "local") -> DemoCluster:
@@ -492,16 +501,18 @@ async def start_cluster(state_dir: Path, control_plane: str = "local") -> DemoCl
         await cluster.start()
         try:
             await make_golden_image(cluster, GOLDEN_IMAGE[0], GOLDEN_IMAGE[1], GOLDEN_FILES)
+            real_guest = await publish_real_guest(cluster)
         except BaseException:
             await cluster.stop()
             raise
-        return DemoCluster(cluster.kubeconfig, cluster.stop, cluster)
+        return DemoCluster(cluster.kubeconfig, cluster.stop, cluster, real_guest)
     from localcluster.realplane.agents import RealCluster
     from localcluster.realplane.plane import find_bin_dir, find_kubevirt_bin
 
     if find_bin_dir() is None:
         raise DemoError("--control-plane real needs Kubernetes' servers: build them with `bash tools/k8s/build.sh` "
                         "(about 11 minutes), or name their folder in WORKSPACESPAWNER_K8S_BIN")
+    print("On the real control plane every VM workspace boots the local cluster's emulated guest", flush=True)
     kubevirt_bin = find_kubevirt_bin()
     if kubevirt_bin is None:
         print("KubeVirt's and CDI's own controllers are not built (bash tools/kubevirt/build.sh), so the local "
@@ -549,7 +560,7 @@ async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str, prometheus:
         config_file.write_text(
             demo_config(state_dir, config_dir(), ports.public, proxy_command, proxy_api_port=ports.proxy_api, hub_port=ports.hub,
                         dashboard_port=ports.dashboard, prometheus_url=metrics.url if metrics else None,
-                        metrics_token=metrics_token(state_dir) if metrics else None)
+                        metrics_token=metrics_token(state_dir) if metrics else None, real_guest=cluster.real_guest)
         )
         # the proxy's API token is ours, so the demo can see when the hub's route is in place
         proxy_token = secrets.token_hex(32)

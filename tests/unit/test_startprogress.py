@@ -196,4 +196,5 @@ def test_a_vmis_events_read_in_a_vms_words():
     assert describe_event(about("SuccessfulCreate", "Created virtual machine pod virt-launcher-vm-ann-x2k9q")) \
         == "Your virtual machine's Pod was created"
     assert describe_event(about("Created", "VirtualMachineInstance defined.")) == "Your virtual machine is defined on its node"
-    assert describe_event(about("Started", "VirtualMachineInstance started.")) == "Your virtual machine started"
+    assert describe_event(about("Started", "VirtualMachineInstance started.")) == (
+        "Your virtual machine started: its operating system boots, then it starts your server")

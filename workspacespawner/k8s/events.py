@@ -31,7 +31,8 @@ EVENT_STEPS = {
 VMI_EVENT_STEPS = {
     "SuccessfulCreate": "Your virtual machine's Pod was created",
     "Created": "Your virtual machine is defined on its node",
-    "Started": "Your virtual machine started",
+    # virt-handler's Started is QEMU's start: the guest's boot and the server's start follow (a minute or more)
+    "Started": "Your virtual machine started: its operating system boots, then it starts your server",
 }
 
 #: The node in kube-scheduler's Scheduled message ("Successfully assigned default/jupyter-ann to cpu-node-1").

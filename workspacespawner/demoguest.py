@@ -1,0 +1,83 @@
+"""The guest the demo's VM workspaces boot: a real Debian 12 under QEMU where this machine can, else the emulated one.
+
+A real guest needs QEMU, the cloud-init seed's tools, debugfs and the golden
+image tools/golden-image builds (:func:`localcluster.guestimage.why_no_real_guest`
+says which is missing). With all of them, :func:`publish_real_guest` publishes
+that image as the DataSource ``golden-images/debian-12-<yyyy>-<mm>`` (its build
+month as the version) and :func:`guest_config` points the sample list's
+JupyterLab VM profile (:data:`REAL_GUEST_PROFILE`) at it. The guest reaches the
+hub, which listens on the host's loopback, through QEMU's user network
+(``10.0.2.2``): that profile's ``hub_connect_url``, JupyterHub's own per-spawner
+setting. The GPU VM profile keeps the emulated guest (a QEMU guest here gets
+no GPU, and the image has no code-server yet). Every VM card says which guest it
+boots and, for the real one, why it starts slowly without KVM.
+"""
+
+from __future__ import annotations
+
+from localcluster.goldenimage import make_golden_image
+from localcluster.guestimage import GuestImage, newest_guest_image, why_no_real_guest
+from localcluster.qemu import HOST_LOOPBACK_IN_GUEST
+
+from workspacespawner.core.names import GOLDEN_IMAGE_NAMESPACE
+
+#: The family of the real guest's DataSource name (its version is the build month).
+REAL_GUEST_FAMILY = "debian-12"
+#: The sample profile that boots the real guest.
+REAL_GUEST_PROFILE = "ubuntu-vm"
+
+REAL_GUEST_CARD = {
+    "display_name": "Debian 12 VM, JupyterLab",
+    "description": "A whole Debian 12 virtual machine, booted by QEMU: apt packages, /etc and /opt are kept between "
+                   "sessions, and you have sudo. Without hardware virtualization (KVM) the operating system takes a "
+                   "minute or two to boot.",
+}
+#: What the other VM cards add: their guest is the local cluster's stand-in for a virtual machine, and why.
+EMULATED = "In this demo its guest is emulated: the local cluster runs its cloud-init and server on this machine"
+#: ... when the real guest runs for the JupyterLab VM profile (a QEMU guest here gets no GPU; no code-server yet).
+EMULATED_NOTE_BESIDE_REAL = f"{EMULATED}, as the demo's real guests get no GPU."
+#: ... when this machine cannot boot a real guest.
+EMULATED_NOTE = f"{EMULATED}. A real guest needs QEMU and the golden image (docs: Run the demo)."
+
+
+def real_image_name(image: GuestImage) -> str:
+    """``debian-12-<yyyy>-<mm>``: the DataSource name of ``image``, its build month as the version."""
+    return f"{REAL_GUEST_FAMILY}-{image.built()[:7] or 'unknown'}"
+
+
+async def publish_real_guest(cluster) -> str | None:
+    """Publish the newest built golden image on ``cluster`` (a started :class:`~localcluster.LocalCluster`) as a
+    DataSource; its name, or None (with one line saying why) when this machine cannot boot a real guest."""
+    reason = why_no_real_guest()
+    image = newest_guest_image()
+    if reason is not None or image is None:
+        print(f"VM workspaces boot the local cluster's emulated guest: {reason}", flush=True)
+        return None
+    name = real_image_name(image)
+    await make_golden_image(cluster, GOLDEN_IMAGE_NAMESPACE, name, {}, size=image.claim_size, disk_image=image.disk)
+    print(f"The Debian 12 VM profile boots {name} (tools/golden-image) under QEMU", flush=True)
+    return name
+
+
+def guest_config(real_image: str | None, hub_port: int) -> str:
+    """Config (after the sample profiles) that puts the profiles on their guests: :func:`with_guests`."""
+    return f"""# Which guest each VM profile boots (workspacespawner/demoguest.py)
+from workspacespawner.demoguest import with_guests
+c.KubeSpawner.profile_list = with_guests(c.KubeSpawner.profile_list, {real_image!r}, {hub_port})"""
+
+
+def with_guests(profiles: list[dict], real_image: str | None, hub_port: int) -> list[dict]:
+    """``profiles`` with :data:`REAL_GUEST_PROFILE` on the real guest ``real_image`` (None: none), which reaches the
+    hub at ``hub_port`` on the host's loopback, and every other VM profile's card saying its guest is emulated."""
+    result = []
+    for profile in profiles:
+        override = profile.get("kubespawner_override") or {}
+        if override.get("workspace_kind") != "vm":
+            result.append(profile)
+        elif real_image is not None and profile.get("slug") == REAL_GUEST_PROFILE:
+            guest = {"vm_golden_image": real_image, "hub_connect_url": f"http://{HOST_LOOPBACK_IN_GUEST}:{hub_port}"}
+            result.append({**profile, **REAL_GUEST_CARD, "kubespawner_override": {**override, **guest}})
+        else:
+            note = EMULATED_NOTE if real_image is None else EMULATED_NOTE_BESIDE_REAL
+            result.append({**profile, "description": " ".join(filter(None, (profile.get("description"), note)))})
+    return result
