@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from localcluster.bootloader import BootError, boot_files, read_file
 from localcluster.cidata import make_seed, meta_data, missing_tools
-from localcluster.controllers.qemudomain import forwarded_ports, guest_size, not_given
+from localcluster.controllers.qemudomain import empty_disks, forwarded_ports, guest_size, not_given
 from localcluster.goldenimage import make_golden_image
 from localcluster.guestimage import MARKER, newest_guest_image
 from localcluster.qemu import GuestSpec, QemuGuest, accelerator, qemu_command
@@ -76,11 +76,13 @@ def test_command_line_carries_the_guest(tmp_path):
     assert _option(command, "-kernel") == [str(tmp_path / "vmlinuz")]
     assert _option(command, "-initrd") == [str(tmp_path / "initrd.img")]
     assert "root=/dev/vda" in _option(command, "-append")[0].split()
-    # The root disk first (/dev/vda), the seed read-only after it.
+    # The root disk first (/dev/vda: the first disk slot), the seed read-only after it.
     assert _option(command, "-drive") == [
-        f"file={tmp_path / 'root.img'},format=raw,if=virtio,cache=writeback,discard=unmap",
-        f"file={tmp_path / 'seed.img'},format=raw,if=virtio,readonly=on",
+        f"file={tmp_path / 'root.img'},format=raw,if=none,id=disk0,cache=writeback,discard=unmap",
+        f"file={tmp_path / 'seed.img'},format=raw,if=none,id=disk1,readonly=on",
     ]
+    assert {"virtio-blk-pci,drive=disk0,bus=pcie.0,addr=0x10", "virtio-blk-pci,drive=disk1,bus=pcie.0,addr=0x11"} <= set(
+        _option(command, "-device"))
     assert _option(command, "-netdev") == ["user,id=net0,hostfwd=tcp:127.0.0.1:41001-:8888,hostfwd=tcp:127.0.0.1:41002-:8080"]
     assert _option(command, "-serial") == [f"file:{tmp_path / 'console.log'}"]
     assert _option(command, "-qmp") == [f"unix:{tmp_path / 'qmp.sock'},server=on,wait=off"]
@@ -90,7 +92,7 @@ def test_command_line_kvm_passes_the_host_cpu_and_no_seed_means_one_disk(tmp_pat
     command = qemu_command(_spec(tmp_path, accel="kvm", seed=None, disk_format="qcow2", forwards={}))
     assert _option(command, "-machine") == ["q35,accel=kvm"]
     assert _option(command, "-cpu") == ["host"]
-    assert _option(command, "-drive") == [f"file={tmp_path / 'root.img'},format=qcow2,if=virtio,cache=writeback,discard=unmap"]
+    assert _option(command, "-drive") == [f"file={tmp_path / 'root.img'},format=qcow2,if=none,id=disk0,cache=writeback,discard=unmap"]
     assert _option(command, "-netdev") == ["user,id=net0"]
 
 
@@ -425,15 +427,34 @@ def test_the_guest_is_sized_as_kubevirt_sizes_the_domain(domain, size):
 
 def test_the_vmis_declared_ports_and_its_probes_are_forwarded_and_the_rest_is_named():
     interfaces = [{"name": "default", "ports": [{"name": "http", "port": 8888}, {"port": 22}]}]
-    disks = [{"name": "root"}, {"name": "cloudinit"}, {"name": "home"}]
+    disks = [{"name": "root"}, {"name": "cloudinit"}, {"name": "home"}, {"name": "scratch", "serial": "scratch"}]
     vmi = _domain_vmi(
         {"devices": {"interfaces": interfaces, "disks": disks, "filesystems": [{"name": "team", "virtiofs": {}}]}},
         readinessProbe={"httpGet": {"path": "/", "port": 9000}},
-        volumes=[{"name": "cloudinit", "cloudInitNoCloud": {}}, {"name": "home", "persistentVolumeClaim": {"claimName": "h"}}],
+        volumes=[{"name": "cloudinit", "cloudInitNoCloud": {}}, {"name": "home", "persistentVolumeClaim": {"claimName": "h"}},
+                 {"name": "scratch", "emptyDisk": {"capacity": "2Gi"}}],
     )
     assert forwarded_ports(vmi) == [22, 8888, 9000]
     assert not_given(vmi, virtiofsd=False) == ["disk home", "filesystem team"]
     assert not_given(vmi) == ["disk home"]  # virtiofsd shares the filesystem
+    assert empty_disks(vmi) == [("scratch", 2 << 30, "scratch")]  # a sparse file of its capacity
+
+
+def test_an_empty_disk_is_a_virtio_disk_with_its_serial_between_the_root_disk_and_the_seed(tmp_path):
+    command = qemu_command(_spec(tmp_path, disks=((tmp_path / "scratch.img", "scratch"), (tmp_path / "b.img", None))))
+    drives = _option(command, "-drive")
+    assert drives[1:] == [
+        f"file={tmp_path / 'scratch.img'},format=raw,if=none,id=disk1,cache=writeback,discard=unmap",
+        f"file={tmp_path / 'b.img'},format=raw,if=none,id=disk2,cache=writeback,discard=unmap",
+        f"file={tmp_path / 'seed.img'},format=raw,if=none,id=disk3,readonly=on",
+    ]
+    # in slot order, so the guest names them in the VMI's order (a scratch disk once took /dev/vda from the root disk)
+    assert [d for d in _option(command, "-device") if d.startswith("virtio-blk-pci")] == [
+        "virtio-blk-pci,drive=disk0,bus=pcie.0,addr=0x10",
+        "virtio-blk-pci,drive=disk1,bus=pcie.0,addr=0x11,serial=scratch",
+        "virtio-blk-pci,drive=disk2,bus=pcie.0,addr=0x12",
+        "virtio-blk-pci,drive=disk3,bus=pcie.0,addr=0x13",
+    ]
 
 
 def _ext4(tmp_path: Path, files: dict[str, str], links: dict[str, str]) -> Path:

@@ -74,8 +74,12 @@ class GuestSpec:
     extra_append: tuple[str, ...] = ()
     #: virtio-fs shares: ``(tag, virtiofsd's vhost-user socket)``; the guest's memory is then shared memory
     filesystems: tuple[tuple[str, Path], ...] = ()
+    #: disks after the root disk, before the seed: ``(raw image file, virtio serial or None)``
+    disks: tuple[tuple[Path, str | None], ...] = ()
 
 
+#: The PCI slot of a guest's first disk on q35's root bus; the next disks take the next slots.
+DISK_SLOT = 0x10
 #: Where a guest on QEMU's user network reaches the host's loopback (its gateway, which QEMU connects to 127.0.0.1
 #: with the same port): a hub listening on the host's 127.0.0.1 is ``http://10.0.2.2:<port>`` to a real guest, what a
 #: VM profile gives as its spawner's ``hub_connect_url``.
@@ -108,10 +112,17 @@ def qemu_command(spec: GuestSpec, *, qemu: str = QEMU) -> list[str]:
         "-kernel", str(spec.kernel),
         "-initrd", str(spec.initrd),
         "-append", " ".join((*KERNEL_APPEND, *spec.extra_append)),
-        "-drive", f"file={spec.disk},format={spec.disk_format},if=virtio,cache=writeback,discard=unmap",
     ]  # fmt: skip
+    # The disks in the VMI's order (root, the others, the seed) at PCI slots in that order, so the guest's kernel
+    # names them /dev/vda, /dev/vdb, ... so: slots QEMU gives by itself come first and would take the disks' order.
+    drives = [(spec.disk, spec.disk_format, None, "cache=writeback,discard=unmap"),
+              *((image, "raw", serial, "cache=writeback,discard=unmap") for image, serial in spec.disks)]
     if spec.seed is not None:
-        command += ["-drive", f"file={spec.seed},format=raw,if=virtio,readonly=on"]
+        drives.append((spec.seed, "raw", None, "readonly=on"))
+    for index, (image, image_format, serial, options) in enumerate(drives):
+        device = f"virtio-blk-pci,drive=disk{index},bus=pcie.0,addr={DISK_SLOT + index:#x}"
+        command += ["-drive", f"file={image},format={image_format},if=none,id=disk{index},{options}",
+                    "-device", device + (f",serial={serial}" if serial else "")]
     if spec.filesystems:
         command += ["-object", f"memory-backend-memfd,id=mem,size={spec.memory_mib}M,share=on"]
     for index, (tag, socket) in enumerate(spec.filesystems):

@@ -13,6 +13,8 @@ What the VMI asks for, given as KubeVirt gives it to its domain:
 * the ``cloudInitNoCloud`` volume's user data and network data on a ``cidata`` seed disk (:mod:`..cidata`), its
   instance id the firmware UUID (KubeVirt's ``cloudInitUUIDFromVMI``), so per-instance modules run on the first boot
   only;
+* each ``emptyDisk`` as a sparse raw file of its capacity in the VMI's folder (gone with the VMI, as KubeVirt's),
+  with the disk's virtio serial;
 * each ``virtiofs`` filesystem's claim folder through its own virtiofsd (:mod:`..virtiofs`), its tag the
   filesystem's name, as KubeVirt shares a PVC;
 * QEMU's user-mode network, each port the VMI's interfaces declare and its readiness probe's port forwarded from the
@@ -20,7 +22,7 @@ What the VMI asks for, given as KubeVirt gives it to its domain:
 * KVM where KVM runs a guest, TCG (software emulation, about a minute to boot Debian) otherwise
   (:func:`..qemu.accelerator`, probed once per process).
 
-Not given to a QEMU guest yet, each named in the console log and a Warning Event: further disks, and virtiofs
+Not given to a QEMU guest yet, each named in the console log and a Warning Event: further disks on a claim, and virtiofs
 filesystems where virtiofsd is not installed. QEMU's serial console is ``serial.log`` in the VMI's folder, each
 virtiofsd's log ``virtiofsd-<tag>.log`` beside it.
 """
@@ -41,6 +43,8 @@ from ..virtiofs import Virtiofsd, find_virtiofsd
 from .guest import guest_os_info
 
 MIB = 1024 * 1024
+#: The cloud-init volumes KubeVirt gives as a seed disk.
+SEEDS = ("cloudInitNoCloud", "cloudInitConfigDrive")
 DEFAULT_MEMORY_MIB = 1024
 
 
@@ -78,14 +82,33 @@ def forwarded_ports(vmi: dict) -> list[int]:
 
 
 def not_given(vmi: dict, *, virtiofsd: bool = True) -> list[str]:
-    """What the VMI asks for that a QEMU guest does not get yet: disks after the first (its cloud-init seed aside),
-    and without ``virtiofsd`` its virtiofs filesystems, each as ``disk NAME`` or ``filesystem NAME``."""
+    """What the VMI asks for that a QEMU guest does not get yet: disks after the first on a claim (its cloud-init
+    seed and ``emptyDisk`` volumes are given), and without ``virtiofsd`` its virtiofs filesystems, each as
+    ``disk NAME`` or ``filesystem NAME``."""
     volumes = {v["name"]: v for v in vmi["spec"].get("volumes") or []}
     devices = vmi["spec"]["domain"].get("devices") or {}
-    seeds = ("cloudInitNoCloud", "cloudInitConfigDrive")
-    disks = [d["name"] for d in (devices.get("disks") or [])[1:] if not any(s in volumes.get(d["name"], {}) for s in seeds)]
+    given = (*SEEDS, "emptyDisk")
+    disks = [d["name"] for d in (devices.get("disks") or [])[1:] if not any(s in volumes.get(d["name"], {}) for s in given)]
     filesystems = [] if virtiofsd else [f"filesystem {f['name']}" for f in devices.get("filesystems") or []]
     return [f"disk {name}" for name in disks] + filesystems
+
+
+def empty_disks(vmi: dict) -> list[tuple[str, int, str | None]]:
+    """The VMI's ``emptyDisk`` disks in its domain's order: ``(name, capacity in bytes, virtio serial or None)``."""
+    volumes = {v["name"]: v for v in vmi["spec"].get("volumes") or []}
+    found = []
+    for disk in (vmi["spec"]["domain"].get("devices") or {}).get("disks") or []:
+        empty = volumes.get(disk["name"], {}).get("emptyDisk")
+        if empty is not None:
+            found.append((disk["name"], int(parse_quantity(empty.get("capacity") or "0")), disk.get("serial")))
+    return found
+
+
+def _make_sparse(path: Path, size: int) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "ab") as image:
+        image.truncate(size)
+    return path
 
 
 def virtiofsd_installed() -> bool:
@@ -133,6 +156,8 @@ class QemuDomain:
             self.shares.append(daemon)
             await daemon.start()
             filesystems.append((tag, daemon.socket))
+        disks = tuple((_make_sparse(self.folder / "disks" / f"{name}.img", size), serial)
+                      for name, size, serial in empty_disks(self.vmi))
         cpus, memory_mib = guest_size(self.vmi)
         spec = GuestSpec(
             name=f"{self.vmi['metadata']['namespace']}_{self.vmi['metadata']['name']}",
@@ -148,6 +173,7 @@ class QemuDomain:
             accel=await accelerator(kernel),
             host_address=self.address,
             filesystems=tuple(filesystems),
+            disks=disks,
         )
         self.guest = QemuGuest(spec)
         await self.guest.start()
