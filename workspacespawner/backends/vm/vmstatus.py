@@ -340,8 +340,16 @@ def exit_status(vm: dict | None, vmi: dict | None) -> int | None:
     """What ``Spawner.poll()`` answers: None while the guest runs or KubeVirt is starting it, else an exit code.
 
     0 for a VM that is stopped, shutting down or gone; 1 for a guest that
-    failed or a VM in a crash loop.
+    failed or a VM in a crash loop. A guest that ended while its VM's
+    runStrategy keeps it running (``Always``; ``RerunOnFailure`` after a
+    failure) is None too: KubeVirt boots the VM again from the same disks,
+    as the kubelet restarts a workspace Pod's container, and the hub's
+    route (the VM's Service) reaches the new guest; only a crash loop ends
+    the server. Telling otherwise would depend on whether the hub's poll
+    came in the second between the old guest's end and the new one.
     """
+    if vm is not None and _kept_running(vm, vmi):
+        return 1 if _status(vm).get("printableStatus") == "CrashLoopBackOff" else None
     if vmi is not None:
         if vmi_terminating(vmi) or _status(vmi).get("phase") == "Succeeded":
             return 0
@@ -355,6 +363,13 @@ def exit_status(vm: dict | None, vmi: dict | None) -> int | None:
     if wants_running and printable in ("Starting", "Provisioning", "WaitingForVolumeBinding"):
         return None
     return 0
+
+
+def _kept_running(vm: dict, vmi: dict | None) -> bool:
+    """Whether KubeVirt starts ``vm`` again when its guest (``vmi``, if any) has ended: runStrategy ``Always``, or
+    ``RerunOnFailure`` unless the guest shut down by itself."""
+    strategy = (vm.get("spec") or {}).get("runStrategy")
+    return strategy == "Always" or (strategy == "RerunOnFailure" and _status(vmi or {}).get("phase") != "Succeeded")
 
 
 #: What :func:`interpret`'s state means as a lifecycle phase (Stopped and Absent: no compute).
