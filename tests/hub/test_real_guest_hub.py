@@ -8,8 +8,13 @@ through virtiofs (virtiofsd, tools/virtiofsd); JupyterLab in the guest reaches t
 hub's proxy reaches JupyterLab at the VMI's address. In a Jupyter terminal, as the student works: the guest's own
 kernel, the workspace user with sudo, ``apt-get install ./wstiny.deb``, a change in ``/etc``, files in ``/opt``,
 ``/usr/local`` and the home, which is the PVC's own folder (a file a container workspace left there is the
-workspace user's in the guest, and the guest's file is in the PVC). A stop leaves no QEMU process and keeps the VM, DataVolume and PVC; the next start finds
-all of it, the package still installed. Two software-emulated (TCG) boots: about five minutes on two cores; skipped
+workspace user's in the guest, and the guest's file is in the PVC); ``/scratch`` is the scratch tier's emptyDisk,
+formatted in the guest. A stop leaves no QEMU process and keeps the VM, DataVolume and PVC; the next start finds
+all of it, the package still installed. QEMU killed behind the hub's back: the VMI fails (its Event says so), KubeVirt
+boots the VM again from the same root disk (runStrategy ``Always``), the hub keeps the server (its poll does not
+end it: :func:`workspacespawner.backends.vm.vmstatus.exit_status`) and its route reaches the new guest, with the
+package still there; after the stop every run is closed with its compute (tests/support/invariants.py) and the
+disks stay. Three software-emulated (TCG) boots: about six minutes on two cores; skipped
 with the reason where QEMU or the image is missing (localcluster.testing.real_guest_skip_reason).
 """
 
@@ -17,16 +22,20 @@ from __future__ import annotations
 
 import base64
 import os
+import signal
 import time
 
 import pytest
+import requests
 from localcluster.guestimage import MARKER, newest_guest_image
 from localcluster.qemu import HOST_LOOPBACK_IN_GUEST
 from localcluster.testing import qemu_processes, real_guest_skip_reason, tiny_deb
 from localcluster.volumes import claim_path
 
 from tests.support import planes
+from tests.support.faultcases import matrix_ledger, wait_until
 from tests.support.hubharness import CONFIG_D, Hub, core_and_custom
+from tests.support.invariants import assert_invariants
 from tests.support.terminal import run_in_terminal
 from workspacespawner.core import names
 
@@ -35,6 +44,7 @@ pytestmark = pytest.mark.skipif(real_guest_skip_reason() is not None, reason=rea
 GOLDEN = ("golden-images", "debian-12")
 
 PROFILES = f"""
+c.WorkspaceQuota.ledger_url = "sqlite:///ledger.sqlite"  # in the hub's folder, where matrix_ledger reads it
 c.KubeSpawner.profile_list = [{{
     "display_name": "Debian 12 VM",
     "slug": "debian-vm",
@@ -86,7 +96,7 @@ def _objects(cluster, user: str) -> dict[str, list[str]]:
     return found
 
 
-def test_a_students_vm_is_a_real_linux_and_keeps_what_they_installed(hub, cluster, tmp_path, record_property):
+def test_a_students_vm_is_a_real_linux_keeps_what_they_installed_and_comes_back_after_qemu_is_killed(hub, cluster, tmp_path, record_property):
     user = "student"
     hub.create_user(user)
     started = time.monotonic()
@@ -111,12 +121,13 @@ def test_a_students_vm_is_a_real_linux_and_keeps_what_they_installed(hub, cluste
         "echo mine > ~/notes.txt",
         "findmnt -n -o FSTYPE ~",
         "stat -c %U ~/from-the-container.txt",
+        "findmnt -n -o FSTYPE /scratch && echo scratch > /scratch/x && cat /scratch/x",
     ], timeout=300)
     assert all(code == 0 for code, _ in results), results
     (_, kernel), (_, who) = results[:2]
     assert kernel.strip() == _guest_kernel() != os.uname().release
     assert who.strip() == "jovyan"
-    assert [out for _, out in results[-2:]] == ["virtiofs\n", "jovyan\n"]
+    assert [out for _, out in results[-3:]] == ["virtiofs\n", "jovyan\n", "ext4\nscratch\n"]
     assert (home / "notes.txt").read_text() == "mine\n"
 
     started = time.monotonic()
@@ -143,4 +154,31 @@ def test_a_students_vm_is_a_real_linux_and_keeps_what_they_installed(hub, cluste
         "1\n",
         "written in the first start\nlocal\nmine\n",
     ], results
+
+    # QEMU killed behind the hub's back: the VMI fails and KubeVirt (runStrategy Always) boots the VM again from the
+    # same root disk, as the kubelet restarts a workspace Pod's container; the hub's route reaches the new guest
+    [killed] = qemu_processes(f"default_{vm}")
+    os.kill(killed, signal.SIGKILL)
+    assert wait_until(lambda: _events(cluster, vm, "SyncFailed"), timeout=60), "the guest's end was not reported"
+    assert wait_until(lambda: qemu_processes(f"default_{vm}") not in ([], [killed]), timeout=60)
+    assert wait_until(lambda: _answers(hub, user), timeout=300, interval=2), hub.log()
+    assert hub.user(user)["servers"][""]["ready"]
+    [(code, out)] = run_in_terminal(hub, user, ["dpkg-query -W -f '${Status}\\n' wstiny"])
+    assert (code, out) == (0, "install ok installed\n")
     hub.stop_server(user, timeout=180)
+    with matrix_ledger(hub) as ledger:
+        assert_invariants(cluster, ledger=ledger)  # every run closed with its compute; none without
+    assert _objects(cluster, user)["datavolumes"] == [root]
+
+
+def _answers(hub: Hub, user: str) -> bool:
+    try:
+        return hub.server_request(user, "GET", "api").status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def _events(cluster, name: str, reason: str) -> list:
+    with core_and_custom(cluster) as (core, _):
+        return [e for e in core.list_namespaced_event("default", field_selector=f"involvedObject.name={name}").items
+                if e.reason == reason]
