@@ -48,7 +48,9 @@ class VMBackend(Backend):
     """A VM workspace. ``settings_for(tiers)`` gives the start's frozen :class:`VMSettings` for its VM tiers.
 
     ``core_api``/``custom_api``: kubernetes_asyncio ``CoreV1Api`` and
-    ``CustomObjectsApi``; ``start_timeout`` in seconds; ``tasks``: where a
+    ``CustomObjectsApi``; ``start_timeout`` in seconds and
+    ``fail_fast_unschedulable``, each a value or ``()`` giving it at each
+    start (a profile's ``kubespawner_override`` may set them); ``tasks``: where a
     stop that outlives a failed start is kept alive; ``root_disk_size``: a
     new root disk's size (a quantity, for the quota's disk check);
     ``unix_user``: the guest user that runs the IDE; ``pool``: ``()`` giving
@@ -68,8 +70,8 @@ class VMBackend(Backend):
         root_disk_size: str,
         core_api,
         custom_api,
-        start_timeout: float,
-        fail_fast_unschedulable: bool,
+        start_timeout: float | Callable[[], float],
+        fail_fast_unschedulable: bool | Callable[[], bool],
         tasks: BackgroundTasks,
         unix_user: str = "jovyan",
         pool=None,
@@ -164,8 +166,8 @@ class VMBackend(Backend):
             settings=settings,
             custom_api=self.custom_api,
             core_api=self.core_api,
-            start_timeout=self.start_timeout,
-            fail_fast_unschedulable=self.fail_fast_unschedulable,
+            start_timeout=_now(self.start_timeout),
+            fail_fast_unschedulable=_now(self.fail_fast_unschedulable),
             tasks=self.tasks,
             pool=self.pool() if settings is not None else None,
             on_root_disk=self.use_root_disk,
@@ -232,6 +234,11 @@ class VMBackend(Backend):
             self.ident = VMIdentity.from_state(state["vm"])
 
 
+def _now(setting):
+    """A setting given as a value, or as ``()`` that gives it now."""
+    return setting() if callable(setting) else setting
+
+
 def for_spawner(spawner, *, placement: Callable[[], object]) -> VMBackend:
     """The VM backend of ``spawner`` (a WorkspaceSpawner: its ``vm_*`` settings, applied profile and hub services);
     ``placement()``: where the start's VM may and should run (a :class:`~workspacespawner.gpu.placement.Placement`)."""
@@ -249,7 +256,7 @@ def for_spawner(spawner, *, placement: Callable[[], object]) -> VMBackend:
         naming=naming,
         settings_for=lambda tiers: dataclasses.replace(s.vm_settings(s.profile, tiers), placement=placement()),
         root_disk_size=s.vm_root_disk_size, core_api=s.api, custom_api=custom_api,
-        start_timeout=max(s.start_timeout - 5, 1), fail_fast_unschedulable=s.fail_fast_unschedulable,
+        start_timeout=lambda: max(s.start_timeout - 5, 1), fail_fast_unschedulable=lambda: s.fail_fast_unschedulable,
         tasks=s.services.tasks, unix_user=s.vm_unix_user, pool=lambda: s.services.root_disk_pool(s.namespace),
         image=lambda: f"VM golden image {s.vm_golden_image}", hub_tasks=start_pool,
     )
