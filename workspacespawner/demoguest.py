@@ -25,6 +25,8 @@ from workspacespawner.core.names import GOLDEN_IMAGE_NAMESPACE
 REAL_GUEST_FAMILY = "debian-12"
 #: The sample profile that boots the real guest.
 REAL_GUEST_PROFILE = "ubuntu-vm"
+#: Its start timeout (seconds; the demo's is 120): a first start under TCG took 100 to 180 s here.
+REAL_GUEST_START_TIMEOUT = 600
 
 REAL_GUEST_CARD = {
     "display_name": "Debian 12 VM, JupyterLab",
@@ -68,14 +70,16 @@ c.KubeSpawner.profile_list = with_guests(c.KubeSpawner.profile_list, {real_image
 
 def with_guests(profiles: list[dict], real_image: str | None, hub_port: int) -> list[dict]:
     """``profiles`` with :data:`REAL_GUEST_PROFILE` on the real guest ``real_image`` (None: none), which reaches the
-    hub at ``hub_port`` on the host's loopback, and every other VM profile's card saying its guest is emulated."""
+    hub at ``hub_port`` on the host's loopback and has :data:`REAL_GUEST_START_TIMEOUT` to boot, and every other VM
+    profile's card saying its guest is emulated."""
     result = []
     for profile in profiles:
         override = profile.get("kubespawner_override") or {}
         if override.get("workspace_kind") != "vm":
             result.append(profile)
         elif real_image is not None and profile.get("slug") == REAL_GUEST_PROFILE:
-            guest = {"vm_golden_image": real_image, "hub_connect_url": f"http://{HOST_LOOPBACK_IN_GUEST}:{hub_port}"}
+            guest = {"vm_golden_image": real_image, "hub_connect_url": f"http://{HOST_LOOPBACK_IN_GUEST}:{hub_port}",
+                     "start_timeout": REAL_GUEST_START_TIMEOUT}
             result.append({**profile, **REAL_GUEST_CARD, "kubespawner_override": {**override, **guest}})
         else:
             note = EMULATED_NOTE if real_image is None else EMULATED_NOTE_BESIDE_REAL

@@ -1,7 +1,8 @@
 """Which guest the demo's VM profiles boot (workspacespawner/demoguest.py), as configuration.
 
 With a real guest, the sample's JupyterLab VM profile boots the DataSource named for the image's build month and
-reaches the hub at the host's loopback as QEMU's user network shows it (``hub_connect_url``), its card naming
+reaches the hub at the host's loopback as QEMU's user network shows it (``hub_connect_url``), has minutes to
+boot (its own ``start_timeout``), its card naming
 Debian and the slow boot without KVM; every other VM card, and all of them without a real guest, say their guest
 is emulated; container profiles are untouched. The demo's whole hub config with the real guest passes the start-up
 check. The boot itself: tests/hub/test_real_guest_hub.py.
@@ -33,7 +34,7 @@ def test_the_jupyterlab_vm_boots_the_real_guest_and_reaches_the_hub_through_qemu
     lab, real, gpu = with_guests(PROFILES, "debian-12-2026-12", 18081)
     assert lab == PROFILES[0]
     assert real["kubespawner_override"] == {"workspace_kind": "vm", "vm_golden_image": "debian-12-2026-12",
-                                            "hub_connect_url": "http://10.0.2.2:18081"}
+                                            "hub_connect_url": "http://10.0.2.2:18081", "start_timeout": 600}
     assert real["display_name"].startswith("Debian 12 VM") and "KVM" in real["description"]
     assert gpu["description"] == EMULATED_NOTE_BESIDE_REAL and "no GPU" in gpu["description"]
 
