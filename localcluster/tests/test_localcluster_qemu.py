@@ -205,30 +205,17 @@ async def test_stop_presses_the_power_button_then_kills_after_the_grace_period(t
 _SERVE = [
     "rm -rf /srv/www && mkdir -p /srv/www",
     "uname -r > /srv/www/uname",
-    "cat /opt/persist/marker > /srv/www/marker || true",
-    "cat /usr/local/share/persist > /srv/www/local || true",
-    "dpkg-query -W -f '${Status} ${Version}' wstiny > /srv/www/package || true",
-    "cat /usr/share/wstiny/hello > /srv/www/hello || true",
-    "grep -c wstiny-was-here /etc/motd > /srv/www/etc || true",
     "systemd-run --no-block --unit=probe-http python3 -m http.server 8888 --bind 0.0.0.0 --directory /srv/www",
 ]
 
 
 def _user_data(deb: bytes) -> str:
-    """The VM's user data, the same on every boot: bootcmd serves; on the instance's first boot only, write_files and
-    runcmd install the package and change /etc, /opt and /usr/local (cloud-init's per-instance modules)."""
+    """The VM's user data: bootcmd serves; on the instance's first boot, write_files and runcmd install the package
+    (cloud-init's per-instance modules) and serve its state."""
     config = {
         "bootcmd": _SERVE,
-        "write_files": [
-            {"path": "/opt/persist/marker", "content": "written in the first boot\n"},
-            {"path": "/var/tmp/wstiny.deb", "encoding": "b64", "content": base64.b64encode(deb).decode()},
-        ],
-        "runcmd": [
-            "dpkg -i /var/tmp/wstiny.deb",
-            "echo wstiny-was-here >> /etc/motd",
-            "mkdir -p /usr/local/share && echo kept > /usr/local/share/persist",
-            "dpkg-query -W -f '${Status} ${Version}' wstiny > /srv/www/package",
-        ],
+        "write_files": [{"path": "/var/tmp/wstiny.deb", "encoding": "b64", "content": base64.b64encode(deb).decode()}],
+        "runcmd": ["dpkg -i /var/tmp/wstiny.deb", "dpkg-query -W -f '${Status} ${Version}' wstiny > /srv/www/package"],
     }
     return "#cloud-config\n" + json.dumps(config) + "\n"
 
@@ -334,16 +321,16 @@ async def _served(base: str, timeout: float = 300) -> dict[str, str | None]:
     while not await asyncio.to_thread(_get, f"{base}/package"):
         assert time.monotonic() < deadline, f"{base}/package not served within {timeout} s"
         await asyncio.sleep(1)
-    return {name: await asyncio.to_thread(_get, f"{base}/{name}") for name in ("uname", "marker", "local", "package", "hello", "etc")}
+    return {name: await asyncio.to_thread(_get, f"{base}/{name}") for name in ("uname", "package")}
 
 
 @pytest.mark.skipif(real_guest_skip_reason() is not None, reason=real_guest_skip_reason() or "")
-async def test_a_vm_cloned_from_the_golden_image_boots_under_qemu_and_keeps_what_was_installed(tmp_path, record_property):
-    """The seed's check in a real guest: a VM whose root disk CDI cloned from the golden image's DataSource boots
-    Debian under QEMU; a package installed from a local .deb, a change in /etc, files in /opt and /usr/local; stop:
-    the VMI and its QEMU process are gone, the VM, DataVolume and PVC stay; start (the same firmware UUID, so
-    cloud-init's per-instance modules do not run again): all of it is there. Then QEMU killed behind virt-handler's
-    back fails the VMI, and a stop still keeps the disks."""
+async def test_a_vm_cloned_from_the_golden_image_boots_under_qemu_and_a_killed_qemu_fails_the_vmi(tmp_path, record_property):
+    """The local cluster's real guest, one boot: a VM whose root disk CDI cloned (and grew, its holes kept) from the
+    golden image's DataSource boots Debian under QEMU, its own kernel, and its cloud-init installs a package from a
+    local .deb; QEMU killed behind virt-handler's back fails the VMI, and a stop leaves no QEMU process and keeps the
+    disks. What a user installs surviving stops and starts is the product's test, through the hub:
+    tests/hub/test_real_guest_hub.py (one boot here and three there were nine minutes of CI)."""
     image = newest_guest_image()
     assert image is not None
     report: dict = {}
@@ -376,22 +363,6 @@ async def test_a_vm_cloned_from_the_golden_image_boots_under_qemu_and_keeps_what
         assert vmi["status"]["guestOSInfo"]["id"] == "debian"
         assert qemu_processes(f"{NS}_ws")
 
-        started = time.monotonic()
-        await _stop(cluster)
-        report["stop: ACPI shutdown (s)"] = round(time.monotonic() - started, 1)
-        assert qemu_processes(f"{NS}_ws") == []
-        assert get_object(cluster, VMS, "ws") and get_object(cluster, DVS, "root-ws") and get_object(cluster, PVCS, "root-ws")
-
-        started = time.monotonic()
-        vmi = await _start(cluster)
-        second = await _served(f"http://{vmi['status']['interfaces'][0]['ipAddress']}:8888")
-        report["second start to the guest serving (s)"] = round(time.monotonic() - started, 1)
-        assert second["marker"] == "written in the first boot\n"
-        assert second["local"] == "kept\n"
-        assert second["package"] == "install ok installed 1.0"
-        assert second["hello"] == "hello from wstiny\n"
-        assert second["etc"] == "1\n"
-
         # QEMU killed behind virt-handler's back: the VMI fails, and a stop leaves the disks
         for pid in qemu_processes(f"{NS}_ws"):
             os.kill(pid, signal.SIGKILL)
@@ -399,7 +370,8 @@ async def test_a_vm_cloned_from_the_golden_image_boots_under_qemu_and_keeps_what
         assert "the guest's QEMU process exited" in crashed[0]["message"]
         await _stop(cluster)  # before runStrategy Always restarts the failed VMI
         assert qemu_processes(f"{NS}_ws") == []
-        assert get_object(cluster, DVS, "root-ws") and device.is_file()
+        assert get_object(cluster, VMS, "ws") and get_object(cluster, DVS, "root-ws") and get_object(cluster, PVCS, "root-ws")
+        assert device.is_file()
     for key, value in report.items():
         record_property(key, value)
     print(report)
