@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 from localcluster.bootloader import BootError, boot_files, read_file
 from localcluster.cidata import make_seed, meta_data, missing_tools
-from localcluster.controllers.qemudomain import empty_disks, forwarded_ports, guest_size, not_given
+from localcluster.controllers.qemudomain import empty_disks, forwarded_ports, guest_size, not_given, shared_folders
 from localcluster.goldenimage import make_golden_image
-from localcluster.guestimage import MARKER, newest_guest_image
+from localcluster.guestimage import MARKER, GuestImage, newest_guest_image
 from localcluster.qemu import GuestSpec, QemuGuest, accelerator, qemu_command
 from localcluster.testing import (
     create_object,
@@ -159,6 +159,12 @@ def test_newest_guest_image_takes_only_finished_builds(tmp_path):
             (folder / MARKER).write_text("stamp=old\n")
     image = newest_guest_image(tmp_path)
     assert image is not None and image.folder == tmp_path / "bookworm-old"
+
+
+def test_the_build_marker_says_the_kernel_and_when_and_nothing_it_lacks(tmp_path):
+    (tmp_path / MARKER).write_text("suite=bookworm\nkernel=6.1.0-50-cloud-amd64\nbuilt=2026-12-06T06:51:16Z\n")
+    image = GuestImage(tmp_path)
+    assert (image.kernel_release(), image.built(), image.marker("stamp")) == ("6.1.0-50-cloud-amd64", "2026-12-06T06:51:16Z", "")
 
 
 # A stand-in for qemu-system-x86_64: serves QMP on the -qmp socket; on system_powerdown it exits when its first
@@ -357,7 +363,7 @@ async def test_a_vm_cloned_from_the_golden_image_boots_under_qemu_and_a_killed_q
         base = f"http://{vmi['status']['interfaces'][0]['ipAddress']}:8888"
         first = await _served(base)
         report["first start to the guest serving (s)"] = round(time.monotonic() - started, 1)
-        guest_kernel = (image.folder / MARKER).read_text().split("kernel=")[1].splitlines()[0]
+        guest_kernel = image.kernel_release()
         assert first["uname"] == f"{guest_kernel}\n" and first["uname"].strip() != os.uname().release
         assert first["package"] == "install ok installed 1.0"
         assert vmi["status"]["guestOSInfo"]["id"] == "debian"
@@ -410,6 +416,7 @@ def test_the_vmis_declared_ports_and_its_probes_are_forwarded_and_the_rest_is_na
     assert not_given(vmi, virtiofsd=False) == ["disk home", "filesystem team"]
     assert not_given(vmi) == ["disk home"]  # virtiofsd shares the filesystem
     assert empty_disks(vmi) == [("scratch", 2 << 30, "scratch")]  # a sparse file of its capacity
+    assert shared_folders(vmi, {"team": Path("/v/team"), "home": Path("/v/home")}) == {"team": Path("/v/team")}
 
 
 def test_an_empty_disk_is_a_virtio_disk_with_its_serial_between_the_root_disk_and_the_seed(tmp_path):

@@ -45,12 +45,20 @@ class GuestImage:
         """The smallest whole-GiB PVC request that holds the disk (a Kubernetes quantity, e.g. ``3Gi``)."""
         return f"{-(-self.disk.stat().st_size // 2**30)}Gi"
 
+    def marker(self, key: str) -> str:
+        """A value of the build's marker (``suite``, ``kernel``, ``built``, ``seconds``, ``stamp``); "" when it has none."""
+        for line in (self.folder / MARKER).read_text().splitlines():
+            if line.startswith(f"{key}="):
+                return line.removeprefix(f"{key}=")
+        return ""
+
     def built(self) -> str:
         """When the build finished, as its marker says (``2026-12-05T10:00:00Z``); "" when it does not say."""
-        for line in (self.folder / MARKER).read_text().splitlines():
-            if line.startswith("built="):
-                return line.removeprefix("built=")
-        return ""
+        return self.marker("built")
+
+    def kernel_release(self) -> str:
+        """The release of the kernel the image boots (``6.1.0-50-cloud-amd64``), as its marker says."""
+        return self.marker("kernel")
 
     def complete(self) -> bool:
         return all(path.is_file() for path in (self.folder / MARKER, self.disk, self.kernel, self.initrd))

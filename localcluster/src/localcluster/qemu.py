@@ -113,8 +113,8 @@ def qemu_command(spec: GuestSpec, *, qemu: str = QEMU) -> list[str]:
         "-initrd", str(spec.initrd),
         "-append", " ".join((*KERNEL_APPEND, *spec.extra_append)),
     ]  # fmt: skip
-    # The disks in the VMI's order (root, the others, the seed) at PCI slots in that order, so the guest's kernel
-    # names them /dev/vda, /dev/vdb, ... so: slots QEMU gives by itself come first and would take the disks' order.
+    # The disks in the VMI's order (root, the others, the seed) at fixed PCI slots in that order, so the guest's kernel
+    # names them /dev/vda, /dev/vdb, ... in that order: slots QEMU picks by itself may put another disk first.
     drives = [(spec.disk, spec.disk_format, None, "cache=writeback,discard=unmap"),
               *((image, "raw", serial, "cache=writeback,discard=unmap") for image, serial in spec.disks)]
     if spec.seed is not None:

@@ -93,6 +93,12 @@ def not_given(vmi: dict, *, virtiofsd: bool = True) -> list[str]:
     return [f"disk {name}" for name in disks] + filesystems
 
 
+def shared_folders(vmi: dict, folders: dict[str, Path]) -> dict[str, Path]:
+    """``{tag: host folder}`` of the VMI's virtiofs filesystems, from ``folders`` (the node agent's, by filesystem name)."""
+    filesystems = (vmi["spec"]["domain"].get("devices") or {}).get("filesystems") or []
+    return {f["name"]: folders[f["name"]] for f in filesystems if "virtiofs" in f and f["name"] in folders}
+
+
 def empty_disks(vmi: dict) -> list[tuple[str, int, str | None]]:
     """The VMI's ``emptyDisk`` disks in its domain's order: ``(name, capacity in bytes, virtio serial or None)``."""
     volumes = {v["name"]: v for v in vmi["spec"].get("volumes") or []}

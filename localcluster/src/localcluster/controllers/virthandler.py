@@ -74,7 +74,7 @@ from .guest import (
     parse_unit,
 )
 from .isolation import Bind, Layers, joined, sandboxed
-from .qemudomain import QemuDomain, not_given, qemu_installed, virtiofsd_installed
+from .qemudomain import QemuDomain, not_given, qemu_installed, shared_folders, virtiofsd_installed
 from .runtime import (
     Filesystem,
     Launch,
@@ -278,9 +278,9 @@ class GuestRuntime(Workload):
             self._fail("GuestFailedToBoot", "the root disk is a disk image and QEMU is not installed on the node "
                        "(apt-get install qemu-system-x86)")
             return
-        shares = {f["name"]: devices[f["name"]] for f in self.obj["spec"]["domain"].get("devices", {}).get("filesystems") or []
-                  if "virtiofs" in f and f["name"] in devices} if virtiofsd_installed() else {}
-        for what in not_given(self.obj, virtiofsd=virtiofsd_installed()):
+        virtiofsd = virtiofsd_installed()
+        shares = shared_folders(self.obj, devices) if virtiofsd else {}
+        for what in not_given(self.obj, virtiofsd=virtiofsd):
             self.console.write(f"localcluster: {what} is not given to a QEMU guest yet")
             self.event("DeviceNotGiven", f"{what} is not given to a QEMU guest yet", warning=True)
         self.domain = QemuDomain(self.obj, self.dir, self.ip)
