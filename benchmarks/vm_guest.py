@@ -34,21 +34,18 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the repository root: tests.support
 
 from localcluster.guestimage import newest_guest_image, why_no_real_guest  # noqa: E402
-from localcluster.qemu import HOST_LOOPBACK_IN_GUEST, accelerator  # noqa: E402
+from localcluster.qemu import accelerator  # noqa: E402
 
 from tests.support import planes  # noqa: E402
 from tests.support.hubharness import CONFIG_D, Hub  # noqa: E402
+from tests.support.realguest import GOLDEN, vm_profile  # noqa: E402
 
-GOLDEN = ("golden-images", "debian-12")
 CONFIG = f"""
 load_subconfig({str(CONFIG_D / '10-workspace-spawner.py')!r})
 c.KubeSpawner.profile_list = [
     {{"display_name": "JupyterLab", "slug": "container", "default": True,
       "kubespawner_override": {{"workspace_kind": "container", "cpu_limit": 2, "mem_limit": "2G"}}}},
-    {{"display_name": "Debian 12 VM", "slug": "vm",
-      "kubespawner_override": {{"workspace_kind": "vm", "vm_golden_image": "{GOLDEN[1]}", "vm_root_disk_size": "4Gi",
-                                "vm_cpu_cores": 2, "vm_memory": "2Gi", "vm_termination_grace_period": 60,
-                                "hub_connect_url": f"http://{HOST_LOOPBACK_IN_GUEST}:{{hub_port}}"}}}},
+    {vm_profile("vm", "Debian 12 VM")},
 ]
 """
 KINDS = ("container", "vm")

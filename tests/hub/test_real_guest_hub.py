@@ -28,8 +28,7 @@ import time
 
 import pytest
 import requests
-from localcluster.guestimage import MARKER, newest_guest_image
-from localcluster.qemu import HOST_LOOPBACK_IN_GUEST
+from localcluster.guestimage import newest_guest_image
 from localcluster.testing import qemu_processes, real_guest_skip_reason, tiny_deb
 from localcluster.volumes import claim_path
 
@@ -37,32 +36,16 @@ from tests.support import planes
 from tests.support.faultcases import matrix_ledger, wait_until
 from tests.support.hubharness import CONFIG_D, Hub, core_and_custom
 from tests.support.invariants import assert_invariants
+from tests.support.realguest import GOLDEN, vm_profile
 from tests.support.terminal import run_in_terminal
 from workspacespawner.core import names
 
 pytestmark = pytest.mark.skipif(real_guest_skip_reason() is not None, reason=real_guest_skip_reason() or "")
 
-GOLDEN = ("golden-images", "debian-12")
-
+# the profile's own start_timeout (600 s, tests.support.realguest) is over the hub's 60 s
 PROFILES = f"""
 c.WorkspaceQuota.ledger_url = "sqlite:///ledger.sqlite"  # in the hub's folder, where matrix_ledger reads it
-c.KubeSpawner.profile_list = [{{
-    "display_name": "Debian 12 VM",
-    "slug": "debian-vm",
-    "default": True,
-    "kubespawner_override": {{
-        "workspace_kind": "vm",
-        "vm_golden_image": "{GOLDEN[1]}",
-        "vm_root_disk_size": "4Gi",
-        "vm_cpu_cores": 2,
-        "vm_memory": "2Gi",
-        "vm_termination_grace_period": 60,
-        # a boot under TCG takes minutes: the profile's own start timeout, over the hub's 60 s
-        "start_timeout": 600,
-        # the hub listens on the host's loopback; the guest reaches it through QEMU's user network
-        "hub_connect_url": f"http://{HOST_LOOPBACK_IN_GUEST}:{{hub_port}}",
-    }},
-}}]
+c.KubeSpawner.profile_list = [{vm_profile("debian-vm", "Debian 12 VM", default=True)}]
 """
 
 
@@ -85,7 +68,7 @@ def hub(cluster, tmp_path_factory):
 def _guest_kernel() -> str:
     image = newest_guest_image()
     assert image is not None
-    return (image.folder / MARKER).read_text().split("kernel=")[1].splitlines()[0]
+    return image.kernel_release()
 
 
 def _objects(cluster, user: str) -> dict[str, list[str]]:
