@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -165,6 +166,21 @@ def test_the_build_marker_says_the_kernel_and_when_and_nothing_it_lacks(tmp_path
     (tmp_path / MARKER).write_text("suite=bookworm\nkernel=6.1.0-50-cloud-amd64\nbuilt=2026-12-06T06:51:16Z\n")
     image = GuestImage(tmp_path)
     assert (image.kernel_release(), image.built(), image.marker("stamp")) == ("6.1.0-50-cloud-amd64", "2026-12-06T06:51:16Z", "")
+
+
+def test_qemu_processes_finds_the_guest_named_and_not_one_whose_name_it_begins(tmp_path):
+    # "default_ws" (this module's guest) is a prefix of "default_ws-student" (tests/hub/test_real_guest_hub.py's), and
+    # the two may run at once: a test that kills its own guest must not kill the other's. Names of their own here.
+    prefix = f"probe-{uuid.uuid4().hex[:8]}_ws"
+    sleepers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-name", f"guest={name}"])
+                for name in (f"{prefix}", f"{prefix}-student")]
+    try:
+        assert qemu_processes(prefix) == [sleepers[0].pid]
+        assert qemu_processes(f"{prefix}-student") == [sleepers[1].pid]
+    finally:
+        for sleeper in sleepers:
+            sleeper.kill()
+            sleeper.wait()
 
 
 # A stand-in for qemu-system-x86_64: serves QMP on the -qmp socket; on system_powerdown it exits when its first

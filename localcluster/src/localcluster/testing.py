@@ -229,12 +229,14 @@ def tiny_deb(folder: Path) -> bytes:
 
 
 def qemu_processes(name: str) -> list[int]:
-    """The processes whose command line names QEMU guest ``name`` (``-name guest=NAME``)."""
+    """The processes whose command line names QEMU guest ``name`` (``-name guest=NAME``): that argument whole, so
+    ``default_ws`` is not ``default_ws-student``."""
+    argument = f"guest={name}".encode()
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if f"guest={name}".encode() in (entry / "cmdline").read_bytes():
+                if argument in (entry / "cmdline").read_bytes().split(b"\0"):
                     found.append(int(entry.name))
             except OSError:
                 continue
