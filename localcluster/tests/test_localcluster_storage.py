@@ -279,3 +279,56 @@ async def test_a_claim_for_a_volume_populator_is_left_to_it(tmp_path):
         assert (claim_path(cluster, "default", "tmp-pvc-1") / "os-release").read_text() == "Debian"
         assert phase(cluster, PVCS, "root") == "Pending" and not get(cluster, PVCS, "root")["spec"].get("volumeName")
         assert not events(cluster, "root", "ProvisioningSucceeded")
+
+
+async def test_a_second_look_at_a_provisioned_claim_neither_copies_again_nor_removes_the_volume(tmp_path, monkeypatch):
+    """As on the real plane, where kube-controller-manager binds: a reconcile queued before the provisioner made the
+    volume finds the claim still Pending. Meanwhile CDI's restore from a snapshot moved the volume to its target claim
+    (the PV's ``claimRef``) and deleted its temporary claim. That second look used to copy the snapshot again and,
+    finding the claim gone, remove the volume's folder: a restored disk empty though CDI said Succeeded (seen in CI).
+    It now does nothing, as sig-storage's external-provisioner does; and a claim deleted during a copy leaves no
+    folder behind, the volume's or the copy's."""
+    from localcluster.controllers import storage
+
+    copies = []
+    copy_tree = storage.copy_tree
+
+    async def counted(src, dst):
+        copies.append(dst)
+        await copy_tree(src, dst)
+
+    monkeypatch.setattr(storage, "copy_tree", counted)
+    async with LocalCluster(state_dir=tmp_path / "state", controllers=()) as cluster:
+        cluster.real_control_plane = True  # the claim stays Pending once its volume is made
+        await storage.ensure_storage_classes(cluster)
+        klass = get(cluster, SCS, "ceph-rbd", None)
+        source = tmp_path / "snapshot"
+        source.mkdir()
+        (source / "block.img").write_bytes(b"the snapshot's disk" + bytes(8192))
+        prime = create(cluster, PVCS, claim("tmp-pvc-restore", "2Gi"))
+        assert await storage.provision_volume(cluster, prime, klass, source=source) is not None
+        pv_name = f"pvc-{prime['metadata']['uid']}"
+        image = volume_path(cluster, pv_name) / "block.img"
+        inode = image.stat().st_ino
+        # CDI's rebind: the volume now belongs to the DataVolume's claim, and the temporary claim is gone
+        target = create(cluster, PVCS, claim("ws-restored-root", "2Gi"))
+        pvs = cluster.store.kind(*PVS)
+        pv = get(cluster, PVS, pv_name, None)
+        pv["spec"]["claimRef"] = {"kind": "PersistentVolumeClaim", "namespace": "default", "name": "ws-restored-root",
+                                  "uid": target["metadata"]["uid"]}
+        cluster.store.replace(pvs, None, pv_name, pv)
+        cluster.store.patch(cluster.store.kind(*PVCS), "default", "tmp-pvc-restore", {"metadata": {"finalizers": None}},
+                            "application/merge-patch+json")
+        cluster.store.delete(cluster.store.kind(*PVCS), "default", "tmp-pvc-restore")
+        assert get(cluster, PVCS, "tmp-pvc-restore") is None
+
+        await storage.provision_volume(cluster, prime, klass, source=source)  # the queued second look
+        assert len(copies) == 1
+        assert image.stat().st_ino == inode and image.read_bytes().startswith(b"the snapshot's disk")
+
+        gone = create(cluster, PVCS, claim("deleted-while-copied", "2Gi"))
+        cluster.store.patch(cluster.store.kind(*PVCS), "default", "deleted-while-copied", {"metadata": {"finalizers": None}},
+                            "application/merge-patch+json")
+        cluster.store.delete(cluster.store.kind(*PVCS), "default", "deleted-while-copied")
+        assert await storage.provision_volume(cluster, gone, klass, source=source) is None
+        assert sorted(p.name for p in volume_path(cluster, pv_name).parent.iterdir()) == [pv_name]

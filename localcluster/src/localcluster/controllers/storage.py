@@ -45,6 +45,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import secrets
+from pathlib import Path
 
 from ..defaults import DEFAULT_CLASS_ANNOTATIONS, default_storage_class
 from ..errors import ApiError
@@ -227,35 +229,52 @@ async def provision_volume(cluster, pvc: dict, storage_class: dict, *, source=No
 
     ``source`` is a directory whose content the new volume starts with (a
     snapshot restore or a clone); None starts empty. Returns None if the claim
-    went away while its data was being copied (the volume is then removed).
+    went away while its data was being copied (the copy is then removed).
     Reads and writes go through ``client`` (default ``cluster.client``).
+
+    The data of a claim whose volume exists is never copied or removed again,
+    as external-provisioner does: on the real plane the claim stays Pending
+    until kube-controller-manager binds it, so a reconcile queued meanwhile
+    looks at it again, and CDI may have moved the volume to another claim by
+    then (a DataVolume's restore from a snapshot rebinds its temporary
+    claim's volume).
     """
     store = client or cluster.client
     meta = pvc["metadata"]
     pv_name = f"pvc-{meta['uid']}"
-    path = volume_path(cluster, pv_name)
-    if source is not None:
-        await copy_tree(source, path)
-    else:
-        await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)
+    pv = get_or_none(store, PVS, None, pv_name)
+    if pv is None:
+        await _fill_volume(volume_path(cluster, pv_name), source)
     current = get_or_none(store, PVCS, meta["namespace"], meta["name"])
     if current is None or current["metadata"]["uid"] != meta["uid"]:
-        await remove_tree(path)
+        if get_or_none(store, PVS, None, pv_name) is None:
+            await remove_tree(volume_path(cluster, pv_name))  # no volume was made of it, by this caller or another
         return None
     if current.get("status", {}).get("phase") == "Bound":
         return current  # provisioned meanwhile by another caller
-    pv = get_or_none(store, PVS, None, pv_name)
     if pv is None:
         pv = await store.create(store.kind(*PVS), None, make_persistent_volume(current, storage_class, pv_name))
+        await store.record_event(current, "ProvisioningSucceeded", f"Successfully provisioned volume {pv_name}",
+                                 component=f"{storage_class['provisioner']}_csi-provisioner")
     # The external-provisioner only creates the volume; the PV binder binds (here, or kube-controller-manager's).
-    bound = await bind_claim(store, current, pv) if not getattr(cluster, "real_control_plane", False) else current
-    await store.record_event(
-        bound,
-        "ProvisioningSucceeded",
-        f"Successfully provisioned volume {pv_name}",
-        component=f"{storage_class['provisioner']}_csi-provisioner",
-    )
-    return bound
+    return await bind_claim(store, current, pv) if not getattr(cluster, "real_control_plane", False) else current
+
+
+async def _fill_volume(path: Path, source: Path | None) -> None:
+    """Make ``path`` a new volume's folder: a copy of ``source`` (None: empty), made beside it and renamed into place
+    once whole, so that a volume never holds half a copy; a folder already there (another caller's) is kept."""
+    staging = path.with_name(f".{path.name}.{secrets.token_hex(4)}.partial")  # one per caller
+    if source is not None:
+        await copy_tree(source, staging)
+    else:
+        await asyncio.to_thread(staging.mkdir, parents=True)
+    if path.exists():  # another caller's copy came first
+        await remove_tree(staging)
+        return
+    try:
+        await asyncio.to_thread(staging.rename, path)
+    except OSError:  # it came first meanwhile
+        await remove_tree(staging)
 
 
 class StorageController(Controller):
