@@ -57,12 +57,21 @@ def test_the_launcher_pod_carries_the_vmis_labels_claims_and_gpus():
     assert pod["spec"]["nodeName"] == "gpu-node-1"
     assert pod["spec"]["volumes"] == [{"name": "root", "persistentVolumeClaim": {"claimName": "bob-gpu-root"}},
                                       {"name": "home", "persistentVolumeClaim": {"claimName": "home-bob"}}]
-    [compute] = pod["spec"]["containers"]
+    compute, console = pod["spec"]["containers"]
     assert compute["name"] == "compute"
+    assert console["name"] == "guest-console-log" and console["command"] == ["/usr/bin/virt-tail"]
     assert [m["name"] for m in compute["volumeMounts"]] == ["root", "home"]
     assert compute["resources"] == {"requests": {"cpu": "4", "memory": str(16 * 2**30), "nvidia.com/gpu": "1"},
                                     "limits": {"memory": "18Gi", "nvidia.com/gpu": "1"}}
     assert Validator().causes(by_kind()[("v1", "Pod")], pod) == []
+
+
+def test_a_vmi_without_a_serial_console_log_has_no_console_container():
+    for devices in ({"logSerialConsole": False}, {"autoattachSerialConsole": False}):
+        quiet = vmi()
+        quiet["spec"]["domain"].setdefault("devices", {}).update(devices)
+        pod = make_launcher_pod(quiet, "gpu-node-1", vmi_requests(quiet))
+        assert [c["name"] for c in pod["spec"]["containers"]] == ["compute"]
 
 
 def test_fractional_requests_are_written_without_an_exponent():

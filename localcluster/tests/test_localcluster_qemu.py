@@ -26,9 +26,22 @@ from pathlib import Path
 import pytest
 from localcluster.bootloader import BootError, boot_files, read_file
 from localcluster.cidata import make_seed, meta_data, missing_tools
-from localcluster.controllers.qemudomain import empty_disks, forwarded_ports, guest_size, not_given, shared_folders
+from localcluster.controllers.launcher import is_launcher
+from localcluster.controllers.qemudomain import (
+    QemuDomain,
+    claim_disk_image,
+    claim_disks,
+    empty_disks,
+    forwarded_ports,
+    further_disks,
+    guest_size,
+    not_given,
+    shared_folders,
+)
+from localcluster.controllers.virthandler import virt_tail
 from localcluster.goldenimage import make_golden_image
 from localcluster.guestimage import MARKER, GuestImage, newest_guest_image
+from localcluster.podlogs import LogOptions, PodLog
 from localcluster.qemu import GuestSpec, QemuGuest, accelerator, qemu_command
 from localcluster.testing import (
     create_object,
@@ -120,6 +133,38 @@ def test_command_line_refuses_what_qemu_cannot_run(tmp_path, changes, message):
         qemu_command(_spec(tmp_path, **changes))
 
 
+def test_command_line_without_a_kernel_boots_the_disk_through_the_firmware_on_the_serial_console(tmp_path):
+    command = qemu_command(_spec(tmp_path, kernel=None, initrd=None, bios_serial=True))
+    assert _option(command, "-kernel") == _option(command, "-initrd") == _option(command, "-append") == []
+    assert _option(command, "-machine") == ["q35,accel=tcg,graphics=off"]  # libvirt's <bios useserial='yes'/>
+    assert _option(command, "-drive")[0].startswith(f"file={tmp_path / 'root.img'},")  # the firmware boots the first disk
+
+
+@pytest.mark.skipif(shutil.which(qemu.QEMU) is None or shutil.which("mkfs.ext4") is None or bool(missing_tools()),
+                    reason="QEMU, e2fsprogs and the seed's tools are not installed")
+async def test_a_disk_without_a_kernel_boots_through_seabios_which_says_it_found_nothing(tmp_path):
+    """As on a KubeVirt node, whose firmware boots every disk: the VMI's disk is an ext4 filesystem that names no
+    kernel, so QEMU runs SeaBIOS, which writes to the serial console as the VMI asks (``bios.useSerial``), tries the
+    disk and the network, and says so; the guest keeps running, as KubeVirt's would (the hub reads the console:
+    tests/unit/test_vm_guest_console.py)."""
+    root = tmp_path / "disk.img"
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(root), "16M"], check=True, capture_output=True)
+    vmi = _domain_vmi({"firmware": {"uuid": str(uuid.uuid4()), "bootloader": {"bios": {"useSerial": True}}},
+                       "devices": {"disks": [{"name": "root"}]}, "memory": {"guest": "256Mi"}})
+    domain = QemuDomain(vmi, tmp_path / "vmi", "127.0.0.1")
+    await domain.start(root, "#cloud-config\n", None)
+    try:
+        assert "-kernel" not in domain.guest.command and domain.os_info == {}
+        deadline = time.monotonic() + 120
+        while "No bootable device" not in (domain.console.read_text(errors="replace") if domain.console.exists() else ""):
+            assert domain.running, domain.failure()
+            assert time.monotonic() < deadline, domain.console.read_text(errors="replace")[-2000:]
+            await asyncio.sleep(0.5)
+        assert "SeaBIOS" in domain.console.read_text(errors="replace") and domain.running
+    finally:
+        assert not await domain.stop(1)  # SeaBIOS ignores the power button: killed after the grace
+
+
 @pytest.mark.skipif(bool(missing_tools()), reason=f"the seed needs the Debian packages {', '.join(missing_tools())}")
 async def test_seed_is_a_cidata_filesystem_with_the_three_files(tmp_path):
     seed = await make_seed(
@@ -172,8 +217,13 @@ def test_qemu_processes_finds_the_guest_named_and_not_one_whose_name_it_begins(t
     # "default_ws" (this module's guest) is a prefix of "default_ws-student" (tests/hub/test_real_guest_hub.py's), and
     # the two may run at once: a test that kills its own guest must not kill the other's. Names of their own here.
     prefix = f"probe-{uuid.uuid4().hex[:8]}_ws"
-    sleepers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-name", f"guest={name}"])
+    # The kernel wakes Popen at exec's close-on-exec step, before it writes the new command line: CI once read an
+    # empty one. So each sleeper says it runs before the test reads /proc.
+    sleepers = [subprocess.Popen([sys.executable, "-c", "print(flush=True); import time; time.sleep(60)",
+                                  "-name", f"guest={name}"], stdout=subprocess.PIPE)
                 for name in (f"{prefix}", f"{prefix}-student")]
+    for sleeper in sleepers:
+        sleeper.stdout.readline()
     try:
         assert qemu_processes(prefix) == [sleepers[0].pid]
         assert qemu_processes(f"{prefix}-student") == [sleepers[1].pid]
@@ -181,6 +231,7 @@ def test_qemu_processes_finds_the_guest_named_and_not_one_whose_name_it_begins(t
         for sleeper in sleepers:
             sleeper.kill()
             sleeper.wait()
+            sleeper.stdout.close()
 
 
 # A stand-in for qemu-system-x86_64: serves QMP on the -qmp socket; on system_powerdown it exits when its first
@@ -350,7 +401,7 @@ async def _served(base: str, timeout: float = 300) -> dict[str, str | None]:
 async def test_a_vm_cloned_from_the_golden_image_boots_under_qemu_and_a_killed_qemu_fails_the_vmi(tmp_path, record_property):
     """The local cluster's real guest, one boot: a VM whose root disk CDI cloned (and grew, its holes kept) from the
     golden image's DataSource boots Debian under QEMU, its own kernel, and its cloud-init installs a package from a
-    local .deb; QEMU killed behind virt-handler's back fails the VMI, and a stop leaves no QEMU process and keeps the
+    local .deb; its serial console is its launcher Pod's guest-console-log log; QEMU killed behind virt-handler's back fails the VMI, and a stop leaves no QEMU process and keeps the
     disks. What a user installs surviving stops and starts is the product's test, through the hub:
     tests/hub/test_real_guest_hub.py (one boot here and three there were nine minutes of CI)."""
     image = newest_guest_image()
@@ -384,6 +435,10 @@ async def test_a_vm_cloned_from_the_golden_image_boots_under_qemu_and_a_killed_q
         assert first["package"] == "install ok installed 1.0"
         assert vmi["status"]["guestOSInfo"]["id"] == "debian"
         assert qemu_processes(f"{NS}_ws")
+        # the guest's serial console is the log of its launcher Pod's guest-console-log container (kubectl logs)
+        [launcher] = [p for p in cluster.store.objects(cluster.store.kind("", "v1", "pods")) if is_launcher(p)]
+        console = PodLog(cluster, launcher, LogOptions.parse({"container": "guest-console-log"}.get)).first()
+        assert f"Linux version {guest_kernel}" in console and "Cloud-init v." in console and "\r" not in console
 
         # QEMU killed behind virt-handler's back: the VMI fails, and a stop leaves the disks
         for pid in qemu_processes(f"{NS}_ws"):
@@ -430,9 +485,30 @@ def test_the_vmis_declared_ports_and_its_probes_are_forwarded_and_the_rest_is_na
     )
     assert forwarded_ports(vmi) == [22, 8888, 9000]
     assert not_given(vmi, virtiofsd=False) == ["disk home", "filesystem team"]
-    assert not_given(vmi) == ["disk home"]  # virtiofsd shares the filesystem
+    assert not_given(vmi) == ["disk home"]  # virtiofsd shares the filesystem; the home disk has no image
+    assert not_given(vmi, claim_images={"home": Path("/v/h/disk.img")}) == []
+    assert claim_disks(vmi) == ["home"]
     assert empty_disks(vmi) == [("scratch", 2 << 30, "scratch")]  # a sparse file of its capacity
     assert shared_folders(vmi, {"team": Path("/v/team"), "home": Path("/v/home")}) == {"team": Path("/v/team")}
+
+
+def test_a_disk_on_a_claim_is_its_disk_image_made_sparse_at_the_claims_size_when_it_has_none(tmp_path):
+    """vm_home_via = "disk": KubeVirt makes disk.img on an empty Filesystem-mode PVC; an emulated guest's disk (a
+    folder of files) is not given; the disks follow the VMI's order, each with its serial."""
+    fresh = tmp_path / "fresh" / "disk.img"
+    fresh.mkdir(parents=True)  # what the node agent makes first, not knowing the guest is real
+    assert claim_disk_image(fresh, 3 << 30) == fresh and fresh.stat().st_size == 3 << 30 and fresh.stat().st_blocks == 0
+    fresh.write_bytes(b"formatted by the guest")
+    assert claim_disk_image(fresh, 3 << 30) == fresh and fresh.read_bytes() == b"formatted by the guest"  # kept
+    emulated = tmp_path / "emulated" / "disk.img"
+    (emulated / "etc").mkdir(parents=True)
+    assert claim_disk_image(emulated, 1 << 30) is None and (emulated / "etc").is_dir()
+
+    disks = [{"name": "root"}, {"name": "cloudinit"}, {"name": "home", "serial": "home"}, {"name": "scratch", "serial": "scratch"}]
+    vmi = _domain_vmi({"devices": {"disks": disks}}, volumes=[
+        {"name": "cloudinit", "cloudInitNoCloud": {}}, {"name": "home", "persistentVolumeClaim": {"claimName": "h"}},
+        {"name": "scratch", "emptyDisk": {"capacity": "1Gi"}}])
+    assert further_disks(vmi, tmp_path / "disks", {"home": fresh}) == [(fresh, "home"), (tmp_path / "disks" / "scratch.img", "scratch")]
 
 
 def test_an_empty_disk_is_a_virtio_disk_with_its_serial_between_the_root_disk_and_the_seed(tmp_path):
@@ -484,3 +560,20 @@ async def test_the_bootloader_boots_what_the_disks_links_name_and_says_what_is_m
     zeros.write_bytes(bytes(1 << 20))
     with pytest.raises(BootError, match="is not an ext4 filesystem"):
         await boot_files(zeros, out)
+
+
+async def test_virt_tail_hands_on_whole_lines_without_their_ends_and_holds_a_line_being_written(tmp_path):
+    """The launcher's guest-console-log container (KubeVirt's virt-tail, ``CompleteLines``): a login prompt with no
+    line end yet is not passed on until its line is."""
+    console, lines = tmp_path / "serial.log", []
+    tail = asyncio.ensure_future(virt_tail(console, lines.append, interval=0.01))
+    await asyncio.sleep(0.05)  # QEMU has not made the file yet
+    console.write_bytes(b"Welcome to \x1b[1mDebian\x1b[0m!\r\r\nws login: ")
+    await wait_for(lambda: lines, 5, interval=0.01)
+    await asyncio.sleep(0.05)
+    assert lines == ["Welcome to \x1b[1mDebian\x1b[0m!"]
+    with console.open("ab") as f:
+        f.write(b"[ 41.0] cloud-init[445]: Cloud-init v. 22.4.2 running 'modules:final'\r\n")
+    tail.cancel()
+    await asyncio.wait([tail])  # a last read as it ends
+    assert lines[1:] == ["ws login: [ 41.0] cloud-init[445]: Cloud-init v. 22.4.2 running 'modules:final'"]

@@ -274,3 +274,26 @@ async def test_subresources_over_http(tmp_path):
             async with session.put(f"{base}/vm-http/stop", json={}) as response:
                 assert response.status == 202
             await wait_for(lambda: printable(cluster, "vm-http") == "Stopped")
+
+
+async def test_a_watch_of_pods_sees_the_launcher_pod_run_with_its_vmi(tmp_path):
+    """The virt-launcher Pod's status follows its VMI through the API, as every write does: a watcher (the hub's Pod
+    cache) gets each change. It once changed the stored object in place, so GET showed it Running while no watch
+    event ever said so, and the hub never saw its guest-console-log container start."""
+    async with LocalCluster(state_dir=tmp_path, controllers=("storage", "cdi", "scheduler", "virt")) as cluster:
+        store = cluster.store
+        cluster.controllers["cdi"].clone_seconds = 0
+        seen = []
+        store.on_change(lambda event, kind, obj, old: seen.append(((obj.get("status") or {}).get("phase"), event))
+                        if kind.kind == "Pod" else None)
+        await make_golden_image(cluster, "golden-images", "ubuntu-22.04-gpu", {"etc/os-release": 'NAME="Ubuntu"\n'})
+        create(cluster, VMS, virtual_machine("vm-ann", root="root-ann"))
+        create(cluster, DVS, data_volume("root-ann"))
+        vm_action(store, "default", "vm-ann", "start", {})
+        await wait_for(lambda: vmi_phase(cluster, "vm-ann") == "Scheduled")
+        await wait_for(lambda: seen)
+        set_vmi_status(cluster, "vm-ann", phase="Running", interfaces=[{"ipAddress": "127.2.0.1", "name": "default"}])
+        await wait_for(lambda: ("Running", "MODIFIED") in seen)
+        [pod] = [p for p in store.objects(store.kind("", "v1", "pods"))]
+        assert {s["name"]: list(s["state"]) for s in pod["status"]["containerStatuses"]} == {
+            "compute": ["running"], "guest-console-log": ["running"]}

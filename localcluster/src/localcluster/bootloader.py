@@ -25,10 +25,18 @@ class BootError(RuntimeError):
     """The disk cannot be booted: not an ext4 filesystem, or no kernel or initrd on it; the message says which."""
 
 
+class NoKernel(BootError):
+    """The disk is an ext4 filesystem that names no kernel (no ``/vmlinuz`` or ``/initrd.img``): only a boot loader on it
+    could boot it."""
+
+
 async def _debugfs(disk: Path, request: str) -> tuple[bytes, str]:
-    """``debugfs -R request disk`` (read-only): its output and its diagnostics (it exits 0 on most failures)."""
+    """``debugfs -c -R request disk`` (read-only): its output and its diagnostics (it exits 0 on most failures).
+
+    ``-c`` reads files without the allocation bitmaps, as a boot loader does: a guest killed mid-write (QEMU's
+    SIGKILL) leaves bitmaps whose checksums its journal has yet to fix, and debugfs would not open the disk."""
     process = await asyncio.create_subprocess_exec(
-        DEBUGFS, "-R", request, str(disk), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        DEBUGFS, "-c", "-R", request, str(disk), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     out, err = await process.communicate()
     diagnostics = err.decode(errors="replace")
@@ -67,7 +75,7 @@ async def boot_files(disk: Path, folder: Path) -> tuple[Path, Path]:
     for link in ("/vmlinuz", "/initrd.img"):
         real = await resolve(disk, link)
         if real is None:
-            raise BootError(f"the root disk {disk.name} has no {link}: no kernel is installed in the image")
+            raise NoKernel(f"the root disk {disk.name} has no {link}: no kernel is installed in the image")
         target = folder / link.lstrip("/")
         target.unlink(missing_ok=True)
         await _debugfs(disk, f'dump "{real}" "{target}"')

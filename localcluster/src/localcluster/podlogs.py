@@ -15,7 +15,11 @@ ContainerCreating`` (or the kubelet's words for image pull failures).
 Query parameters: ``container``, ``previous``, ``tailLines`` (the last N
 lines), ``limitBytes`` (at most N bytes) and ``follow``: after the current
 output, new lines stream (chunked ``text/plain``) until the container's
-process ends or the client goes away. ``timestamps``, ``sinceSeconds`` and
+process ends or the client goes away. A difference from a kubelet: a
+container the node agent has no live output for yet (a virt-launcher Pod's
+``guest-console-log`` before its guest started) answers what is there and
+ends, where a kubelet would keep the stream open; a client that wants the
+rest opens it again (as the hub's console follower does). ``timestamps``, ``sinceSeconds`` and
 ``sinceTime`` are accepted and ignored: the node agent keeps lines without
 their times. Output is what the node agent kept (see
 :mod:`.controllers.nodeagent`): the last ~200 lines of each run.
@@ -150,8 +154,9 @@ class PodLog:
             return  # not on a node yet: no kubelet to ask, an empty log
         container = choose_container(pod, options.container)
         previous = run_to_read(pod, container, options.previous)
-        path = container_log_path(Path(cluster.state_dir) / "pods", pod, container, previous)
         agent = cluster.controllers.get("nodeagent")
+        path = (agent.log_path(pod, container, previous) if agent is not None
+                else container_log_path(Path(cluster.state_dir) / "pods", pod, container, previous))
         output = agent.container_output(pod, container) if agent is not None and not previous else None
         if options.follow and output is not None:
             # Read and subscribe in one step of the event loop: no line falls between.

@@ -4,7 +4,10 @@
 root disk image, the image's kernel and initrd, the NoCloud ``cidata`` seed,
 forwarded ports, accelerator) into ``qemu-system-x86_64``'s arguments. The
 guest boots the kernel directly (``-kernel``/``-initrd``, ``root=/dev/vda``:
-the golden image of tools/golden-image is a bare ext4 filesystem), its disks
+the golden image of tools/golden-image is a bare ext4 filesystem) or, with no
+kernel given, through the firmware (SeaBIOS boots the root disk, as on a
+KubeVirt node; with ``bios_serial`` it writes to the serial console, as
+libvirt's ``useserial``, ``-machine graphics=off``, makes it), its disks
 are virtio (the root disk first, ``/dev/vda``; the seed read-only after it),
 its network is QEMU's user-mode network with each forwarded port listening
 on a loopback address of the host only, its serial console goes to a file,
@@ -55,15 +58,18 @@ class GuestSpec:
     and a DataVolume's disk image, ``qcow2`` for an overlay over one);
     ``seed`` is a NoCloud ``cidata`` disk (see :mod:`.cidata`) or None;
     ``console`` is the file the serial console is written to and ``qmp`` the
-    unix socket QMP listens on; ``extra_append`` adds kernel arguments.
+    unix socket QMP listens on; ``extra_append`` adds kernel arguments;
+    ``kernel`` None boots the root disk through the firmware, which writes to
+    the serial console with ``bios_serial`` (a VMI's
+    ``firmware.bootloader.bios.useSerial``).
     """
 
     name: str
     cpus: int
     memory_mib: int
     disk: Path
-    kernel: Path
-    initrd: Path
+    kernel: Path | None
+    initrd: Path | None
     console: Path
     qmp: Path
     seed: Path | None = None
@@ -76,6 +82,7 @@ class GuestSpec:
     filesystems: tuple[tuple[str, Path], ...] = ()
     #: disks after the root disk, before the seed: ``(raw image file, virtio serial or None)``
     disks: tuple[tuple[Path, str | None], ...] = ()
+    bios_serial: bool = False
 
 
 #: The PCI slot of a guest's first disk on q35's root bus; the next disks take the next slots.
@@ -99,20 +106,21 @@ def qemu_command(spec: GuestSpec, *, qemu: str = QEMU) -> list[str]:
     )
     # vhost-user devices (virtiofsd) read and write the guest's memory: it must be shared memory
     memory = ",memory-backend=mem" if spec.filesystems else ""
+    graphics = ",graphics=off" if spec.bios_serial else ""
     command = [
         qemu,
         "-name", f"guest={spec.name}",
-        "-machine", f"q35,accel={spec.accel}{memory}",
+        "-machine", f"q35,accel={spec.accel}{memory}{graphics}",
         "-cpu", cpu,
         "-smp", str(spec.cpus),
         "-m", str(spec.memory_mib),
         "-nodefaults",
         "-no-user-config",
         "-display", "none",
-        "-kernel", str(spec.kernel),
-        "-initrd", str(spec.initrd),
-        "-append", " ".join((*KERNEL_APPEND, *spec.extra_append)),
     ]  # fmt: skip
+    if spec.kernel is not None:
+        command += ["-kernel", str(spec.kernel), "-initrd", str(spec.initrd),
+                    "-append", " ".join((*KERNEL_APPEND, *spec.extra_append))]
     # The disks in the VMI's order (root, the others, the seed) at fixed PCI slots in that order, so the guest's kernel
     # names them /dev/vda, /dev/vdb, ... in that order: slots QEMU picks by itself may put another disk first.
     drives = [(spec.disk, spec.disk_format, None, "cache=writeback,discard=unmap"),
@@ -264,8 +272,11 @@ class QemuGuest:
 _accelerators: dict[str, str] = {}
 
 
-async def accelerator(kernel: Path, *, qemu: str = QEMU, timeout: float = 20.0, kvm_device: str = "/dev/kvm") -> str:
-    """``"kvm"`` when KVM runs ``kernel`` to its panic here, else ``"tcg"``; probed once per process and QEMU."""
+async def accelerator(kernel: Path | None, *, qemu: str = QEMU, timeout: float = 20.0, kvm_device: str = "/dev/kvm") -> str:
+    """``"kvm"`` when KVM runs ``kernel`` to its panic here, else ``"tcg"``; probed once per process and QEMU. With no
+    kernel to probe (a firmware boot), the answer of an earlier probe, else ``"tcg"``."""
+    if kernel is None:
+        return _accelerators.get(qemu, "tcg")
     if qemu not in _accelerators:
         _accelerators[qemu] = "kvm" if await kvm_runs_kernel(kernel, qemu=qemu, timeout=timeout, kvm_device=kvm_device) else "tcg"
     return _accelerators[qemu]

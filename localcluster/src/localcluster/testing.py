@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -226,6 +227,44 @@ def tiny_deb(folder: Path) -> bytes:
     subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(root), str(Path(folder) / "wstiny.deb")], check=True,
                    capture_output=True)
     return (Path(folder) / "wstiny.deb").read_bytes()
+
+
+def derived_image(disk: Path, target: Path, *requests: str) -> Path:
+    """A copy of the golden image's raw ext4 ``disk`` at ``target`` (sparse, as a clone keeps its holes), changed by
+    e2fsprogs' ``debugfs -w`` ``requests`` (``rm /usr/local/bin/x``, ``write /dev/null etc/cloud/...``) without
+    mounting it: a broken image, for the tests of what a start says about one."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "--sparse=always", str(disk), str(target)], check=True)
+    for request in requests:
+        _debugfs_write(target, request)
+    return target
+
+
+def _debugfs_write(disk: Path, request: str) -> None:
+    result = subprocess.run(["debugfs", "-w", "-R", request, str(disk)], check=True, capture_output=True, text=True)
+    failed = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("debugfs ")]
+    if failed:
+        raise RuntimeError(f"debugfs {request!r}: {' '.join(failed)}")
+
+
+def free_blocks(disk: Path) -> int:
+    """The ext4 filesystem ``disk``'s free blocks, as its superblock counts them (``dumpe2fs -h``)."""
+    header = subprocess.run(["dumpe2fs", "-h", str(disk)], check=True, capture_output=True, text=True).stdout
+    return int(re.search(r"^Free blocks:\s+(\d+)", header, re.M).group(1))
+
+
+def full_image(disk: Path, target: Path) -> Path:
+    """A copy of the golden image's ``disk`` at ``target`` whose filesystem has no block left (at most one: the
+    extent tree's own blocks come out of what is asked), root's reserve included: a file ``/fill`` holds the rest,
+    allocated with ``debugfs fallocate`` (unwritten extents, so the copy stays sparse on the host). A guest whose
+    system disk a user filled, for the tests of what a start says about one."""
+    target = derived_image(disk, target, "write /dev/null /fill")
+    end = -1
+    while (free := free_blocks(target)) > 1:
+        start, end = end + 1, end + free - 1  # the file's next blocks, leaving one for the extent tree
+        _debugfs_write(target, f"fallocate /fill {start} {end}")
+    return target
 
 
 def qemu_processes(name: str) -> list[int]:

@@ -1,6 +1,7 @@
 """Our controllers as API clients of the real control plane: the node agent
 registers Nodes and renews their Leases, a Pod created by kubectl is placed
-by kube-scheduler on our Node and runs as a local process until Ready, and a
+by kube-scheduler on our Node and runs as a local process until Ready, its
+log read through kube-apiserver from the node agent's kubelet API, and a
 PVC on ceph-rbd is provisioned by our provisioner and bound by
 kube-controller-manager.
 
@@ -87,6 +88,17 @@ async def test_kubectl_pod_scheduled_by_kube_scheduler_runs_and_is_ready(realclu
     assert got.status.pod_ip.startswith("127.")
     out = run_kubectl(kubectl, realcluster.kubeconfig, "get", "pod", "sleeper", "-n", cluster_namespace, "-o", "wide").stdout
     assert "Running" in out and "cpu-node-1" in out
+
+    # pods/log: kube-apiserver asks the node's kubelet API (the node agent's, localcluster.realplane.kubeletapi)
+    assert run_kubectl(kubectl, realcluster.kubeconfig, "logs", "sleeper", "-n", cluster_namespace).stdout == "up\n"
+    assert await core.read_namespaced_pod_log("sleeper", cluster_namespace, container="main", tail_lines=1) == "up\n"
+    try:
+        await core.read_namespaced_pod_log("sleeper", cluster_namespace, container="main", previous=True)
+        raise AssertionError("a previous log of a container that never restarted")
+    except client.ApiException as e:  # the kubelet's 400, passed on by kube-apiserver
+        assert e.status == 400 and 'previous terminated container \\"main\\" in pod \\"sleeper\\" not found' in e.body
+    node = await core.read_node("cpu-node-1")
+    assert node.status.daemon_endpoints.kubelet_endpoint.port == realcluster.agents.kubelet_api.port
 
     await core.delete_namespaced_pod("sleeper", cluster_namespace)
 

@@ -177,7 +177,9 @@ def smaller_than_source(dv: dict, source_pvc: dict | None) -> str | None:
 
 
 def target_claim(dv: dict, source_capacity: str | None) -> dict:
-    """The PVC CDI creates for a DataVolume: ``spec.pvc`` as given, or ``spec.storage`` completed."""
+    """The PVC CDI creates for a DataVolume: ``spec.pvc`` as given, or ``spec.storage`` completed; the DataVolume's
+    labels (CDI's own over them) and a copy of its annotations as they are now, as CDI's ``newPersistentVolumeClaim``
+    makes it (a later change of the DataVolume's annotations does not reach the claim)."""
     meta = dv["metadata"]
     if dv["spec"].get("pvc"):
         spec = copy.deepcopy(dv["spec"]["pvc"])
@@ -195,7 +197,8 @@ def target_claim(dv: dict, source_capacity: str | None) -> dict:
             "name": meta["name"],
             "namespace": meta["namespace"],
             "labels": {**(meta.get("labels") or {}), **CDI_LABELS},
-            "annotations": {CREATED_FOR_ANNOTATION: meta["uid"]},
+            # CDI copies every annotation the DataVolume has when the claim is made (and never again)
+            "annotations": {**(meta.get("annotations") or {}), CREATED_FOR_ANNOTATION: meta["uid"]},
             "ownerReferences": [owner_reference(dv)],
         },
         "spec": spec,

@@ -20,6 +20,9 @@ read there, not copied) with:
   VMI as a ``persistentVolumeClaim`` volume of the same name, a DataVolume
   as the claim of its own name (``PVCNameFromVirtVolume``), mounted in the
   ``compute`` container under ``/var/run/kubevirt-private/vmi-disks/<name>``;
+* the ``guest-console-log`` container, unless the VMI turns its serial
+  console log off: its log is the guest's serial console (the node agent
+  serves it, :meth:`~.nodeagent.NodeAgent.container_output`);
 * the ``compute`` container's resources: the VMI's requests (else one core
   per vCPU and the guest memory), its limits, and one of each
   ``devices.gpus``/``devices.hostDevices`` entry's ``deviceName`` as a limit
@@ -33,8 +36,10 @@ the same GPUs and claims: the product counts it once
 Here the VMI's guest is run by the node agent's guest runtime, so the Pod is
 a stand-in: :class:`~.virt.VirtController` creates it once the VMI is placed
 (``spec.nodeName`` set, so no scheduler places it, neither ours nor the real
-kube-scheduler), mirrors the VMI's phase into its status, and deletes it
-when the VMI finishes or goes. The local cluster keeps one count of it and
+kube-scheduler), shows it Running, every container started, once the VMI
+runs (KubeVirt's runs from the VMI's ``Scheduled`` on, before the guest
+boots; the guest's console log keeps the lines written before anyone
+reads it), and deletes it when the VMI finishes or goes. The local cluster keeps one count of it and
 its VMI: the scheduler counts the VMI, not the Pod; the node agent runs
 nothing for it (it only confirms its deletion), so only the VMI attaches the
 claims, and the attacher would take the Pod for its VMI anyway
@@ -44,10 +49,12 @@ container disks, hotplug, sidecars, cloud-init and Secret volumes, probes.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 from decimal import Decimal
 
-from .refs import owner_reference
+from ..store import rfc3339
+from .refs import owner_reference, volume_claim
 
 LAUNCHER_LABEL = "kubevirt.io"
 LAUNCHER_VALUE = "virt-launcher"
@@ -63,12 +70,39 @@ DISKS_DIR = "/var/run/kubevirt-private/vmi-disks"
 _NOT_COPIED = ("kubectl.kubernetes.io", "kubevirt.io/storage-observed-api-version", "kubevirt.io/latest-observed-api-version")
 
 
+#: The container KubeVirt (v1.1 and later) adds to stream the guest's first serial port to the Pod's log
+#: (``pkg/virt-controller/services/serialconsolelog.go``: ``virt-tail`` of the port's log file).
+CONSOLE_LOG_CONTAINER = {
+    "name": "guest-console-log",
+    "image": "quay.io/kubevirt/virt-launcher",
+    "command": ["/usr/bin/virt-tail"],
+    "resources": {"requests": {"cpu": "5m", "memory": "35M"}, "limits": {"cpu": "15m", "memory": "60M"}},
+}
+
+
+def logs_serial_console(vmi: dict) -> bool:
+    """Whether KubeVirt logs ``vmi``'s serial console (``isSerialConsoleLogEnabled``): unless the VMI turns its
+    serial console or its log off (this cluster has no ``disableSerialConsoleLog`` of its own)."""
+    devices = ((vmi.get("spec") or {}).get("domain") or {}).get("devices") or {}
+    return devices.get("autoattachSerialConsole") is not False and devices.get("logSerialConsole") is not False
+
+
 def is_launcher(pod: dict) -> bool:
     """Whether ``pod`` is a virt-launcher Pod (label ``kubevirt.io=virt-launcher`` and a VMI owner)."""
     meta = pod.get("metadata") or {}
     return (meta.get("labels") or {}).get(LAUNCHER_LABEL) == LAUNCHER_VALUE and any(
         ref.get("kind") == "VirtualMachineInstance" for ref in meta.get("ownerReferences") or []
     )
+
+
+def launched_vmi(pod: dict) -> str:
+    """The uid of the VMI a virt-launcher Pod runs (its ``kubevirt.io/created-by`` label)."""
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(CREATED_BY_LABEL, "")
+
+
+def is_console_log(pod: dict, container: str | None) -> bool:
+    """Whether ``container`` of ``pod`` is a virt-launcher Pod's ``guest-console-log``."""
+    return container == CONSOLE_LOG_CONTAINER["name"] and is_launcher(pod)
 
 
 def launcher_name(vmi: dict) -> str:
@@ -85,7 +119,7 @@ def claim_volumes(vmi: dict) -> list[dict]:
     """
     found = []
     for volume in (vmi.get("spec") or {}).get("volumes") or []:
-        claim = (volume.get("persistentVolumeClaim") or {}).get("claimName") or (volume.get("dataVolume") or {}).get("name")
+        claim = volume_claim(volume)
         if claim:
             found.append({"name": volume["name"], "persistentVolumeClaim": {"claimName": claim}})
     return found
@@ -144,7 +178,15 @@ def make_launcher_pod(vmi: dict, node: str, requests: dict[str, Decimal]) -> dic
                 "image": "quay.io/kubevirt/virt-launcher",
                 "resources": compute_resources(vmi, requests),
                 "volumeMounts": [{"name": v["name"], "mountPath": f"{DISKS_DIR}/{v['name']}"} for v in volumes],
-            }],
+            }, *([CONSOLE_LOG_CONTAINER] if logs_serial_console(vmi) else [])],
             "volumes": volumes,
         },
     }
+
+
+def launcher_container_statuses(pod: dict, *, running: bool, now: datetime.datetime) -> list[dict]:
+    """The launcher Pod's ``containerStatuses`` as its VMI's phase mirrors into it: each container running while
+    the guest runs (since ``now``), else waiting in ``ContainerCreating``."""
+    state = {"running": {"startedAt": rfc3339(now)}} if running else {"waiting": {"reason": "ContainerCreating"}}
+    return [{"name": c["name"], "image": c["image"], "imageID": "", "ready": running, "restartCount": 0,
+             "started": running, "state": state} for c in pod["spec"]["containers"]]

@@ -120,10 +120,10 @@ from . import isolation
 from .base import Controller
 from .gpumetrics import NodeMetrics
 from .kubelet import PodRuntime, container_log_path, image_repository
-from .launcher import is_launcher
+from .launcher import is_console_log, is_launcher, launched_vmi
 from .refs import CONFIG_MAPS, LEASES, NODES, PODS, PVCS, SECRETS, VMIS, get_or_none
 from .runtime import AddressPool, base_env
-from .scheduler import DEFAULT_NODES, register_nodes, report_node_ready
+from .scheduler import DEFAULT_NODES, node_address, register_nodes, report_node_ready
 from .virthandler import GuestRuntime
 from .workload import Workload
 
@@ -235,12 +235,18 @@ class NodeAgent(Controller):
         stays after the object is gone. ``previous``: a container's run
         before its last restart (``kubectl logs --previous``).
         """
+        if obj["kind"] == "Pod" and is_console_log(obj, name):
+            return self.vmis_dir / launched_vmi(obj) / "serial-console.log"
         if obj["kind"] == "Pod":
             return container_log_path(self.pods_dir, obj, name or obj["spec"]["containers"][0]["name"], previous)
         return self.vmis_dir / obj["metadata"]["uid"] / f"{name or 'console'}.log"
 
     def container_output(self, pod: dict, name: str):
-        """The live :class:`~.runtime.LogTail` of a Pod's container running here, or None."""
+        """The live :class:`~.runtime.LogTail` of a Pod's container running here, or None. A virt-launcher Pod's
+        ``guest-console-log`` container is its guest's serial console (:attr:`.virthandler.GuestRuntime.serial`)."""
+        if is_console_log(pod, name):
+            guest = self.runtimes.get(launched_vmi(pod))
+            return getattr(guest, "serial", None)
         runtime = self.runtimes.get(pod["metadata"]["uid"])
         for sup in runtime.all_supervisors() if isinstance(runtime, PodRuntime) else ():
             if sup.name == name:
@@ -418,7 +424,10 @@ class NodeAgent(Controller):
                 log.warning("nodeagent: workspaces share the host's filesystem (paths are mapped, readOnly is not enforced): cannot sandbox: %s", reason)
         if self.real_control_plane:
             specs = self.cluster.nodes or DEFAULT_NODES
-            await register_nodes(self.client, specs)
+            # the kubelets' API, which kube-apiserver asks for pods/log (the plane's, when it serves one)
+            serve = getattr(self.cluster, "serve_kubelet_api", None)
+            port = await serve(self, [node_address(spec, i) for i, spec in enumerate(specs)]) if serve else 10250
+            await register_nodes(self.client, specs, port)
             await self.client.watch((LEASES,))
             await self._renew_leases([spec["name"] for spec in specs])
             self._tasks.append(asyncio.create_task(self._lease_loop([s["name"] for s in specs]), name="nodeagent-leases"))

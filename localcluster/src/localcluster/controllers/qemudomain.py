@@ -9,12 +9,18 @@ What the VMI asks for, given as KubeVirt gives it to its domain:
 
 * CPUs: ``domain.cpu`` sockets × cores × threads, else the CPU request rounded up, else 1; memory:
   ``domain.memory.guest``, else the memory request, else 1 GiB (:func:`guest_size`);
-* the root disk, booted with the kernel and initrd the disk itself names (:mod:`..bootloader`);
+* the root disk, booted with the kernel and initrd the disk itself names (:mod:`..bootloader`); an ext4 disk that
+  names no kernel (no ``/vmlinuz``) through the firmware, as a KubeVirt node boots every disk: SeaBIOS, writing to
+  the serial console where the VMI asks (``firmware.bootloader.bios.useSerial``), says ``No bootable device.``. A
+  disk debugfs cannot read at all fails the VMI (KubeVirt boots it again), as before;
 * the ``cloudInitNoCloud`` volume's user data and network data on a ``cidata`` seed disk (:mod:`..cidata`), its
   instance id the firmware UUID (KubeVirt's ``cloudInitUUIDFromVMI``), so per-instance modules run on the first boot
   only;
 * each ``emptyDisk`` as a sparse raw file of its capacity in the VMI's folder (gone with the VMI, as KubeVirt's),
   with the disk's virtio serial;
+* each further disk on a claim (a PVC or DataVolume: the home with ``vm_home_via = "disk"``) as the claim's disk
+  image, with its serial; on a Filesystem-mode claim that has none yet, ``disk.img`` made sparse at the claim's
+  size, as KubeVirt makes it on an empty PVC (:func:`claim_disk_image`);
 * each ``virtiofs`` filesystem's claim folder through its own virtiofsd (:mod:`..virtiofs`), its tag the
   filesystem's name, as KubeVirt shares a PVC;
 * QEMU's user-mode network, each port the VMI's interfaces declare and its readiness probe's port forwarded from the
@@ -22,8 +28,8 @@ What the VMI asks for, given as KubeVirt gives it to its domain:
 * KVM where KVM runs a guest, TCG (software emulation, about a minute to boot Debian) otherwise
   (:func:`..qemu.accelerator`, probed once per process).
 
-Not given to a QEMU guest yet, each named in the console log and a Warning Event: further disks on a claim, and virtiofs
-filesystems where virtiofsd is not installed. QEMU's serial console is ``serial.log`` in the VMI's folder, each
+Not given to a QEMU guest, each named in the console log and a Warning Event: a disk on a claim whose disk image is
+a folder of files (an emulated guest's), and virtiofs filesystems where virtiofsd is not installed. QEMU's serial console is ``serial.log`` in the VMI's folder, each
 virtiofsd's log ``virtiofsd-<tag>.log`` beside it.
 """
 
@@ -35,12 +41,13 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from ..bootloader import boot_files, read_file
+from ..bootloader import NoKernel, boot_files, read_file
 from ..cidata import make_seed, meta_data
 from ..qemu import QEMU, GuestSpec, QemuGuest, accelerator
 from ..validation import parse_quantity
 from ..virtiofs import Virtiofsd, find_virtiofsd
 from .guest import guest_os_info
+from .refs import volume_claim
 
 MIB = 1024 * 1024
 #: The cloud-init volumes KubeVirt gives as a seed disk.
@@ -81,16 +88,40 @@ def forwarded_ports(vmi: dict) -> list[int]:
     return sorted(ports)
 
 
-def not_given(vmi: dict, *, virtiofsd: bool = True) -> list[str]:
-    """What the VMI asks for that a QEMU guest does not get yet: disks after the first on a claim (its cloud-init
+def not_given(vmi: dict, *, virtiofsd: bool = True, claim_images: dict[str, Path | None] | None = None) -> list[str]:
+    """What the VMI asks for that a QEMU guest does not get: disks after the first on a claim without a disk image
+    in ``claim_images`` (by disk name: :func:`claim_disk_image`'s answers), volumes of other kinds (the cloud-init
     seed and ``emptyDisk`` volumes are given), and without ``virtiofsd`` its virtiofs filesystems, each as
     ``disk NAME`` or ``filesystem NAME``."""
     volumes = {v["name"]: v for v in vmi["spec"].get("volumes") or []}
     devices = vmi["spec"]["domain"].get("devices") or {}
     given = (*SEEDS, "emptyDisk")
-    disks = [d["name"] for d in (devices.get("disks") or [])[1:] if not any(s in volumes.get(d["name"], {}) for s in given)]
+    images = claim_images or {}
+    disks = [d["name"] for d in (devices.get("disks") or [])[1:]
+             if not any(s in volumes.get(d["name"], {}) for s in given) and images.get(d["name"]) is None]
     filesystems = [] if virtiofsd else [f"filesystem {f['name']}" for f in devices.get("filesystems") or []]
     return [f"disk {name}" for name in disks] + filesystems
+
+
+def claim_disks(vmi: dict) -> list[str]:
+    """The names of the VMI's disks after the first whose volume is a PVC or a DataVolume, in its domain's order."""
+    volumes = {v["name"]: v for v in vmi["spec"].get("volumes") or []}
+    disks = (vmi["spec"]["domain"].get("devices") or {}).get("disks") or []
+    return [d["name"] for d in disks[1:] if volume_claim(volumes.get(d["name"], {}))]
+
+
+def claim_disk_image(path: Path, size: int) -> Path | None:
+    """The raw disk image a QEMU guest gets for a disk on a claim, whose image path (``disk.img``, or a Block-mode
+    claim's ``block.img``) is ``path``: the file; an empty folder there (the node agent makes one for an emulated
+    guest) becomes a sparse file of ``size`` bytes, as KubeVirt makes ``disk.img`` on an empty Filesystem-mode
+    PVC; None for a folder of files (an emulated guest's disk)."""
+    if path.is_file():
+        return path
+    if path.is_dir():
+        if any(path.iterdir()):
+            return None
+        path.rmdir()
+    return _make_sparse(path, size)
 
 
 def shared_folders(vmi: dict, folders: dict[str, Path]) -> dict[str, Path]:
@@ -107,6 +138,21 @@ def empty_disks(vmi: dict) -> list[tuple[str, int, str | None]]:
         empty = volumes.get(disk["name"], {}).get("emptyDisk")
         if empty is not None:
             found.append((disk["name"], int(parse_quantity(empty.get("capacity") or "0")), disk.get("serial")))
+    return found
+
+
+def further_disks(vmi: dict, folder: Path, claim_images: dict[str, Path]) -> list[tuple[Path, str | None]]:
+    """``(raw image, virtio serial)`` of each disk after the root disk that a QEMU guest gets, in the VMI's order:
+    an ``emptyDisk`` as a sparse file of its capacity in ``folder``, a disk on a claim as its image in
+    ``claim_images`` (by disk name)."""
+    empty = {name: size for name, size, _serial in empty_disks(vmi)}
+    found = []
+    for disk in ((vmi["spec"]["domain"].get("devices") or {}).get("disks") or [])[1:]:
+        name, serial = disk["name"], disk.get("serial")
+        if name in empty:
+            found.append((_make_sparse(folder / f"{name}.img", empty[name]), serial))
+        elif claim_images.get(name) is not None:
+            found.append((claim_images[name], serial))
     return found
 
 
@@ -143,12 +189,18 @@ class QemuDomain:
     def running(self) -> bool:
         return self.guest is not None and self.guest.running
 
-    async def start(self, root: Path, user_data: str, network_data: str | None, shares: dict[str, Path] | None = None) -> None:
+    async def start(self, root: Path, user_data: str, network_data: str | None, shares: dict[str, Path] | None = None,
+                    claim_images: dict[str, Path] | None = None) -> None:
         """Read the boot files and OS of ``root``, write the seed, share each of ``shares`` (tag: host folder) through
-        virtiofsd, start QEMU; BootError, VirtiofsdError or GuestError if it cannot."""
+        virtiofsd, give each disk of ``claim_images`` (by disk name: its raw image), start QEMU; BootError,
+        VirtiofsdError or GuestError if it cannot."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        kernel, initrd = await boot_files(root, self.folder)
-        self.os_info = await self._os_info(root)
+        try:
+            kernel, initrd = await boot_files(root, self.folder)
+            self.os_info = await self._os_info(root)
+        except NoKernel:  # a filesystem that names no kernel: the firmware boots what the disk holds, as on a node
+            kernel = initrd = None
+            self.os_info = {}
         firmware = self.vmi["spec"]["domain"].get("firmware") or {}
         seed = await make_seed(
             self.folder / "cidata.img",
@@ -162,8 +214,7 @@ class QemuDomain:
             self.shares.append(daemon)
             await daemon.start()
             filesystems.append((tag, daemon.socket))
-        disks = tuple((_make_sparse(self.folder / "disks" / f"{name}.img", size), serial)
-                      for name, size, serial in empty_disks(self.vmi))
+        disks = tuple(further_disks(self.vmi, self.folder / "disks", claim_images or {}))
         cpus, memory_mib = guest_size(self.vmi)
         spec = GuestSpec(
             name=f"{self.vmi['metadata']['namespace']}_{self.vmi['metadata']['name']}",
@@ -180,6 +231,7 @@ class QemuDomain:
             host_address=self.address,
             filesystems=tuple(filesystems),
             disks=disks,
+            bios_serial=bool(((firmware.get("bootloader") or {}).get("bios") or {}).get("useSerial")),
         )
         self.guest = QemuGuest(spec)
         await self.guest.start()

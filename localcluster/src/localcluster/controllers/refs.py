@@ -56,6 +56,12 @@ def ephemeral_claim_name(pod_name: str, volume_name: str) -> str:
     return f"{pod_name}-{volume_name}"
 
 
+def volume_claim(volume: dict) -> str | None:
+    """The PVC a Pod's or VMI's volume is on: a ``persistentVolumeClaim``'s claim, or a ``dataVolume``'s, which has
+    the DataVolume's name (KubeVirt's ``PVCNameFromVirtVolume``); None for volumes of other sources."""
+    return (volume.get("persistentVolumeClaim") or {}).get("claimName") or (volume.get("dataVolume") or {}).get("name")
+
+
 def claim_names(volumes: list | None, pod_name: str | None = None) -> set[str]:
     """The PVC names a Pod's or VMI's volumes use.
 
@@ -64,9 +70,9 @@ def claim_names(volumes: list | None, pod_name: str | None = None) -> set[str]:
     """
     names = set()
     for volume in volumes or []:
-        claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
-        data_volume = (volume.get("dataVolume") or {}).get("name")
-        names.update(n for n in (claim, data_volume) if n)
+        claim = volume_claim(volume)
+        if claim:
+            names.add(claim)
         if pod_name and "ephemeral" in volume:
             names.add(ephemeral_claim_name(pod_name, volume["name"]))
     return names

@@ -130,8 +130,14 @@ _OPERATORS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": 
 # -- nodes -------------------------------------------------------------------
 
 
-def make_node(spec: dict, index: int, now: str) -> dict:
-    """A Node object (with status, conditions stamped ``now``) from ``{"name", "cpu", "memory", "pods", "labels", "taints"}``
+def node_address(spec: dict, index: int) -> str:
+    """The ``InternalIP`` of the ``index``-th node of ``spec``: its ``ip``, else ``127.1.0.<index + 1>``."""
+    return spec.get("ip", f"127.1.0.{index + 1}")
+
+
+def make_node(spec: dict, index: int, now: str, kubelet_port: int = 10250) -> dict:
+    """A Node object (with status, conditions stamped ``now``, its kubelet's API on ``kubelet_port``) from
+    ``{"name", "cpu", "memory", "pods", "labels", "taints"}``
     and the GPU keys of :mod:`.gpunodes` (``gpus``, ``gpu_product``, ``gpu_replicas``, ``gpu_shared_name``,
     ``gpu_resources``, ``mig_gpus``). Raises ValueError for GPU keys that cannot be."""
     name = spec["name"]
@@ -148,10 +154,10 @@ def make_node(spec: dict, index: int, now: str) -> dict:
         "capacity": capacity,
         "allocatable": dict(capacity),
         "addresses": [
-            {"type": "InternalIP", "address": spec.get("ip", f"127.1.0.{index + 1}")},
+            {"type": "InternalIP", "address": node_address(spec, index)},
             {"type": "Hostname", "address": name},
         ],
-        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
         "nodeInfo": {
             "architecture": "amd64",
             "bootID": f"00000000-0000-4000-8000-{index:012d}",
@@ -362,8 +368,9 @@ def unschedulable_message(node_count: int, reasons: Counter) -> str:
     return f"0/{node_count} nodes are available: {', '.join(parts)}."
 
 
-async def set_node_ready(client, name: str, ready: bool) -> None:
-    """Mark node ``name`` Ready, or unreachable (``Ready=Unknown`` plus the unreachable taints), through ``client``."""
+async def set_node_ready(client, name: str, ready: bool, kubelet_port: int | None = None) -> None:
+    """Mark node ``name`` Ready, or unreachable (``Ready=Unknown`` plus the unreachable taints), through ``client``;
+    with ``kubelet_port``, its kubelet's API on that port (a restarted kubelet's)."""
     kind = client.kind(*NODES)
     node = client.get(kind, None, name)
     now = rfc3339(client.clock())
@@ -376,6 +383,8 @@ async def set_node_ready(client, name: str, ready: bool) -> None:
         node["spec"].pop("taints", None)
     node = await client.replace(kind, None, name, node)
     _set_node_conditions(node, ready, now)
+    if kubelet_port is not None:
+        node["status"]["daemonEndpoints"] = {"kubeletEndpoint": {"Port": kubelet_port}}
     await client.replace(kind, None, name, node, subresource="status")
 
 
@@ -389,15 +398,16 @@ async def report_node_ready(client, name: str) -> None:
     await client.replace(kind, None, name, node, subresource="status")
 
 
-async def register_nodes(client, specs: list[dict]) -> None:
-    """Register a Node per spec (see :func:`make_node`), as kubelets do; one already registered reports Ready again."""
+async def register_nodes(client, specs: list[dict], kubelet_port: int = 10250) -> None:
+    """Register a Node per spec (see :func:`make_node`; its kubelet's API on ``kubelet_port``), as kubelets do; one
+    already registered reports Ready again, with that port."""
     await client.watch((NODES,))
     kind = client.kind(*NODES)
     for index, spec in enumerate(specs):
         if get_or_none(client, NODES, None, spec["name"]) is not None:
-            await set_node_ready(client, spec["name"], True)  # its kubelet, restarted, reports again
+            await set_node_ready(client, spec["name"], True, kubelet_port)  # its kubelet, restarted, reports again
             continue
-        node = make_node(spec, index, rfc3339(client.clock()))
+        node = make_node(spec, index, rfc3339(client.clock()), kubelet_port)
         status = node.pop("status")
         created = await client.create(kind, None, node)
         created["status"] = status

@@ -57,7 +57,7 @@ from ..errors import ApiError
 from ..runstrategy import FINAL_PHASES, run_strategy
 from ..store import rfc3339
 from .base import Controller
-from .launcher import CREATED_BY_LABEL, is_launcher, make_launcher_pod
+from .launcher import CREATED_BY_LABEL, is_launcher, launcher_container_statuses, make_launcher_pod
 from .refs import DATA_VOLUMES, PODS, PVCS, VMIS, VMS, claim_names, get_or_none, owner_reference
 from .scheduler import vmi_requests
 
@@ -211,8 +211,10 @@ class VirtController(Controller):
             phase = "Running" if status.get("phase") == "Running" else "Pending"
             for pod in mine:
                 if (pod.get("status") or {}).get("phase") != phase and not pod["metadata"].get("deletionTimestamp"):
+                    pod = copy.deepcopy(pod)  # the client's objects are the store's own: never written in place
                     pod_status = pod.setdefault("status", {})
                     pod_status["phase"] = phase
+                    pod_status["containerStatuses"] = launcher_container_statuses(pod, running=phase == "Running", now=self.client.clock())
                     await self.client.replace(pods, pod["metadata"]["namespace"], pod["metadata"]["name"], pod, subresource="status")
         except ApiError as e:  # a race with another sync (409) or the Pod already gone (404): the next event settles it
             log.debug("virt: virt-launcher Pod of %s/%s: %s", meta["namespace"], meta["name"], e.message)

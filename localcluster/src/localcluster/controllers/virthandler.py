@@ -61,7 +61,9 @@ from pathlib import Path
 
 from ..attacher import Consumer, MultiAttachError
 from ..conditions import set_condition
+from ..defaults import storage_request
 from ..store import rfc3339
+from ..validation import parse_quantity
 from ..volumes import attach_claim, claim_volume_mode, disk_image_path, remove_tree
 from .guest import (
     GuestBoot,
@@ -74,7 +76,16 @@ from .guest import (
     parse_unit,
 )
 from .isolation import Bind, Layers, joined, sandboxed
-from .qemudomain import QemuDomain, not_given, qemu_installed, shared_folders, virtiofsd_installed
+from .qemudomain import (
+    QemuDomain,
+    claim_disk_image,
+    claim_disks,
+    not_given,
+    qemu_installed,
+    shared_folders,
+    virtiofsd_installed,
+)
+from .refs import PVCS, get_or_none, volume_claim
 from .runtime import (
     Filesystem,
     Launch,
@@ -98,6 +109,36 @@ VMI_FINALIZER = "foregroundDeleteVirtualMachine"
 START_LIMIT = 5
 
 
+#: Lines of a guest's serial console kept (a Debian boot writes about 700; a kubelet keeps 10 MiB of a log).
+SERIAL_LINES = 5000
+
+
+async def virt_tail(path: Path, write: Callable[[str], None], interval: float = 0.2) -> None:
+    """virt-tail's part (KubeVirt's ``cmd/virt-tail``): follow the file ``path`` (QEMU's serial console) and hand
+    each whole line to ``write``, without its line end; a line still being written waits for its end. Until
+    cancelled, after one last read."""
+    offset, partial = 0, b""
+    try:
+        while True:
+            offset, partial = _read_lines(path, offset, partial, write)
+            await asyncio.sleep(interval)
+    finally:
+        _read_lines(path, offset, partial, write)
+
+
+def _read_lines(path: Path, offset: int, partial: bytes, write: Callable[[str], None]) -> tuple[int, bytes]:
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return offset, partial
+    *lines, partial = (partial + data).split(b"\n")
+    for line in lines:
+        write(line.decode("utf-8", errors="replace").rstrip("\r"))
+    return offset + len(data), partial
+
+
 def vmi_ports(vmi: dict) -> dict[str, int]:
     """The named ports of a VMI's interfaces: {name: port}, for probes and Services."""
     interfaces = vmi["spec"]["domain"].get("devices", {}).get("interfaces") or []
@@ -112,6 +153,8 @@ class GuestRuntime(Workload):
     def __init__(self, agent, vmi: dict):
         super().__init__(agent, vmi, agent.vmis_dir)
         self.console = LogTail(self.dir / "console.log")
+        #: the guest's serial console, whole lines, as the launcher Pod's guest-console-log container logs it
+        self.serial = LogTail(self.dir / "serial-console.log", keep=SERIAL_LINES)
         self.fs = None
         self.guest: LocalProcess | None = None
         self.domain: QemuDomain | None = None
@@ -141,7 +184,14 @@ class GuestRuntime(Workload):
     # -- boot ------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Boot the guest and keep its units running (until cancelled)."""
+        """Boot the guest and keep its units running (until cancelled); its serial console is followed meanwhile."""
+        self.serial.begin()
+        try:
+            await self._run()
+        finally:
+            self.serial.end()
+
+    async def _run(self) -> None:
         if self.name in self.agent.fail_guest:
             self._fail("GuestFailedToBoot", "guest failed to boot")
             return
@@ -196,7 +246,7 @@ class GuestRuntime(Workload):
             path = self.dir / "disks" / volume["name"]
             path.mkdir(parents=True, exist_ok=True)
             return path
-        claim = (volume.get("dataVolume") or {}).get("name") or (volume.get("persistentVolumeClaim") or {}).get("claimName")
+        claim = volume_claim(volume)
         if not claim:
             return None
         path = self._attach(claim)
@@ -280,19 +330,26 @@ class GuestRuntime(Workload):
             return
         virtiofsd = virtiofsd_installed()
         shares = shared_folders(self.obj, devices) if virtiofsd else {}
-        for what in not_given(self.obj, virtiofsd=virtiofsd):
+        claim_images = self._claim_disk_images()
+        for what in not_given(self.obj, virtiofsd=virtiofsd, claim_images=claim_images):
             self.console.write(f"localcluster: {what} is not given to a QEMU guest yet")
             self.event("DeviceNotGiven", f"{what} is not given to a QEMU guest yet", warning=True)
         self.domain = QemuDomain(self.obj, self.dir, self.ip)
         self.console.write(f"localcluster: booting {root.name} under QEMU (its serial console: serial.log)")
         try:
-            await self.domain.start(root, user_data, self._network_data(), shares)
+            await self.domain.start(root, user_data, self._network_data(), shares,
+                                    {name: image for name, image in claim_images.items() if image is not None})
         except (LaunchError, RuntimeError) as e:  # the cloud-init Secret; BootError, GuestError, VirtiofsdError, the seed's tools
             await self.domain.stop(0)
             self._fail("GuestFailedToBoot", str(e))
             return
         self._running(self.domain.os_info)
-        code = await self.domain.wait()
+        tail = asyncio.ensure_future(virt_tail(self.domain.console, self.serial.write))
+        try:
+            code = await self.domain.wait()
+        finally:
+            tail.cancel()
+            await asyncio.wait([tail])
         if self.terminating:
             return
         # QEMU exited behind virt-handler's back: the guest powered itself off, or QEMU died
@@ -304,6 +361,17 @@ class GuestRuntime(Workload):
             self.publish()
         else:
             self._fail("GuestCrashed", f"the guest's QEMU process exited: {self.domain.failure()}")
+
+    def _claim_disk_images(self) -> dict[str, Path | None]:
+        """The raw image of each disk after the first on a claim (:func:`.qemudomain.claim_disk_image`, a new
+        ``disk.img`` of the claim's size), by disk name; None for one that is a folder of files."""
+        volumes = {v["name"]: v for v in self.obj["spec"].get("volumes") or []}
+        images = {}
+        for name in claim_disks(self.obj):
+            pvc = get_or_none(self.client, PVCS, self.namespace, volume_claim(volumes[name])) or {}
+            size = (pvc.get("status") or {}).get("capacity", {}).get("storage") or storage_request(pvc) or "1Gi"
+            images[name] = claim_disk_image(self._volume_dir(volumes[name], disk=True), int(parse_quantity(size)))
+        return images
 
     def _fail(self, reason: str, message: str) -> None:
         self.console.write(f"localcluster: {message}")

@@ -300,6 +300,7 @@ class PlaneAgents:
         self.url = plane.url
         self.fault_proxy = fault_proxy
         self.proxy = None
+        self.kubelet_api = None
 
     def client_for(self, name: str) -> ApiServerClient:
         """The client of agent ``name`` (its own ServiceAccount's credentials)."""
@@ -347,8 +348,19 @@ class PlaneAgents:
         self.faults, self.requests = self.proxy.faults, self.proxy.requests
         self.kubeconfig = self.proxy.write_kubeconfig(self.state_dir / "proxy.kubeconfig")
 
+    async def serve_kubelet_api(self, agent, addresses: list[str]) -> int:
+        """Start the kubelet API of the node agent ``agent`` on the nodes' ``addresses`` (:mod:`.kubeletapi`); its port."""
+        from .kubeletapi import KubeletApi
+
+        pki = self.plane.pki
+        cert, key = pki.serving("kubelet", ("kubelet",), ips=tuple(addresses))
+        self.kubelet_api = await KubeletApi(agent, addresses, cert, key, pki.path("ca.crt")).start()
+        return self.kubelet_api.port
+
     async def stop(self) -> None:
         """Stop the controllers (the node agent ends its processes), then close the clients."""
+        if self.kubelet_api is not None:
+            await self.kubelet_api.stop()
         if self.proxy is not None:
             await self.proxy.stop()
         for controller in reversed(list(self.controllers.values())):

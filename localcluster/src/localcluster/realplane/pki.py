@@ -172,12 +172,13 @@ class Pki:
             _write(self.path("sa.key"), _key_pem(sa), 0o600)
         return self
 
-    def serving(self, name: str, dns: tuple[str, ...]) -> tuple[Path, Path]:
-        """A serving certificate ``<name>.crt``/``.key`` for ``dns`` (and 127.0.0.1), signed by the cluster CA; made once."""
+    def serving(self, name: str, dns: tuple[str, ...], ips: tuple[str, ...] = ()) -> tuple[Path, Path]:
+        """A serving certificate ``<name>.crt``/``.key`` for ``dns``, 127.0.0.1 and ``ips``, signed by the cluster CA;
+        made once."""
         crt, key = self.path(f"{name}.crt"), self.path(f"{name}.key")
         if not (crt.exists() and key.exists()):
             ca_cert, ca_key = self._ca("ca", "workspacespawner-realplane-ca")
-            cert, k = _leaf(ca_cert, ca_key, dns[0], server=True, dns=dns, ips=("127.0.0.1",))
+            cert, k = _leaf(ca_cert, ca_key, dns[0], server=True, dns=dns, ips=("127.0.0.1", *ips))
             self._save(name, cert, k)
         return crt, key
 

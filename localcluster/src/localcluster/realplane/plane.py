@@ -491,6 +491,9 @@ class RealControlPlane:
             f"--client-ca-file={pk('ca.crt')}",
             f"--kubelet-client-certificate={pk('apiserver-kubelet-client.crt')}",
             f"--kubelet-client-key={pk('apiserver-kubelet-client.key')}",
+            # the node agent's kubelet API (.kubeletapi): on each Node's InternalIP, its certificate of the plane's CA
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--kubelet-certificate-authority={pk('ca.crt')}",
             "--authorization-mode=Node,RBAC",
             # the default admission plugins stay on; NodeRestriction goes with
             # the Node authorizer (as kubeadm does); ExtendedResourceToleration
