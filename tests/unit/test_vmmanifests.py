@@ -28,6 +28,7 @@ from localcluster.validation import Validator
 from workspacespawner.backends.vm import vmstatus
 from workspacespawner.backends.vm.manifests import (
     ENV_FILE,
+    HOME_DEVICE,
     UNIT_FILE,
     VMIdentity,
     VMSettings,
@@ -255,6 +256,19 @@ def test_cloud_config_contents():
     assert config["mounts"] == [["home", "/home/jovyan", "virtiofs", "defaults,nofail", "0", "0"]]
     assert config["runcmd"] == ["systemctl daemon-reload", "systemctl enable --now workspace-ide.service"]
     assert ["write_files", "always"] in config["cloud_init_modules"]
+
+
+def test_a_home_disk_is_formatted_once_and_its_root_given_to_the_workspace_user():
+    """A fresh filesystem's root is root's: the workspace user could not write in its home (JupyterLab then fails
+    at its first write, and the VM never gets Ready: seen in a real guest). cloud-init's first boot gives it to the
+    user, before the unit starts."""
+    secret = make_cloudinit_secret(ident=ident_for(), env=ENV, command=["jupyterhub-singleuser"], home_via="disk",
+                                   unix_uid=1000, home_mount_path="/home/jovyan")
+    config = yaml.safe_load(user_data(secret))
+    assert config["fs_setup"] == [{"label": "home", "filesystem": "ext4", "device": HOME_DEVICE, "overwrite": False}]
+    assert config["mounts"] == [[HOME_DEVICE, "/home/jovyan", "auto", "defaults,nofail"]]
+    assert config["runcmd"] == [["chown", "1000:1000", "/home/jovyan"], "systemctl daemon-reload",
+                                "systemctl enable --now workspace-ide.service"]
 
 
 def test_no_home_no_mounts():

@@ -292,11 +292,18 @@ def compute_objects() -> list[dict] | None:
 
 
 def launcher_of(vmi: dict | None) -> dict | None:
-    """The virt-launcher Pod of ``vmi`` (by its ``kubevirt.io/created-by`` label) from the shared Pod caches, while
-    the VMI waits for a node (``Pending``/``Scheduling``: kube-scheduler writes on the Pod first); None otherwise, or
-    when not cached. A scan of the namespace's cached Pods, only for a VMI not yet placed."""
+    """The virt-launcher Pod of ``vmi`` (:func:`cached_launcher`) while the VMI waits for a node
+    (``Pending``/``Scheduling``: kube-scheduler writes on the Pod first); None otherwise, or when not cached."""
+    if ((vmi or {}).get("status") or {}).get("phase", "Pending") not in ("Pending", "Scheduling"):
+        return None
+    return cached_launcher(vmi)
+
+
+def cached_launcher(vmi: dict | None) -> dict | None:
+    """The virt-launcher Pod of ``vmi`` (by its ``kubevirt.io/created-by`` label) from the shared Pod caches; None
+    when not cached. A scan of the namespace's cached Pods: call it while a start waits, not for every poll."""
     meta = (vmi or {}).get("metadata") or {}
-    if not meta.get("uid") or ((vmi or {}).get("status") or {}).get("phase", "Pending") not in ("Pending", "Scheduling"):
+    if not meta.get("uid"):
         return None
     for (name, namespace), reflector in list(_reflectors.items()):
         if name != "pods" or namespace not in (None, meta.get("namespace")):

@@ -11,7 +11,7 @@ DataVolume, KubeVirt's ``start``/``stop`` subresources.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from jupyterhub.utils import url_path_join
@@ -57,7 +57,9 @@ class VMBackend(Backend):
     the namespace's :class:`~.pool.RootDiskPoolKeeper` (or None), whose
     ready disk a first start takes instead of cloning; ``image()``: the
     golden image as a sentence names it; ``hub_tasks()``: starts the
-    namespace's root-disk pools (once per hub process).
+    namespace's root-disk pools (once per hub process); ``watch_pods()``:
+    starts (or joins) the namespace's shared Pod watch, which holds the VMIs'
+    virt-launcher Pods (their scheduling, their guests' serial consoles).
     """
 
     kind = "vm"
@@ -77,6 +79,7 @@ class VMBackend(Backend):
         pool=None,
         image: Callable[[], str] = lambda: "the VM golden image",
         hub_tasks: Callable[[], object] = lambda: None,
+        watch_pods: Callable[[], Awaitable[object]] | None = None,
     ):
         self.naming = naming
         #: ``pool()``: the namespace's :class:`~.pool.RootDiskPoolKeeper`, or None (no pool)
@@ -93,6 +96,7 @@ class VMBackend(Backend):
         self._status = VMKindStatus()
         self._image = image
         self._hub_tasks = hub_tasks
+        self._watch_pods = watch_pods
 
     def _identity(self, home_pvc: str | None, fresh: bool) -> VMIdentity:
         """The workspace's names; ``fresh``: from the current templates, its root disk as the watch caches show it
@@ -171,6 +175,7 @@ class VMBackend(Backend):
             tasks=self.tasks,
             pool=self.pool() if settings is not None else None,
             on_root_disk=self.use_root_disk,
+            image=self._image(),
         )
 
     async def fence(self, say=None) -> None:
@@ -185,6 +190,8 @@ class VMBackend(Backend):
             ctx.say(message)
         env = ctx.env()
         settings = replace(self.settings_for(result), ready_path=url_path_join(env["JUPYTERHUB_SERVICE_PREFIX"], "api"))
+        if self._watch_pods is not None:
+            await self._watch_pods()
         return await self._workspace(settings).start(
             env=env,
             command=singleuser_command(ctx.command(), ctx.args()),
@@ -259,4 +266,5 @@ def for_spawner(spawner, *, placement: Callable[[], object]) -> VMBackend:
         start_timeout=lambda: max(s.start_timeout - 5, 1), fail_fast_unschedulable=lambda: s.fail_fast_unschedulable,
         tasks=s.services.tasks, unix_user=s.vm_unix_user, pool=lambda: s.services.root_disk_pool(s.namespace),
         image=lambda: f"VM golden image {s.vm_golden_image}", hub_tasks=start_pool,
+        watch_pods=lambda: upstream.watch_pods(s),
     )

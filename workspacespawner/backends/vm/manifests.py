@@ -14,7 +14,7 @@ mirrored:
   or recreating the VM never takes the disk.
 * ``kubevirt.io/v1`` ``VirtualMachine``: ``spec.runStrategy``,
   ``spec.template`` (a ``VirtualMachineInstanceSpec``: ``domain.cpu``,
-  ``domain.memory.guest``, ``domain.firmware.uuid``, ``domain.devices``
+  ``domain.memory.guest``, ``domain.firmware`` (``uuid``, ``bootloader.bios.useSerial``), ``domain.devices``
   disks/interfaces/gpus, ``networks``, ``volumes``, ``evictionStrategy``,
   ``affinity``, ``tolerations``,
   ``terminationGracePeriodSeconds``, ``readinessProbe``, ``nodeSelector``).
@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from workspacespawner.backends.vm.guestconsole import IDE_MISSING
 from workspacespawner.backends.vm.tiers import VMTiers, add_tiers_to_cloud_config, add_tiers_to_vm, virtiofs_mount
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core import names
@@ -352,7 +353,8 @@ def make_virtual_machine(*, ident: VMIdentity, settings: VMSettings, extra_label
         "domain": {
             "cpu": {"cores": settings.cpu_cores, "sockets": 1, "threads": 1},
             "memory": {"guest": settings.memory},
-            "firmware": {"uuid": firmware_uuid(ident)},
+            # the BIOS writes to the serial console too, so the hub reads a disk it cannot boot (backends/vm/guestconsole)
+            "firmware": {"uuid": firmware_uuid(ident), "bootloader": {"bios": {"useSerial": True}}},
             "devices": devices,
         },
         "networks": [{"name": "default", "pod": {}}],
@@ -523,11 +525,26 @@ def exec_start(argv: Sequence[str]) -> str:
     return " ".join(words)
 
 
+#: Where systemd looks up an ``ExecStart=`` command that is not an absolute path (its compiled-in search path).
+SYSTEMD_EXEC_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def ide_check(command: str) -> list[str]:
+    """The command line that exits 1, after writing :data:`.guestconsole.IDE_MISSING` and ``command`` to the
+    console, when ``command`` is not an executable of the image."""
+    script = (f'PATH={SYSTEMD_EXEC_PATH}; command -v -- "$1" >/dev/null && exit 0; '
+              f'echo "{IDE_MISSING}: $1" >/dev/console; exit 1')
+    return ["/bin/sh", "-c", script, "workspace-ide-check", command]
+
+
 def ide_unit(*, command: Sequence[str], unix_user: str, working_directory: str) -> str:
     """The ``workspace-ide.service`` unit: the IDE command with the JupyterHub environment, restarted on failure.
 
     Ordered after cloud-init's init stage, which rewrites the env file on
-    every boot, and the network.
+    every boot, and the network. Before the IDE, a check as root (``+``)
+    looks the command up where systemd looks an ``ExecStart=`` command up
+    and, when the image lacks it, writes :data:`.guestconsole.IDE_MISSING`
+    to the serial console, which the hub reads (:mod:`.guestconsole`).
     """
     return "\n".join(
         [
@@ -541,6 +558,7 @@ def ide_unit(*, command: Sequence[str], unix_user: str, working_directory: str) 
             f"User={unix_user}",
             f"EnvironmentFile={ENV_FILE}",
             f"WorkingDirectory=-{working_directory}",
+            f"ExecStartPre=+{exec_start(ide_check(command[0]))}",
             f"ExecStart={exec_start(command)}",
             "Restart=on-failure",
             "RestartSec=5",
@@ -593,9 +611,11 @@ def cloud_config(
         # The home PVC's own files, shared by virtiofs: nothing to format.
         config["mounts"] = [list(virtiofs_mount(HOME_VIRTIOFS_TAG, home_mount_path))]
     elif attach_home:
-        # A blank home disk gets a filesystem once; an existing one is never overwritten.
+        # A blank home disk gets a filesystem once; an existing one is never overwritten. A new filesystem's root is
+        # root's: the first boot gives it to the workspace user (runcmd runs once per instance, before the unit).
         config["fs_setup"] = [{"label": "home", "filesystem": "ext4", "device": HOME_DEVICE, "overwrite": False}]
         config["mounts"] = [[HOME_DEVICE, home_mount_path, "auto", "defaults,nofail"]]
+        config["runcmd"] = [["chown", f"{unix_uid}:{unix_uid}", home_mount_path], *config["runcmd"]]
     return add_tiers_to_cloud_config(config, storage) if storage else config
 
 
@@ -645,7 +665,8 @@ def make_cloudinit_secret(
     * with ``attach_home``, mounts the virtiofs tag :data:`HOME_VIRTIOFS_TAG`
       at ``home_mount_path`` (``nofail``; ``home_via="virtiofs"``, the
       default); with ``home_via="disk"`` instead, formats a blank home disk
-      once and mounts the disk with virtio serial ``home`` there;
+      once, mounts the disk with virtio serial ``home`` there and, on the
+      first boot, gives its root to ``unix_user``;
     * on the first boot, enables and starts the unit (``runcmd``); later
       boots start it as an enabled unit.
 

@@ -62,12 +62,14 @@ class VMStatus:
 
     ``state``: ``Absent`` (no VM), ``Stopped``, ``Provisioning`` (the root
     disk is being cloned), ``Starting``, ``Running``, ``Stopping``.
-    ``message``: one line for the spawn page. ``progress``: the clone's
-    percentage (0-100) while provisioning, else None. ``failure``: set when
+    ``message``: one line for the spawn page. ``progress``: how far
+    (0-100) towards ``milestone``: the clone's percentage while
+    provisioning, a boot's stage (:mod:`.guestconsole`), else None. ``failure``: set when
     the start cannot succeed. ``ready``: the VMI is Running and Ready (its
     server accepts connections). ``ip``/``node``: the guest's pod-network
     address and node, once known. ``milestone``: the start's milestone this
-    status reaches (the clone's: ``progress`` of the way to it), if any.
+    status reaches (``progress`` percent of the way to it: a clone's, a
+    boot's), if any.
     """
 
     state: str

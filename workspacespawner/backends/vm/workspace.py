@@ -27,7 +27,10 @@ Reason words of :class:`WorkspaceError`, besides those of
 :mod:`.vmstatus`: ``root-disk``/``vm``/``cloud-init``/``service`` (an
 object of ours exists but belongs to someone else), ``already-running``,
 ``node-unreachable``, ``still-stopping`` (the fence), ``timeout``,
-``kubernetes-api``.
+``kubernetes-api``, and those of what the guest's serial console shows
+(:mod:`.guestconsole`, read by :mod:`.consolelog` while the guest boots):
+``no-boot``, ``no-cloud-init``, ``no-ide``, ``kernel-panic``, ``disk-full``. A start that times out
+says how far the console showed the boot got.
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ from collections.abc import Mapping, Sequence
 import aiohttp
 from kubernetes_asyncio.client.rest import ApiException
 
+from workspacespawner.backends.vm import guestconsole, vmstatus
 from workspacespawner.backends.vm import manifests as vmmanifests
-from workspacespawner.backends.vm import vmstatus
+from workspacespawner.backends.vm.consolelog import ConsoleFollower
 from workspacespawner.backends.vm.effects import (
     UNKNOWN,
     ensure_root_disk,
@@ -65,6 +69,7 @@ from workspacespawner.k8s.watches import (
     VirtualMachineInstanceReflector,
     VirtualMachineReflector,
     VMIEventReflector,
+    cached_launcher,
     launcher_of,
     shared_reflector,
     shared_reflectors,
@@ -84,6 +89,18 @@ VMIS = VMI.gvp
 FAILURE_STATUS = {
     "unschedulable": 503, "already-running": 409, "node-unreachable": 409, "still-stopping": 409, "golden-image": 503,
 }
+
+
+def _with_boot(current: vmstatus.VMStatus, boot: guestconsole.Boot | None, image: str, ide: str) -> vmstatus.VMStatus:
+    """``current`` (a guest booting: VMI Running, not Ready) told by how far its console shows the boot got, or
+    failed by what it shows ``image`` lacks; ``current`` itself in any other state or before a console line."""
+    if boot is None or current.milestone is not Milestone.STARTED:
+        return current
+    failure = guestconsole.image_failure(boot, image, ide)
+    if failure is not None:
+        return dataclasses.replace(current, message=failure[1], failure=vmstatus.Failure(*failure))
+    return dataclasses.replace(current, message=guestconsole.progress_message(boot, current.node),
+                               progress=100 * guestconsole.STAGE_PART[boot.stage], milestone=Milestone.ANSWERING)
 
 
 def _say_status(say: Say, current: vmstatus.VMStatus) -> None:
@@ -147,8 +164,11 @@ class VMWorkspace:
         tasks: BackgroundTasks | None = None,
         pool=None,
         on_root_disk=None,
+        image: str = "VM golden image",
     ):
         self.ident = ident
+        #: the golden image as a sentence names it (``VM golden image debian-12``)
+        self.image = image
         #: the namespace's :class:`~.pool.RootDiskPoolKeeper` (None: no pool); ``on_root_disk(name)`` is told the
         #: name of a pool disk this start claimed, its root disk from then on
         self.pool = pool
@@ -337,7 +357,7 @@ class VMWorkspace:
             log.info("Starting virtual machine %s/%s for %s", ident.namespace, ident.vm, ident.user_name)
             await start_vm(self.custom_api.api_client, ident.namespace, ident.vm)
             say(vmstatus.STARTING_MESSAGE, Milestone.ROOT_DISK_READY)
-            await self._wait_running(deadline, say, failures_before, said=vmstatus.STARTING_MESSAGE)
+            await self._wait_running(deadline, say, failures_before, said=vmstatus.STARTING_MESSAGE, ide=command[0])
         except BaseException as e:
             await self._abort(e)
             if isinstance(e, (ApiException, aiohttp.ClientError)):
@@ -444,14 +464,21 @@ class VMWorkspace:
         if outcome is None:
             raise self._timeout("while your root disk was being prepared")
 
-    async def _wait_running(self, deadline: float, say: Say, failures_before: int, *, said: str | None = None) -> None:
-        """Follow the VM and VMI until the guest is Running and Ready; fail fast on an error status. Each new status
-        message is said once (``said``: the one the start said last, not repeated)."""
+    async def _wait_running(self, deadline: float, say: Say, failures_before: int, *, said: str | None = None,
+                            ide: str = "the IDE") -> None:
+        """Follow the VM and VMI until the guest is Running and Ready; fail fast on an error status, or on what the
+        guest's serial console shows its image lacks (:mod:`.guestconsole`, for the IDE command ``ide``), and tell
+        the boot's stages. Each new status message is said once (``said``: the one the start said last, not
+        repeated)."""
         last = said
+        console = ConsoleFollower(self.core_api, lambda: cached_launcher(self.observe()[1]))
+        follower = asyncio.ensure_future(console.run())
 
         def check():
             nonlocal last
             current = self.status(failures_before=failures_before)
+            if current.failure is None and not current.ready:
+                current = _with_boot(current, console.boot, self.image, ide)
             if current.failure is not None or current.ready:
                 return current
             if current.message != last:
@@ -459,18 +486,23 @@ class VMWorkspace:
                 _say_status(say, current)
             return None
 
-        outcome = await self._until(check, deadline)
+        try:
+            outcome = await self._until(check, deadline)
+        finally:
+            follower.cancel()
+            await asyncio.wait([follower])
         if outcome is None:
-            raise self._timeout(f"({last or 'starting'})")
+            raise self._timeout(f"({last or 'starting'})", guestconsole.timeout_detail(console.boot))
         if outcome.failure is not None:
             raise self._failure(outcome.failure.reason, outcome.failure.message)
         _say_status(say, outcome)
 
-    def _timeout(self, where: str) -> WorkspaceError:
+    def _timeout(self, where: str, detail: str = "") -> WorkspaceError:
         return self._failure(
             "timeout",
             f"Your virtual machine did not start within {self.start_timeout:.0f} seconds {where}. "
-            "It was stopped; your disks are kept. Please try again.",
+            + (f"{detail} " if detail else "")
+            + "It was stopped; your disks are kept. Please try again.",
         )
 
     async def _abort(self, error: BaseException) -> None:
