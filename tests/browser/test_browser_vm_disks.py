@@ -6,7 +6,9 @@ student (stu) each start and stop the "Ubuntu VM, JupyterLab" profile, so each h
 - Tina's dashboard card shows the golden image her system disk was cloned from, with its version. She publishes her
   workspace as a golden image from the card's form (the page says so in words; the DataSource exists in the
   golden-image namespace), then ticks the confirmation and rebuilds her system disk (the page says so, with the date
-  the old disk is kept until; the VirtualMachine names the new DataVolume, the old one is Retained).
+  the old disk is kept until; the VirtualMachine names the new DataVolume, the old one is Retained). She snapshots
+  the new system disk from its row; the snapshot's row names it a system disk and offers Restore, which the page
+  refuses in words (the restored disk and the retained one would pass her disk quota).
 - Stu's card has the rebuild form but not the publish form. His first rebuild fits the demo's disk quota (the old
   system disk it retains does not count against it); a second one would keep a second copy past the quota, and the
   page says to give the first back.
@@ -151,6 +153,27 @@ def test_a_teacher_publishes_and_rebuilds_her_stopped_vm_from_the_dashboard(demo
         kept = page.locator("[data-field=retained-disk]").all_inner_texts()
         assert any(text.startswith("System disk of the default server") and old_disk in text for text in kept), kept
         page.screenshot(path=str(ARTIFACTS / "dashboard-vm-disks-rebuilt.png"), full_page=True)
+
+        # a snapshot of the new system disk, from its row on the card, then its Restore: refused in words, as the
+        # disk it would make and the old system disk the rebuild retained take her past the demo's 50 GiB
+        card = page.locator("article.ws-card[data-server='']")
+        row = card.locator("tr", has=page.locator("[data-field=disk]", has_text=new_disk))
+        with page.expect_navigation(timeout=60_000):
+            row.locator("button", has_text="Snapshot").click()
+        assert page.locator(".ws-error").count() == 0, page.locator(".ws-error").inner_text()
+        deadline = time.monotonic() + 60
+        while not any(s["ready"] and s["system"] for s in page.request.get(hub.service_url("api/workspaces")).json()["snapshots"]):
+            assert time.monotonic() < deadline, "the system disk's snapshot never became ready"
+            time.sleep(0.3)
+        page.reload()
+        snapshot = page.locator("section[aria-label=Snapshots] tr", has_text=f"{new_disk} (system disk)")
+        assert snapshot.count() == 1, page.locator("section[aria-label=Snapshots]").inner_text()
+        with page.expect_navigation(timeout=60_000):
+            snapshot.locator("button", has_text="Restore (server stopped)").click()
+        said = page.locator(".ws-error").inner_text()
+        assert "A new system disk of 40 GiB would take tina's disks past their 50 GiB" in said, said
+        assert root_disk_of(vm_of(cluster, "tina")) == new_disk
+        page.screenshot(path=str(ARTIFACTS / "dashboard-vm-disks-restore-refused.png"), full_page=True)
         browser.close()
 
 

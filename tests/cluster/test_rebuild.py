@@ -28,7 +28,7 @@ import pytest
 from localcluster.goldenimage import make_golden_image
 from localcluster.volumes import claim_path
 
-from tests.support.lifecycleenv import NS, admin_command_args, make_home, start_pod, wait_async, with_kube
+from tests.support.lifecycleenv import NS, admin_command_args, make_home, run_strategy, start_pod, wait_async, with_kube
 from workspacespawner.admin import disk as disk_command
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, make_root_datavolume, make_virtual_machine
 from workspacespawner.backends.vm.rootlookup import current_root_disk, slot_disks
@@ -206,19 +206,9 @@ async def test_refusals_change_nothing_and_are_recorded(kube_objects, cluster_th
     await kube.patch(DATA_VOLUME, NS, "ws-cy-root", [
         {"op": "remove", "path": f"/metadata/annotations/{names.ATTACH_ANNOTATION.replace('/', '~1')}"}])
 
-    await kube.patch(VIRTUAL_MACHINE, NS, "ws-cy", [{"op": "replace", "path": "/spec/runStrategy", "value": "Always"}])
-
-    async def vmi():
-        return await kube.get(VMI, NS, "ws-cy")
-
-    await wait_async(vmi)
+    await run_strategy(kube, "ws-cy", "Always")
     await refused("in-use", "The workspace is running (VirtualMachineInstance ws-cy)")
-    await kube.patch(VIRTUAL_MACHINE, NS, "ws-cy", [{"op": "replace", "path": "/spec/runStrategy", "value": "Halted"}])
-
-    async def no_vmi():
-        return await kube.get(VMI, NS, "ws-cy") is None
-
-    await wait_async(no_vmi)
+    await run_strategy(kube, "ws-cy", "Halted")
     await start_pod(kube, "cy", "borrower", "ws-cy-root")  # anything else mounting the disk
     await refused("in-use", "Pod borrower")
     found = audit_log.query(action="rebuild")

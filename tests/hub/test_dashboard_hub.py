@@ -8,8 +8,10 @@ give-back work and are audited with her name; expanding her home is refused over
 theirs; a cookie POST without the XSRF token is refused; the GPUs and card-hours the service shows equal the
 cluster's and the ledger's in the same test; restoring her snapshot while stopped keeps the old home Retained;
 rebuilding the system disk of her stopped VM workspace is refused to bob (403, nothing made) and done for her (the VM
-names the new disk, the old one Retained, audited with her name); a stopped VM server shows the golden image (and
-version) its system disk was cloned from.
+names the new disk, the old one Retained, audited with her name), and a snapshot of its first system disk, taken
+before, restores into a third system disk the VM boots from (CDI's DataVolume from a snapshot; on the real plane CDI's
+own controller), the rebuilt one Retained; a stopped VM server shows the golden image (and version) its system disk
+was cloned from.
 """
 
 from __future__ import annotations
@@ -362,12 +364,17 @@ def test_rebuilding_the_system_disk_of_her_stopped_vm(hub, cluster, ledger_url):
             assert time.monotonic() < deadline
             time.sleep(0.2)
 
+    alice = token_of(hub, "alice")
+    # the system disk's PVC is CDI's (managed-by cdi-controller), outside the service's caches of ours
+    r = requests.post(hub.service_url("api/workspaces/alice/snapshot"), headers=alice, json={"pvc": ident.root_disk}, timeout=60)
+    assert r.status_code == 200, r.text
+    system_snapshot = r.json()["name"]
+
     bob = token_of(hub, "bob")
     r = requests.post(hub.service_url("api/workspaces/alice/rebuild"), headers=bob, json={"server": "desk"}, timeout=30)
     assert r.status_code == 403, r.text
     assert audit_records(ledger_url, user="alice", action="rebuild") == []
 
-    alice = token_of(hub, "alice")
     r = requests.post(hub.service_url("api/workspaces/alice/rebuild"), headers=alice, json={"server": "desk", "image": "nope"},
                       timeout=60)
     assert r.status_code == 404 and "no golden image golden-images/nope" in r.text, r.text
@@ -383,3 +390,27 @@ def test_rebuilding_the_system_disk_of_her_stopped_vm(hub, cluster, ledger_url):
     assert old["metadata"]["labels"][names.PHASE_LABEL] == "Retained"
     assert [(rec.actor, rec.server, rec.result.split(":")[0]) for rec in audit_records(ledger_url, user="alice", action="rebuild")] == [
         ("alice", "desk", "refused"), ("alice", "desk", "ok")]
+
+    # the snapshot of the first system disk, restored: a third system disk, made by CDI from the snapshot
+    deadline = time.monotonic() + 60
+    while not any(s["ready"] and s["system"] for s in requests.get(hub.service_url("api/workspaces"), headers=alice,
+                                                                   timeout=60).json()["snapshots"]):
+        assert time.monotonic() < deadline, "the system disk's snapshot never became ready"
+        time.sleep(0.3)
+    r = requests.post(hub.service_url("api/workspaces/alice/restore"), headers=bob, json={"snapshot": system_snapshot}, timeout=30)
+    assert r.status_code == 403, r.text
+    r = requests.post(hub.service_url("api/workspaces/alice/restore"), headers=alice, json={"snapshot": system_snapshot}, timeout=60)
+    assert r.status_code == 200, r.text
+    restored = r.json()
+    assert f"Restored {system_snapshot} into the new system disk {restored['name']}; the next start boots it" in restored["message"]
+    with core_and_custom(cluster) as (_core, custom):
+        vm = custom.get_namespaced_custom_object("kubevirt.io", "v1", "default", "virtualmachines", ident.vm)
+        assert root_disk_of(vm) == restored["name"]
+        deadline = time.monotonic() + 120
+        while (custom.get_namespaced_custom_object(*dvs, restored["name"]).get("status") or {}).get("phase") != "Succeeded":
+            assert time.monotonic() < deadline, custom.get_namespaced_custom_object(*dvs, restored["name"]).get("status")
+            time.sleep(0.3)
+        rebuilt = custom.get_namespaced_custom_object(*dvs, done["name"])
+    assert rebuilt["metadata"]["labels"][names.PHASE_LABEL] == "Retained"
+    [record] = [rec for rec in audit_records(ledger_url, user="alice", action="restore") if rec.server == "desk"]
+    assert (record.actor, record.result, record.after["snapshot"]) == ("alice", "ok", system_snapshot)

@@ -151,3 +151,17 @@ def test_a_disk_is_shown_as_what_it_is_to_its_workspace_with_its_name_beside():
     assert [d["title"] for d in by_server[""]["disks"]] == ["Home folder"]
     assert [r["title"] for r in data["retained"]] == ["System disk of server 'old'"]
     assert names.disk_title("root", "") == "System disk of the default server"
+
+
+def test_a_system_disk_snapshot_is_restorable_whether_it_names_its_vm_or_its_datavolume_does():
+    def snapshot(name: str, source: str, **annotations) -> dict:
+        return {"kind": "VolumeSnapshot", "metadata": {**meta("alice", name, **annotations), "creationTimestamp": f"2026-03-1{len(name) % 10}T00:00:00Z"},
+                "spec": {"source": {"persistentVolumeClaimName": source}}, "status": {"readyToUse": True}}
+
+    named = snapshot("ws-alice-root-1", "ws-alice-root", **{names.ROOT_SLOT_ANNOTATION: "ws-alice"})
+    older = snapshot("ws-alice-root-old", "ws-alice-root")  # taken before snapshots named their VM
+    scratch = snapshot("scratch-alice-1", "scratch-alice")
+    root_dv = {"kind": "DataVolume", "metadata": meta("alice", "ws-alice-root", **{names.ROOT_SLOT_ANNOTATION: "ws-alice"})}
+    rows = {r.name: (r.home, r.system) for r in snapshot_rows([named, older, scratch, root_dv], "alice")}
+    assert rows == {"ws-alice-root-1": (False, True), "ws-alice-root-old": (False, True), "scratch-alice-1": (False, False)}
+    assert {r.name: r.system for r in snapshot_rows([older], "alice")} == {"ws-alice-root-old": False}  # its DataVolume gone

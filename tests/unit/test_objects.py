@@ -257,7 +257,7 @@ VM_WITHOUT_GPUS = {
                 "domain": {
                     "cpu": {"cores": 2, "sockets": 1, "threads": 1},
                     "memory": {"guest": "8Gi"},
-                    "firmware": {"uuid": FIRMWARE_UUID},
+                    "firmware": {"uuid": FIRMWARE_UUID, "bootloader": {"bios": {"useSerial": True}}},
                     "devices": {
                         "disks": [
                             {"name": "rootdisk", "disk": {"bus": "virtio"}, "bootOrder": 1},
@@ -332,7 +332,7 @@ VM_WITH_GPUS = {
                 "domain": {
                     "cpu": {"cores": 16, "sockets": 1, "threads": 1},
                     "memory": {"guest": "120Gi"},
-                    "firmware": {"uuid": FIRMWARE_UUID},
+                    "firmware": {"uuid": FIRMWARE_UUID, "bootloader": {"bios": {"useSerial": True}}},
                     "devices": {
                         "disks": [
                             {"name": "rootdisk", "disk": {"bus": "virtio"}, "bootOrder": 1},
@@ -507,6 +507,11 @@ def test_cloudinit_secret():
                             "User=jovyan\n"
                             "EnvironmentFile=/etc/workspacespawner/jupyterhub.env\n"
                             "WorkingDirectory=-/home/jovyan\n"
+                            "ExecStartPre=+/bin/sh -c"
+                            ' "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin;'
+                            ' command -v -- \\"$$1\\" >/dev/null && exit 0;'
+                            ' echo \\"workspacespawner: the IDE command is not in this image: $$1\\" >/dev/console;'
+                            ' exit 1" workspace-ide-check jupyterhub-singleuser\n'
                             "ExecStart=jupyterhub-singleuser --ip=0.0.0.0 --port=8888 --debug"
                             ' "--ServerApp.root_dir=/home/jovyan/100%% sure"\n'
                             "Restart=on-failure\n"
@@ -735,6 +740,11 @@ def test_volume_snapshot_of_a_root_disk_with_the_default_class():
         "spec": {"source": {"persistentVolumeClaimName": f"{VM}-root"}},
     }
     assert causes(snapshot) == []
+    # given its DataVolume, the snapshot records where a restore puts it back: the VM, and the image it descends from
+    with_vm = make_volume_snapshot(name=f"{VM}-root-s2", source=pvc, user_name=USER, snapshot_class=None, datavolume=root)
+    assert {k: v for k, v in with_vm["metadata"]["annotations"].items() if k not in snapshot["metadata"]["annotations"]} == {
+        "workspacespawner.io/root-slot": VM, "workspacespawner.io/golden-image": "golden-images/ubuntu-2404-gpu"}
+    assert causes(with_vm) == []
 
 
 @pytest.mark.parametrize(

@@ -56,3 +56,19 @@ def test_the_vm_is_pointed_at_the_new_disk_only_as_read():
     with pytest.raises(ValueError):
         repoint_operations({"metadata": {"name": "x", "resourceVersion": "1"}, "spec": {}}, "y")
     assert rebuilt_name("ws-" + "a" * 60, T0) == "ws-" + "a" * 37 + "-root-20250601120000"
+
+
+def test_a_restored_disk_comes_from_the_snapshot_and_is_no_smaller_than_it():
+    old = make_root_datavolume(ident=IDENT, settings=SETTINGS)
+    snapshot = {"metadata": {"name": "ws-ann-root-monday", "namespace": "jhub"}, "status": {"restoreSize": "50Gi", "readyToUse": True}}
+    new = make_rebuilt_datavolume(name="ws-ann-root-20250601120000", old=old, vm_name="ws-ann", image="golden-images/ubuntu",
+                                  status=Status(Phase.PROVISIONING_DISK, since=T0), snapshot=snapshot)
+    assert Validator().causes(by_kind()[(new["apiVersion"], new["kind"])], new) == []
+    assert new["spec"]["source"] == {"snapshot": {"namespace": "jhub", "name": "ws-ann-root-monday"}} and "sourceRef" not in new["spec"]
+    assert new["spec"]["storage"]["resources"]["requests"]["storage"] == "50Gi"  # the snapshot's restoreSize, over 40Gi
+    assert new["metadata"]["annotations"][names.RESTORED_FROM_ANNOTATION] == "ws-ann-root-monday"
+    assert cloned_from(new) == "golden-images/ubuntu"  # what a later rebuild defaults to
+    smaller = {**snapshot, "status": {"restoreSize": "10Gi"}}
+    again = make_rebuilt_datavolume(name="x", old=old, vm_name="ws-ann", image="golden-images/ubuntu",
+                                    status=Status(Phase.PROVISIONING_DISK, since=T0), snapshot=smaller)
+    assert again["spec"]["storage"]["resources"]["requests"]["storage"] == "40Gi"  # never smaller than the disk it replaces

@@ -9,8 +9,10 @@
 ``disk snapshot USER [--name SNAP] [--pvc NAME] [--wait SECONDS]``
     a VolumeSnapshot of USER's home (or PVC NAME).
 ``disk restore USER --snapshot SNAP``
-    a new home from the snapshot, swapped in while the workspace is stopped;
-    the old home is retained (``retention_days``).
+    a new disk from the snapshot, swapped in while the workspace is stopped:
+    a home's snapshot gives a new home, a VM system disk's a new root disk the
+    VM boots from (within the disk limit); the disk it replaces is retained
+    (``retention_days``).
 ``disk rebuild USER [--server S] [--image NAME]``
     a new root disk for USER's stopped VM workspace (server S, default the
     default server), cloned from golden image NAME (a DataSource in
@@ -32,6 +34,7 @@ from workspacespawner.lifecycle.disks import DiskOps, disk_limit
 from workspacespawner.lifecycle.phases import rfc3339
 from workspacespawner.quota.cli import hub_groups
 from workspacespawner.vmdisk.rebuild import rebuild
+from workspacespawner.vmdisk.restore import restore
 
 #: The columns of ``disk list`` (and ``retention list``): the keys of :meth:`~workspacespawner.lifecycle.disks.DiskOps.listing` rows.
 LIST_COLUMNS = ["owner", "name", "kind", "role", "size", "phase", "retain_until", "used_by", "claimed_by"]
@@ -59,7 +62,7 @@ async def _run(args) -> int:
             return 0
         ops = DiskOps(kube, namespace, audit=common.audit_log(config), actor=common.actor_of(args), retention_days=settings.retention_days)
         pvc = getattr(args, "pvc", None)
-        if args.action in ("expand", "rebuild"):
+        if args.action in ("expand", "restore", "rebuild"):
             groups = (hub_groups(config) or {}).get(args.user, set())
             limit = disk_limit(common.quota_settings(config), args.user, groups, settings.disk_limit)
         if args.action == "expand":
@@ -73,8 +76,12 @@ async def _run(args) -> int:
             if args.wait and not await _wait_ready(kube, namespace, snap["metadata"]["name"], args.wait):
                 return common.fail(f"snapshot {snap['metadata']['name']} not ready after {args.wait:.0f} s")
         elif args.action == "restore":
-            new = await ops.restore(args.user, args.snapshot)
-            print(f"{args.user}'s home is now {new['metadata']['name']} (from {args.snapshot}); the old one is retained")
+            done = await restore(ops, args.user, args.snapshot, limit=limit)
+            if done.system:
+                print(f"{done.rebuilt.vm} now boots from {done.disk} (from {args.snapshot}); {done.rebuilt.old} is retained "
+                      f"until {rfc3339(done.rebuilt.retain_until)}; the home is untouched")
+            else:
+                print(f"{args.user}'s home is now {done.disk} (from {args.snapshot}); the old one is retained")
         elif args.action == "rebuild":
             done = await rebuild(ops, args.user, server=args.server, image=args.image, golden_namespace=golden_image_namespace(config),
                                  limit=limit)
@@ -98,7 +105,7 @@ def main(argv=None) -> int:
     snapshot.add_argument("--name", help="the snapshot's name (default: <pvc>-<time>)")
     snapshot.add_argument("--pvc", help="this PVC of the user instead of their home")
     snapshot.add_argument("--wait", type=float, default=0, metavar="SECONDS", help="wait until it is ready to use")
-    restore = sub.add_parser("restore", help="swap a stopped workspace's home for one made from a snapshot")
+    restore = sub.add_parser("restore", help="swap a stopped workspace's home, or a VM's system disk, for one made from a snapshot")
     restore.add_argument("user")
     restore.add_argument("--snapshot", required=True, help="the user's VolumeSnapshot")
     rebuilt = sub.add_parser("rebuild", help="give a stopped VM workspace a new root disk from a golden image")

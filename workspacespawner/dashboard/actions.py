@@ -30,6 +30,7 @@ from workspacespawner.k8s.kinds import DATA_VOLUME, PVC
 from workspacespawner.lifecycle import retention
 from workspacespawner.lifecycle.disks import DiskOpError, disk_limit, is_home_disk
 from workspacespawner.vmdisk.rebuild import rebuild as rebuild_root_disk
+from workspacespawner.vmdisk.restore import restore as restore_snapshot
 
 #: How a publish refusal (:class:`DiskOpError` reason) answers: the HTTP code.
 PUBLISH_CODES = {"not-found": 404, "bad-name": 400}
@@ -119,16 +120,20 @@ async def expand(ctx, viewer: Viewer, owner: str, pvc: str, size: str, groups) -
     return Done(f"{pvc} grows to {size}.", pvc)
 
 
-async def restore(ctx, viewer: Viewer, owner: str, snapshot_name: str) -> Done:
-    """Swap ``owner``'s stopped home for one made from their VolumeSnapshot ``snapshot_name`` (audited ``restore``);
-    the old home is retained. Refused while the workspace runs."""
+async def restore(ctx, viewer: Viewer, owner: str, snapshot_name: str, groups) -> Done:
+    """Restore ``owner``'s VolumeSnapshot ``snapshot_name`` where it was taken (audited ``restore``): a home into a new
+    home, a VM's system disk into a new system disk the VM boots from, within their disk quota (``groups``: their
+    JupyterHub groups); the disk it replaces is retained. Refused while the workspace runs."""
     check_access(viewer, owner)
+    limit = disk_limit(ctx.quota, owner, groups, ctx.lifecycle.disk_limit or None)
     try:
-        made = await ctx.disk_ops(viewer.name).restore(owner, snapshot_name, now=ctx.now())
+        done = await restore_snapshot(ctx.disk_ops(viewer.name), owner, snapshot_name, limit=limit, now=ctx.now())
     except DiskOpError as e:
         raise ActionRefused(str(e), 404 if e.reason == "not-found" else 409) from None
-    name = made["metadata"]["name"]
-    return Done(f"Restored {snapshot_name} into {name}; the next start mounts it.", name)
+    if done.system:
+        return Done(f"Restored {snapshot_name} into the new system disk {done.disk}; the next start boots it, and the old "
+                    f"system disk is kept until {done.rebuilt.retain_until.astimezone(UTC):%Y-%m-%d %H:%M} UTC.", done.disk)
+    return Done(f"Restored {snapshot_name} into {done.disk}; the next start mounts it.", done.disk)
 
 
 async def rebuild(ctx, viewer: Viewer, owner: str, server: str, image: str, groups) -> Done:

@@ -78,7 +78,8 @@ class WorkspaceRow:
 @dataclass(frozen=True)
 class SnapshotRow:
     """A VolumeSnapshot of the user's: ``name``, ``source`` (its PersistentVolumeClaim), ``home`` (a home disk's:
-    restorable), ``ready`` (readyToUse), ``size`` (``"10 GiB"`` or ``""``), ``created`` (RFC 3339)."""
+    restorable), ``ready`` (readyToUse), ``size`` (``"10 GiB"`` or ``""``), ``created`` (RFC 3339), ``system`` (a
+    VM system disk's: restorable into that VM)."""
 
     name: str
     source: str
@@ -86,6 +87,7 @@ class SnapshotRow:
     ready: bool
     size: str
     created: str
+    system: bool = False
 
 
 @dataclass(frozen=True)
@@ -237,7 +239,11 @@ def _owned_disks(objects: list[dict], user: str) -> list[dict]:
 
 
 def snapshot_rows(objects: list[dict], user: str) -> list[SnapshotRow]:
-    """``user``'s VolumeSnapshots (owner labels and name annotation), newest first."""
+    """``user``'s VolumeSnapshots (owner labels and name annotation), newest first. A snapshot is of a system disk when it
+    names the VM (:data:`~workspacespawner.core.names.ROOT_SLOT_ANNOTATION`) or, taken before it did, when its PVC's
+    DataVolume among ``objects`` does."""
+    root_disks = {_meta(o)["name"] for o in objects if o.get("kind") == DATA_VOLUME.kind and names.owned_by(_meta(o), user)
+                  and (_meta(o).get("annotations") or {}).get(names.ROOT_SLOT_ANNOTATION)}
     rows = []
     for obj in objects:
         meta = _meta(obj)
@@ -246,13 +252,16 @@ def snapshot_rows(objects: list[dict], user: str) -> list[SnapshotRow]:
         status = obj.get("status") or {}
         annotations = meta.get("annotations") or {}
         size = status.get("restoreSize")
+        source = ((obj.get("spec") or {}).get("source") or {}).get("persistentVolumeClaimName", "")
+        home = bool(annotations.get(names.HOME_SLOT_ANNOTATION))
         rows.append(SnapshotRow(
             name=meta["name"],
-            source=((obj.get("spec") or {}).get("source") or {}).get("persistentVolumeClaimName", ""),
-            home=bool(annotations.get(names.HOME_SLOT_ANNOTATION)),
+            source=source,
+            home=home,
             ready=bool(status.get("readyToUse")),
             size=gib(parse_quantity(size)) if size else "",
             created=meta.get("creationTimestamp") or "",
+            system=not home and bool(annotations.get(names.ROOT_SLOT_ANNOTATION) or source in root_disks),
         ))
     return sorted(rows, key=lambda r: (r.created, r.name), reverse=True)
 

@@ -206,11 +206,14 @@ def disk_limit(quota_settings, user_name: str, groups, fallback: str | None) -> 
     return None if limit is None else int(parse_quantity(limit))
 
 
-def make_volume_snapshot(*, name: str, source: dict, user_name: str, snapshot_class: str | None) -> dict:
+def make_volume_snapshot(*, name: str, source: dict, user_name: str, snapshot_class: str | None,
+                         datavolume: dict | None = None) -> dict:
     """A ``snapshot.storage.k8s.io/v1`` VolumeSnapshot of the PVC ``source`` for ``user_name`` (plain dict).
 
     Labelled with the owner's and the source's disk role; annotated with the
-    source PVC and, for a home, its slot (so a restore knows where it goes).
+    source PVC and where a restore puts it back: for a home, its slot; for a
+    VM's root disk (``datavolume``, the source's DataVolume), the VM it is
+    the root disk of and the golden image it descends from.
     """
     meta = _meta(source)
     labels = names.owner_labels(user_name)
@@ -220,6 +223,12 @@ def make_volume_snapshot(*, name: str, source: dict, user_name: str, snapshot_cl
     annotations = {**names.owner_annotations(user_name), names.SNAPSHOT_SOURCE_ANNOTATION: meta["name"]}
     if role == names.HOME_DISK:
         annotations[names.HOME_SLOT_ANNOTATION] = slot_of(source)
+    root = (_meta(datavolume) if datavolume else {}).get("annotations") or {}
+    if role != names.HOME_DISK and root.get(names.ROOT_SLOT_ANNOTATION):
+        labels[names.DISK_LABEL] = names.ROOT_DISK
+        for key in (names.ROOT_SLOT_ANNOTATION, names.GOLDEN_IMAGE_ANNOTATION):
+            if root.get(key):
+                annotations[key] = root[key]
     spec: dict = {"source": {"persistentVolumeClaimName": meta["name"]}}
     if snapshot_class:
         spec["volumeSnapshotClassName"] = snapshot_class
@@ -298,13 +307,18 @@ class DiskOps:
             )
 
     async def _owned_pvc(self, user: str, name: str) -> dict:
+        """``user``'s PVC ``name``: a home (its owner labels), or the PVC CDI made for their DataVolume of that name (a
+        root disk's; CDI labels it ``managed-by: cdi-controller``, so a cache of ours lacks it and the API answers)."""
         pvc = await self.kube.get(PVC, self.namespace, name)
+        if pvc is not None and names.owned_by(_meta(pvc), user):
+            return pvc
+        dv = await self.kube.get(DATA_VOLUME, self.namespace, name)
+        if pvc is None and dv is not None:
+            pvc = await self.kube.get(PVC, self.namespace, name, fresh=True)
         if pvc is None:
             raise DiskOpError(f"There is no PVC {self.namespace}/{name}.", reason="not-found")
-        if not names.owned_by(_meta(pvc), user):
-            dv = await self.kube.get(DATA_VOLUME, self.namespace, name)
-            if dv is None or not names.owned_by(_meta(dv), user):
-                raise DiskOpError(f"PVC {self.namespace}/{name} is not a disk of {user!r} (owner labels differ).", reason="not-found")
+        if dv is None or not names.owned_by(_meta(dv), user):
+            raise DiskOpError(f"PVC {self.namespace}/{name} is not a disk of {user!r} (owner labels differ).", reason="not-found")
         return pvc
 
     async def disks_of(self, user: str) -> list[dict]:
@@ -381,7 +395,11 @@ class DiskOps:
         pvc = await self._owned_pvc(user, pvc_name)
         now = now or phases.utcnow()
         name = name or names.dns_label(f"{pvc_name[:40]}-{now:%Y%m%d%H%M%S}")
-        manifest = make_volume_snapshot(name=name, source=pvc, user_name=user, snapshot_class=self.snapshot_class)
+        role = (_meta(pvc).get("labels") or {}).get(names.DISK_LABEL)
+        dv = None if role == names.HOME_DISK else await self.kube.get(DATA_VOLUME, self.namespace, pvc_name)
+        if dv is not None and not names.owned_by(_meta(dv), user):
+            dv = None
+        manifest = make_volume_snapshot(name=name, source=pvc, user_name=user, snapshot_class=self.snapshot_class, datavolume=dv)
         before = {"pvc": pvc_name, "size": ((pvc["spec"].get("resources") or {}).get("requests") or {}).get("storage")}
         try:
             created = await self.kube.create(VOLUME_SNAPSHOT, self.namespace, manifest)
@@ -391,6 +409,13 @@ class DiskOps:
         await self.record(user, pvc_name, "snapshot", before, {"snapshot": name}, "ok", time=now)
         log.info("Snapshot %s/%s of %s taken for %s (%s)", self.namespace, name, pvc_name, user, self.actor)
         return created
+
+    async def owned_snapshot(self, user: str, name: str) -> dict:
+        """``user``'s VolumeSnapshot ``name``; :class:`DiskOpError` ``not-found`` when there is none, or it is another's."""
+        snap = await self.kube.get(VOLUME_SNAPSHOT, self.namespace, name)
+        if snap is None or not names.owned_by(_meta(snap), user):
+            raise DiskOpError(f"{user!r} has no snapshot {name!r} in {self.namespace}.", reason="not-found")
+        return snap
 
     async def restore(self, user: str, snapshot_name: str, *, now: datetime | None = None) -> dict:
         """Swap ``user``'s home for a new PVC made from their VolumeSnapshot ``snapshot_name``; returns the new PVC.
@@ -404,9 +429,7 @@ class DiskOps:
         the new PVC is retained instead and the old home stays.
         """
         now = now or phases.utcnow()
-        snap = await self.kube.get(VOLUME_SNAPSHOT, self.namespace, snapshot_name)
-        if snap is None or not names.owned_by(_meta(snap), user):
-            raise DiskOpError(f"{user!r} has no snapshot {snapshot_name!r} in {self.namespace}.", reason="not-found")
+        snap = await self.owned_snapshot(user, snapshot_name)
         slot = (_meta(snap).get("annotations") or {}).get(names.HOME_SLOT_ANNOTATION)
         if not slot:
             raise DiskOpError(f"Snapshot {snapshot_name} is not of a home disk; only homes can be restored.", reason="unsupported")

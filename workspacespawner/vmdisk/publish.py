@@ -238,11 +238,12 @@ class GoldenPublisher:
         if using:
             await refuse(f"{_meta(pvc)['name']} is in use by {', '.join(_meta(o)['name'] for o in using)}; stop the "
                          "workspace first.", "in-use")
-        for disk in (dv, pvc):
-            claim = holder_of(disk)
-            if recent(claim, now, self.grace):
-                await refuse(f"{_meta(pvc)['name']} is claimed by {claim.describe()}, which is starting; stop the "
-                             "workspace first.", "in-use")
+        # the DataVolume's claim: the PVC CDI made for it holds a copy of the annotations the DataVolume had then,
+        # so of the start that made it, a claim nobody removes from there
+        claim = holder_of(dv if dv is not None else pvc)
+        if recent(claim, now, self.grace):
+            await refuse(f"{_meta(pvc)['name']} is claimed by {claim.describe()}, which is starting; stop the "
+                         "workspace first.", "in-use")
 
     async def _make(self, user, server, image, pvc, provenance, before, after, refuse, now) -> Published:
         pvc_meta = _meta(pvc)

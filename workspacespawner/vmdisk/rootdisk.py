@@ -6,12 +6,13 @@ root disk: its volume named :data:`ROOT_VOLUME` names it
 from a start's clone, a pool disk's own name, a rebuilt disk's
 ``<vm>-root-<time>``). A rebuild (:mod:`.rebuild`) makes a new root
 DataVolume like the one a start makes (same labels, owner, slot, storage)
-cloned from a golden image, and points the VM at it with one JSON Patch
-(:func:`repoint_operations`).
+cloned from a golden image, or restored from a VolumeSnapshot of one of
+the workspace's root disks (:func:`.rebuild.restore_root_disk`), and points the VM at it
+with one JSON Patch (:func:`repoint_operations`).
 
 API followed: ``kubevirt.io/v1`` VirtualMachine (``spec.template.spec.volumes``),
 ``cdi.kubevirt.io/v1beta1`` DataVolume (``spec.sourceRef`` of kind
-``DataSource``, ``spec.storage`` or ``spec.pvc``).
+``DataSource``, or ``spec.source.snapshot``; ``spec.storage`` or ``spec.pvc``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import copy
 from datetime import datetime
 
 from workspacespawner.core import names
+from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.k8s.kinds import DATA_VOLUME
 from workspacespawner.k8s.objects import pointer
 from workspacespawner.lifecycle import phases
@@ -68,15 +70,17 @@ def rebuilt_name(vm_name: str, now: datetime) -> str:
 
 
 def make_rebuilt_datavolume(*, name: str, old: dict, vm_name: str, image: str, status: Status,
-                            annotations: dict[str, str] | None = None) -> dict:
+                            annotations: dict[str, str] | None = None, snapshot: dict | None = None) -> dict:
     """A root DataVolume ``name`` replacing ``old`` (plain dict): cloned from golden image ``image`` (``namespace/name``
-    of a DataSource), recorded in ``status``, with ``annotations`` (an attach claim) besides ours.
+    of a DataSource), or restored from the VolumeSnapshot ``snapshot`` (one of the workspace's root disks, itself
+    descended from ``image``); recorded in ``status``, with ``annotations`` (an attach claim) besides ours.
 
     Like the start's (:func:`~workspacespawner.backends.vm.manifests.make_root_datavolume`): ``old``'s labels
     (without its phase, which ``status`` gives), the owner's name, the VM it serves (its slot,
     :data:`~.names.ROOT_SLOT_ANNOTATION`), the image (:data:`~.names.GOLDEN_IMAGE_ANNOTATION`), the disk it replaces
-    (:data:`~.names.REBUILT_FROM_ANNOTATION`) and :data:`DATAVOLUME_ANNOTATIONS`; ``old``'s storage (class, access
-    modes, volume mode, size: never smaller) under the same key (``spec.storage`` or ``spec.pvc``).
+    (:data:`~.names.REBUILT_FROM_ANNOTATION`), the snapshot (:data:`~.names.RESTORED_FROM_ANNOTATION`) and
+    :data:`DATAVOLUME_ANNOTATIONS`; ``old``'s storage (class, access modes, volume mode, size: never smaller, nor
+    smaller than the snapshot's ``restoreSize``) under the same key (``spec.storage`` or ``spec.pvc``).
     """
     meta, spec = _meta(old), old.get("spec") or {}
     image_namespace, _, image_name = image.partition("/")
@@ -94,11 +98,19 @@ def make_rebuilt_datavolume(*, name: str, old: dict, vm_name: str, image: str, s
     storage = copy.deepcopy(spec.get(key) or {})
     storage.pop("dataSource", None)
     storage.pop("dataSourceRef", None)
+    source: dict = {"sourceRef": {"kind": "DataSource", "name": image_name, "namespace": image_namespace}}
+    if snapshot is not None:
+        new_annotations[names.RESTORED_FROM_ANNOTATION] = _meta(snapshot)["name"]
+        source = {"source": {"snapshot": {"namespace": meta["namespace"], "name": _meta(snapshot)["name"]}}}
+        restore_size = (snapshot.get("status") or {}).get("restoreSize")
+        requests = storage.setdefault("resources", {}).setdefault("requests", {})
+        if restore_size and parse_quantity(restore_size) > parse_quantity(requests.get("storage") or "0"):
+            requests["storage"] = restore_size
     return phases.made_in({
         "apiVersion": DATA_VOLUME.api_version,
         "kind": DATA_VOLUME.kind,
         "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels, "annotations": new_annotations},
-        "spec": {"sourceRef": {"kind": "DataSource", "name": image_name, "namespace": image_namespace}, key: storage},
+        "spec": {**source, key: storage},
     }, status, annotations)
 
 

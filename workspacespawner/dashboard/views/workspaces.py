@@ -154,7 +154,7 @@ class WorkspacesApi(DashboardHandler):
 #: Arguments an action may leave empty: the default server, the image a disk was cloned from.
 OPTIONAL = ("server", "image")
 #: Actions that take the owner's JupyterHub groups (their disk quota) after their arguments.
-WITH_GROUPS = ("expand", "rebuild")
+WITH_GROUPS = ("expand", "restore", "rebuild")
 
 #: action name -> (function, the request's argument names it takes after the owner)
 ACTIONS = {
