@@ -38,7 +38,7 @@ from localcluster.qemu import accelerator  # noqa: E402
 
 from tests.support import planes  # noqa: E402
 from tests.support.hubharness import CONFIG_D, Hub  # noqa: E402
-from tests.support.realguest import GOLDEN, vm_profile  # noqa: E402
+from tests.support.realguest import golden, vm_profile  # noqa: E402
 
 CONFIG = f"""
 load_subconfig({str(CONFIG_D / '10-workspace-spawner.py')!r})
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     accel = asyncio.run(accelerator(image.kernel))
     seconds: dict[tuple[str, str], list[float]] = {(kind, which): [] for kind in KINDS for which in ("first", "second")}
     with tempfile.TemporaryDirectory(prefix="vm-guest-") as tmp, \
-            planes.running("embedded", Path(tmp) / "cluster", real_golden=(*GOLDEN, image)) as cluster:
+            planes.running("embedded", Path(tmp) / "cluster", real_golden=[golden(image)]) as cluster:
         hub = Hub(Path(tmp) / "hub", cluster.kubeconfig, CONFIG, start_timeout=600).start()
         try:
             for i in range(args.users):

@@ -195,9 +195,17 @@ class Hub:
             if server and server.get("ready"):
                 return server
             if not server:
-                raise AssertionError(f"server of {name} stopped while starting:\n{self.log()}\n{self.cluster_state()}")
+                raise AssertionError(f"server of {name} stopped while starting: {self.complaints()}\n{self.log()}\n{self.cluster_state()}")
             time.sleep(0.3)
-        raise AssertionError(f"server of {name} not ready after {timeout}s:\n{self.log()}\n{self.cluster_state()}")
+        raise AssertionError(f"server of {name} not ready after {timeout}s: {self.complaints()}\n{self.log()}\n{self.cluster_state()}")
+
+    def complaints(self, most: int = 4) -> str:
+        """The hub log's last ``most`` warnings and errors of a start (the spawner's, and JupyterHub's about a spawn),
+        on one line each: a failure's reason in the assertion's first lines, which a CI log's excerpt keeps."""
+        picked = [line.strip()[:400] for line in self.log(tail=None).splitlines()
+                  if line.startswith(("[W ", "[E ")) and ("workspacespawner" in line or "spawn" in line.lower())
+                  and "is slow to start" not in line]
+        return " | ".join(picked[-most:]) or "(no warning or error in the hub's log)"
 
     def cluster_state(self, namespace: str = "default") -> str:
         """What the cluster showed when a start failed: each Node's Ready condition and taints, each Pod's phase,

@@ -15,7 +15,7 @@ from localcluster.goldenimage import make_golden_image
 
 from workspacespawner.core import names
 from workspacespawner.k8s.api import Kube
-from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE
+from workspacespawner.k8s.kinds import DATA_VOLUME, POD, PVC, VIRTUAL_MACHINE, VMI
 from workspacespawner.storage import home
 
 NS = "default"
@@ -95,6 +95,16 @@ async def wait_async(predicate, timeout: float = 20, interval: float = 0.1):
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s: {getattr(predicate, '__name__', predicate)}")
         await asyncio.sleep(interval)
+
+
+async def run_strategy(kube: Kube, vm: str, strategy: str) -> None:
+    """Set VirtualMachine ``vm``'s runStrategy and wait until its VMI exists (``Always``) or is gone (else)."""
+    await kube.patch(VIRTUAL_MACHINE, NS, vm, [{"op": "replace", "path": "/spec/runStrategy", "value": strategy}])
+
+    async def settled():
+        return (await kube.get(VMI, NS, vm) is not None) == (strategy == "Always")
+
+    await wait_async(settled)
 
 
 async def phase_label(kube: Kube, name: str, kind=PVC) -> str | None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from localcluster.guestimage import GuestImage
+    from collections.abc import Sequence
 
 PLANES = ("embedded", "real")
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -66,10 +66,11 @@ def skip_unless_real() -> Path:
 
 
 @contextlib.contextmanager
-def running(plane: str, state_dir, golden: bool = False, real_golden: tuple[str, str, GuestImage] | None = None, **options):
+def running(plane: str, state_dir, golden: bool = False, real_golden: Sequence[tuple[str, str, Path, str]] = (), **options):
     """A started cluster on ``plane`` (``embedded`` or ``real``), stopped on exit; with ``golden``, holding
-    the demo's golden image (for VM profiles); with ``real_golden`` (namespace, name, image), a golden image that
-    is a real disk (tools/golden-image's build, which QEMU boots: :class:`~localcluster.guestimage.GuestImage`).
+    the demo's golden image (for VM profiles); with ``real_golden``, golden images that are real disks, each
+    ``(namespace, name, raw disk image file, PVC size)`` (tools/golden-image's build, which QEMU boots:
+    :class:`~localcluster.guestimage.GuestImage`; :func:`tests.support.realguest.golden` gives its tuple).
     The real plane runs KubeVirt's and CDI's own
     components where their binaries are (:func:`real_kubevirt_bin`). Yields the cluster object (see the module
     docstring)."""
@@ -92,12 +93,11 @@ def running(plane: str, state_dir, golden: bool = False, real_golden: tuple[str,
             from workspacespawner.demo import GOLDEN_FILES, GOLDEN_IMAGE
 
             thread.call(make_golden_image, *GOLDEN_IMAGE, GOLDEN_FILES, timeout=120)
-        if real_golden is not None:
+        for namespace, name, disk, size in real_golden:
             from localcluster.goldenimage import make_golden_image
 
-            namespace, name, image = real_golden
-            thread.call(lambda c: make_golden_image(c, namespace, name, {}, size=image.claim_size, disk_image=image.disk),
-                        timeout=120)
+            thread.call(lambda c, namespace=namespace, name=name, disk=disk, size=size: make_golden_image(
+                c, namespace, name, {}, size=size, disk_image=disk), timeout=120)
         yield cluster
     finally:
         stop()

@@ -9,6 +9,7 @@ image, and the files on it.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
@@ -18,7 +19,9 @@ from localcluster.volumes import claim_path, disk_image_path
 from tests.support.lifecycleenv import NS, wait_async
 from workspacespawner.backends.vm.manifests import VMIdentity, VMSettings, make_root_datavolume, make_virtual_machine
 from workspacespawner.core import names
-from workspacespawner.k8s.kinds import DATA_VOLUME, VIRTUAL_MACHINE
+from workspacespawner.k8s.kinds import DATA_VOLUME, VIRTUAL_MACHINE, VMI
+from workspacespawner.lifecycle.attach import Holder, let_go
+from workspacespawner.lifecycle.phases import made_in
 
 GOLDEN_NS = names.GOLDEN_IMAGE_NAMESPACE
 BASE_IMAGE = "ubuntu"
@@ -41,13 +44,15 @@ def vm_identity(user: str, server: str = "") -> VMIdentity:
                                     server_name=server)
 
 
-async def _succeeded(kube, namespace: str, name: str) -> None:
+async def succeeded(kube, namespace: str, name: str, timeout: float = 60) -> None:
+    """Wait until DataVolume ``namespace/name`` is Succeeded (CDI filled it); fail after ``timeout`` seconds, with its status."""
+
     async def done():
         dv = await kube.get(DATA_VOLUME, namespace, name)
         return dv is not None and (dv.get("status") or {}).get("phase") == "Succeeded"
 
     try:
-        await wait_async(done, 60)
+        await wait_async(done, timeout)
     except AssertionError:
         dv = await kube.get(DATA_VOLUME, namespace, name)
         raise AssertionError(f"DataVolume {namespace}/{name} did not succeed: {(dv or {}).get('status')}") from None
@@ -57,11 +62,17 @@ async def make_stopped_vm(kube, cluster, user: str, server: str = "", files: dic
                           settings: VMSettings = SETTINGS) -> VMIdentity:
     """``user``'s stopped VM workspace of ``server``: root disk cloned (waited for), Halted VM, ``files`` written on the
     root disk (paths inside the guest -> text). :func:`base_image` must have run, unless ``settings`` name another
-    golden image (and a root disk no smaller than it)."""
+    golden image (and a root disk no smaller than it).
+
+    As a first start leaves it: the disk was made with that start's attach claim (so CDI copied the claim onto the
+    PVC it made, where nobody removes it), which the stop then removed from the DataVolume."""
     ident = vm_identity(user, server)
-    await kube.create(DATA_VOLUME, NS, make_root_datavolume(ident=ident, settings=settings))
+    claim = Holder(f"{user}/{server}" if server else user, VMI.kind, ident.vm, datetime.now(UTC))
+    await kube.create(DATA_VOLUME, NS, made_in(make_root_datavolume(ident=ident, settings=settings), None,
+                                               {names.ATTACH_ANNOTATION: claim.to_json()}))
     await kube.create(VIRTUAL_MACHINE, NS, make_virtual_machine(ident=ident, settings=settings))
-    await _succeeded(kube, NS, ident.root_disk)
+    await succeeded(kube, NS, ident.root_disk)
+    assert await let_go(kube, DATA_VOLUME, NS, user, ident.root_disk, claim.server, fresh=True)
     root = root_files(cluster, NS, ident.root_disk)
     for path, text in (files or {}).items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
@@ -84,5 +95,5 @@ async def clone_from(kube, cluster, image: str, name: str, *, image_namespace: s
                  "storage": {"accessModes": ["ReadWriteOnce"], "volumeMode": SETTINGS.volume_mode, "storageClassName": "ceph-rbd",
                              "resources": {"requests": {"storage": size}}}},
     })
-    await _succeeded(kube, NS, name)
+    await succeeded(kube, NS, name)
     return root_files(cluster, NS, name)
