@@ -512,7 +512,6 @@ async def start_cluster(state_dir: Path, control_plane: str = "local") -> DemoCl
     if find_bin_dir() is None:
         raise DemoError("--control-plane real needs Kubernetes' servers: build them with `bash tools/k8s/build.sh` "
                         "(about 11 minutes), or name their folder in WORKSPACESPAWNER_K8S_BIN")
-    print("On the real control plane every VM workspace boots the local cluster's emulated guest", flush=True)
     kubevirt_bin = find_kubevirt_bin()
     if kubevirt_bin is None:
         print("KubeVirt's and CDI's own controllers are not built (bash tools/kubevirt/build.sh), so the local "
@@ -521,10 +520,11 @@ async def start_cluster(state_dir: Path, control_plane: str = "local") -> DemoCl
     await asyncio.to_thread(real.start)
     try:
         await asyncio.to_thread(real.thread.call, make_golden_image, *GOLDEN_IMAGE, GOLDEN_FILES, timeout=120)
+        real_guest = await asyncio.to_thread(real.thread.call, publish_real_guest, timeout=120)
     except BaseException:
         await asyncio.shield(asyncio.to_thread(real.stop))
         raise
-    return DemoCluster(real.kubeconfig, lambda: asyncio.to_thread(real.stop))
+    return DemoCluster(real.kubeconfig, lambda: asyncio.to_thread(real.stop), real_guest=real_guest)
 
 
 async def _run_locked(state_dir: Path, ports: DemoPorts, proxy: str, prometheus: str, control_plane: str = "local") -> int:

@@ -48,7 +48,8 @@ def real_image_name(image: GuestImage) -> str:
 
 
 async def publish_real_guest(cluster) -> str | None:
-    """Publish the newest built golden image on ``cluster`` (a started :class:`~localcluster.LocalCluster`) as a
+    """Publish the newest built golden image on ``cluster`` (a started :class:`~localcluster.LocalCluster`, or a real
+    plane's agents) as a
     DataSource; its name, or None (with one line saying why) when this machine cannot boot a real guest."""
     reason = why_no_real_guest()
     image = newest_guest_image()

@@ -48,11 +48,12 @@ FSTAB
 # NoCloud only (KubeVirt's cloudInitNoCloud is a `cidata` disk): cloud-init probes nothing else at boot.
 # /etc/hosts names the guest's host name (sudo looks it up). No locale module: its default, en_US.UTF-8, is
 # not generated in a minbase tree (update-locale fails and cloud-init reports an error); the tree's
-# /etc/default/locale says C.UTF-8, which glibc has built in.
+# /etc/default/locale says C.UTF-8, which glibc has built in. The schema wants a string: "false" turns the module
+# off as the boolean did, without an "Invalid cloud-config provided" warning on every boot.
 cat > "$work/90-datasource.cfg" <<'CFG'
 datasource_list: [NoCloud, None]
 manage_etc_hosts: true
-locale: false
+locale: "false"
 CFG
 
 # pip in the tree trusts the host's CA bundle while it builds (a machine behind an HTTPS proxy with its own CA
