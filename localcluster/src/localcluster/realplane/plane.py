@@ -52,6 +52,14 @@ BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler
 # routes them itself (next phase).
 DEFAULT_SERVICE_CIDR = "127.64.0.0/16"
 
+# Feature gates that hold Kubernetes 1.34 to what KubeVirt v1.4 (supported up to Kubernetes 1.31) reads and writes,
+# on kube-apiserver (which then drops the field from every write) and kube-scheduler (which then never sets it).
+# PodObservedGenerationTracking (beta, on by default in 1.34) puts observedGeneration on a Pod's conditions, a field
+# KubeVirt v1.4's client-go drops when it decodes them; virt-controller's JSON Patch of the virt-launcher Pod's
+# conditions `test`s them as it decoded them, so it failed over and over, and the VMI's status, written only after
+# that patch, stayed Pending for minutes.
+KUBEVIRT_SKEW_GATES = "PodObservedGenerationTracking=false"
+
 # The kube-controller-manager controllers this plane runs (issue #14).
 DEFAULT_CONTROLLERS = (
     "garbage-collector-controller",
@@ -515,6 +523,7 @@ class RealControlPlane:
             f"--proxy-client-key-file={pk('front-proxy-client.key')}",
             "--enable-aggregator-routing=false",
             "--profiling=false",
+            f"--feature-gates={KUBEVIRT_SKEW_GATES}",
             "--v=1",
             *self.extra_apiserver_args,
         ]
@@ -561,7 +570,8 @@ class RealControlPlane:
     def _start_scheduler(self) -> None:
         port = self.ports["scheduler"]
         # verbosity 2: each Pod it cannot place, and why ("Unable to schedule pod; no fit; waiting"), in its log
-        self._spawn("scheduler", [str(self.bin_dir / "kube-scheduler"), *self._component_args("scheduler", port, verbosity=2)])
+        args = [*self._component_args("scheduler", port, verbosity=2), f"--feature-gates={KUBEVIRT_SKEW_GATES}"]
+        self._spawn("scheduler", [str(self.bin_dir / "kube-scheduler"), *args])
         ctx = self._insecure_ctx()
         self._wait("scheduler", lambda: self._https_ok(port, "/healthz", ctx))
 
