@@ -8,9 +8,10 @@ month as the version) and :func:`guest_config` points the sample list's
 JupyterLab VM profile (:data:`REAL_GUEST_PROFILE`) at it. The guest reaches the
 hub, which listens on the host's loopback, through QEMU's user network
 (``10.0.2.2``): that profile's ``hub_connect_url``, JupyterHub's own per-spawner
-setting. The GPU VM profile keeps the emulated guest (a QEMU guest here gets
-no GPU, and the image has no code-server yet). Every VM card says which guest it
-boots and, for the real one, why it starts slowly without KVM.
+setting. A second card beside it, :data:`REAL_GUEST_CODE_PROFILE`, boots the
+same image opening code-server (the image carries it). The GPU VM profile keeps
+the emulated guest: a QEMU guest here gets no GPU. Every VM card says which
+guest it boots and, for the real one, why it starts slowly without KVM.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from workspacespawner.core.names import GOLDEN_IMAGE_NAMESPACE
 REAL_GUEST_FAMILY = "debian-12"
 #: The sample profile that boots the real guest.
 REAL_GUEST_PROFILE = "ubuntu-vm"
+#: The card the demo adds beside it: the same real guest, opening code-server.
+REAL_GUEST_CODE_PROFILE = "debian-vm-code"
 #: Its start timeout (seconds; the demo's is 120): a first start under TCG took 100 to 180 s here.
 REAL_GUEST_START_TIMEOUT = 600
 
@@ -34,9 +37,15 @@ REAL_GUEST_CARD = {
                    "sessions, and you have sudo. Without hardware virtualization (KVM) the operating system takes a "
                    "minute or two to boot.",
 }
+REAL_GUEST_CODE_CARD = {
+    "slug": REAL_GUEST_CODE_PROFILE,
+    "display_name": "Debian 12 VM, code-server",
+    "description": "The same Debian 12 virtual machine, opening VS Code in the browser (code-server). Without hardware "
+                   "virtualization (KVM) the operating system takes a minute or two to boot.",
+}
 #: What the other VM cards add: their guest is the local cluster's stand-in for a virtual machine, and why.
 EMULATED = "In this demo its guest is emulated: the local cluster runs its cloud-init and server on this machine"
-#: ... when the real guest runs for the JupyterLab VM profile (a QEMU guest here gets no GPU; no code-server yet).
+#: ... when the real guest runs for the JupyterLab VM profile (a QEMU guest here gets no GPU).
 EMULATED_NOTE_BESIDE_REAL = f"{EMULATED}, as the demo's real guests get no GPU."
 #: ... when this machine cannot boot a real guest.
 EMULATED_NOTE = f"{EMULATED}. A real guest needs QEMU and the golden image (docs: Run the demo)."
@@ -71,8 +80,9 @@ c.KubeSpawner.profile_list = with_guests(c.KubeSpawner.profile_list, {real_image
 
 def with_guests(profiles: list[dict], real_image: str | None, hub_port: int) -> list[dict]:
     """``profiles`` with :data:`REAL_GUEST_PROFILE` on the real guest ``real_image`` (None: none), which reaches the
-    hub at ``hub_port`` on the host's loopback and has :data:`REAL_GUEST_START_TIMEOUT` to boot, and every other VM
-    profile's card saying its guest is emulated."""
+    hub at ``hub_port`` on the host's loopback and has :data:`REAL_GUEST_START_TIMEOUT` to boot, followed by
+    :data:`REAL_GUEST_CODE_PROFILE`, the same guest opening code-server; every other VM profile's card saying its
+    guest is emulated."""
     result = []
     for profile in profiles:
         override = profile.get("kubespawner_override") or {}
@@ -82,6 +92,8 @@ def with_guests(profiles: list[dict], real_image: str | None, hub_port: int) -> 
             guest = {"vm_golden_image": real_image, "hub_connect_url": f"http://{HOST_LOOPBACK_IN_GUEST}:{hub_port}",
                      "start_timeout": REAL_GUEST_START_TIMEOUT}
             result.append({**profile, **REAL_GUEST_CARD, "kubespawner_override": {**override, **guest}})
+            result.append({**profile, **REAL_GUEST_CODE_CARD,
+                           "kubespawner_override": {**override, **guest, "ide": "code-server"}})
         else:
             note = EMULATED_NOTE if real_image is None else EMULATED_NOTE_BESIDE_REAL
             result.append({**profile, "description": " ".join(filter(None, (profile.get("description"), note)))})

@@ -11,7 +11,9 @@ what the image lacks (or that the system disk is full), far inside the profile's
 process left), its VM, root DataVolume and home PVC kept, every ledger run closed. Three TCG boots and a firmware's
 side by side: about three and a half minutes.
 And the golden image itself with the home as a disk (``vm_home_via = "disk"``): the home PVC's ``disk.img``, which
-cloud-init formats and mounts, owned by the workspace user: about two minutes more.
+cloud-init formats and mounts, owned by the workspace user; its profile opens code-server, which the image carries
+(tools/golden-image: code-server and Node.js from tools/code-server's build, jupyter-vscode-proxy in the server's
+venv): the start's own check asks ``/vscode/`` in the guest, and VS Code's workbench answers: about two minutes more.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from localcluster.testing import derived_image, full_image, qemu_processes, real
 from localcluster.volumes import claim_path
 
 from tests.support import planes
+from tests.support.codeserver import WORKBENCH_MARKER
 from tests.support.faultcases import matrix_ledger, wait_until
 from tests.support.hubharness import CONFIG_D, Hub, progress_of_a_start
 from tests.support.invariants import assert_invariants
@@ -46,7 +49,7 @@ BROKEN = {
 PROFILES = f"""
 c.WorkspaceQuota.ledger_url = "sqlite:///ledger.sqlite"
 c.KubeSpawner.profile_list = [{", ".join(vm_profile(name, name, image=f"debian-12-{name}") for name in BROKEN)},
-    {vm_profile("home-disk", "Home as a disk", override={"vm_home_via": "disk"})}]
+    {vm_profile("home-disk", "Home as a disk, code-server", override={"vm_home_via": "disk", "ide": "code-server"})}]
 """
 
 
@@ -113,21 +116,27 @@ def test_an_image_without_cloud_init_the_ide_or_a_kernel_fails_the_start_with_wh
 def test_the_home_as_a_disk_is_the_home_pvcs_disk_image_formatted_once_and_kept(images_hub, tmp_path):
     """``vm_home_via = "disk"``: the home PVC is the guest's disk with serial ``home`` (its ``disk.img``, made at the
     claim's size as KubeVirt makes it), which cloud-init formats once and mounts at the home; the workspace user
-    writes there; what they wrote is in the PVC's disk image after the stop."""
+    writes there; what they wrote is in the PVC's disk image after the stop. The profile opens code-server: the
+    guest's own, behind jupyter-vscode-proxy, serves VS Code's workbench."""
     cluster, hub = images_hub
     user = "home-disk"
     hub.create_user(user)
     r = hub.spawn(user, {"profile": user})
     assert r.status_code in (201, 202), r.text
     hub.wait_ready(user, timeout=630)
+    # the start asked /vscode/ once the server answered, which started code-server in the guest
+    workbench = hub.server_request(user, "GET", "vscode/")
+    assert workbench.status_code == 200 and WORKBENCH_MARKER in workbench.text, workbench.text[:2000]
     results = run_in_terminal(hub, user, [
+        "command -v code-server",
         "findmnt -n -o FSTYPE,SOURCE ~",
         "readlink -f /dev/disk/by-id/virtio-home",
         "stat -c %U ~",
         "echo on-the-disk > ~/notes.txt && cat ~/notes.txt",
     ], timeout=300)
     assert all(code == 0 for code, _ in results), results
-    (_, mounted), (_, device), (_, owner), (_, notes) = results
+    (_, code_server), (_, mounted), (_, device), (_, owner), (_, notes) = results
+    assert code_server == "/usr/local/bin/code-server\n", results
     assert mounted.split() == ["ext4", device.strip()], results
     assert owner.strip() == "jovyan" and notes == "on-the-disk\n"
     hub.stop_server(user, timeout=180)

@@ -1,6 +1,6 @@
 """Which guest the demo's VM profiles boot (workspacespawner/demoguest.py), as configuration.
 
-With a real guest, the sample's JupyterLab VM profile boots the DataSource named for the image's build month and
+With a real guest, the sample's JupyterLab VM profile (and a code-server card beside it, added) boots the DataSource named for the image's build month and
 reaches the hub at the host's loopback as QEMU's user network shows it (``hub_connect_url``), has minutes to
 boot (its own ``start_timeout``), its card naming
 Debian and the slow boot without KVM; every other VM card, and all of them without a real guest, say their guest
@@ -17,6 +17,7 @@ from workspacespawner.demo import config_dir, demo_config
 from workspacespawner.demoguest import (
     EMULATED_NOTE,
     EMULATED_NOTE_BESIDE_REAL,
+    REAL_GUEST_CODE_PROFILE,
     REAL_GUEST_PROFILE,
     real_image_name,
     with_guests,
@@ -31,11 +32,15 @@ PROFILES = [
 
 
 def test_the_jupyterlab_vm_boots_the_real_guest_and_reaches_the_hub_through_qemus_network():
-    lab, real, gpu = with_guests(PROFILES, "debian-12-2026-12", 18081)
+    lab, real, code, gpu = with_guests(PROFILES, "debian-12-2026-12", 18081)
     assert lab == PROFILES[0]
     assert real["kubespawner_override"] == {"workspace_kind": "vm", "vm_golden_image": "debian-12-2026-12",
                                             "hub_connect_url": "http://10.0.2.2:18081", "start_timeout": 600}
     assert real["display_name"].startswith("Debian 12 VM") and "KVM" in real["description"]
+    # beside it, the same guest opening code-server (the golden image carries it)
+    assert code["slug"] == REAL_GUEST_CODE_PROFILE and code["slug"] != real["slug"]
+    assert code["kubespawner_override"] == {**real["kubespawner_override"], "ide": "code-server"}
+    assert code["display_name"] == "Debian 12 VM, code-server" and "KVM" in code["description"]
     assert gpu["description"] == EMULATED_NOTE_BESIDE_REAL and "no GPU" in gpu["description"]
 
 
@@ -59,3 +64,5 @@ def test_the_demo_config_with_a_real_guest_passes_the_start_up_check(tmp_path, m
     c = PyFileConfigLoader("jupyterhub_config.py", path=str(tmp_path)).load_config()
     [real] = [p for p in c.KubeSpawner.profile_list if p["slug"] == REAL_GUEST_PROFILE]
     assert real["kubespawner_override"]["hub_connect_url"] == "http://10.0.2.2:18081"
+    [code] = [p for p in c.KubeSpawner.profile_list if p["slug"] == REAL_GUEST_CODE_PROFILE]
+    assert code["kubespawner_override"]["ide"] == "code-server"

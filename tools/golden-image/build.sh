@@ -4,7 +4,8 @@
 #   ${WORKSPACESPAWNER_CACHE:-$HOME/.cache/workspacespawner}/golden-image/<suite>-<key>/
 # holding disk.img (a raw ext4 filesystem, the whole disk: no partition table), vmlinuz and initrd.img (the
 # tree's own kernel and initramfs, for QEMU's -kernel/-initrd; root=/dev/vda). <key> is a hash of build.sh and
-# versions.env. Reuses the folder when its marker (written last) holds that key. Prints the folder last.
+# versions.env (and of tools/code-server's recipe: the image carries code-server, built by tools/code-server/install.sh,
+# which reuses its own cache). Reuses the folder when its marker (written last) holds that key. Prints the folder last.
 #
 # Needs root (mmdebstrap's root mode, the chroot for pip), and mmdebstrap and e2fsprogs (README.md).
 # Environment: WORKSPACESPAWNER_CACHE (cache root), GOLDEN_IMAGE_FORCE=1 (ignore the marker).
@@ -15,7 +16,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/versions.env"
 
 cache_root="${WORKSPACESPAWNER_CACHE:-$HOME/.cache/workspacespawner}"
-stamp="$(cat "$here/build.sh" "$here/versions.env" | sha256sum | cut -c1-16)"
+# code-server's recipe is part of the image's (the image carries its build)
+code_server_recipe=("$here/../code-server/install.sh" "$here/../code-server/versions.env")
+stamp="$(cat "$here/build.sh" "$here/versions.env" "${code_server_recipe[@]}" | sha256sum | cut -c1-16)"
 out="$cache_root/golden-image/$DEBIAN_SUITE-$stamp"
 marker="$out/.built"
 
@@ -32,6 +35,10 @@ fi
 for cmd in mmdebstrap mkfs.ext4; do
     command -v "$cmd" >/dev/null || { echo "build.sh needs $cmd: apt-get install -y mmdebstrap e2fsprogs" >&2; exit 1; }
 done
+
+# code-server and its Node.js, from tools/code-server's cache (built there first when missing): the image gets the
+# package and Node.js, without Node.js's C headers, and a wrapper on the PATH, as the singleuser image has it.
+code_server_out="$(dirname "$(bash "$here/../code-server/install.sh" | tail -n 1)")"
 
 rm -rf "$out"
 work="$cache_root/golden-image/.build-$stamp"
@@ -55,6 +62,11 @@ datasource_list: [NoCloud, None]
 manage_etc_hosts: true
 locale: "false"
 CFG
+
+cat > "$work/code-server" <<'SH'
+#!/bin/sh
+exec /opt/code-server/node/bin/node /opt/code-server/app/node_modules/code-server/out/node/entry.js "$@"
+SH
 
 # pip in the tree trusts the host's CA bundle while it builds (a machine behind an HTTPS proxy with its own CA
 # reaches PyPI only so); the image keeps Debian's bundle.
@@ -81,9 +93,12 @@ mmdebstrap --mode=root --variant=minbase --format=directory \
     --customize-hook='echo LANG=C.UTF-8 > "$1/etc/default/locale"' \
     --customize-hook='chroot "$1" python3 -m venv /opt/workspace/venv' \
     --customize-hook="install -m 0644 '$host_ca' \"\$1/tmp/host-ca.crt\"" \
-    --customize-hook="chroot \"\$1\" env -u PIP_FIND_LINKS PIP_CERT=/tmp/host-ca.crt REQUESTS_CA_BUNDLE=/tmp/host-ca.crt SSL_CERT_FILE=/tmp/host-ca.crt /opt/workspace/venv/bin/pip install --no-cache-dir --disable-pip-version-check -q jupyterhub==$JUPYTERHUB_VERSION jupyterlab==$JUPYTERLAB_VERSION" \
+    --customize-hook="chroot \"\$1\" env -u PIP_FIND_LINKS PIP_CERT=/tmp/host-ca.crt REQUESTS_CA_BUNDLE=/tmp/host-ca.crt SSL_CERT_FILE=/tmp/host-ca.crt /opt/workspace/venv/bin/pip install --no-cache-dir --disable-pip-version-check -q jupyterhub==$JUPYTERHUB_VERSION jupyterlab==$JUPYTERLAB_VERSION jupyter-server-proxy==$JUPYTER_SERVER_PROXY_VERSION jupyter-vscode-proxy==$JUPYTER_VSCODE_PROXY_VERSION" \
     --customize-hook='rm -f "$1/tmp/host-ca.crt"' \
     --customize-hook='ln -s /opt/workspace/venv/bin/jupyterhub-singleuser /opt/workspace/venv/bin/jupyter-lab "$1/usr/local/bin/"' \
+    --customize-hook="mkdir -p \"\$1/opt/code-server\" && cp -a '$code_server_out/node' '$code_server_out/app' \"\$1/opt/code-server/\"" \
+    --customize-hook='rm -rf "$1/opt/code-server/node/include"' \
+    --customize-hook="install -m 0755 '$work/code-server' \"\$1/usr/local/bin/code-server\"" \
     --customize-hook='rm -rf "$1"/var/cache/apt/*.bin "$1"/var/log/*.log "$1"/root/.cache' \
     "$DEBIAN_SUITE" "$tree" "$DEBIAN_MIRROR" >&2
 
@@ -94,7 +109,7 @@ install -m 0644 "$tree/boot/initrd.img-$kernel" "$work/initrd.img"
 # The tree as an ext4 filesystem, without mounting anything (mkfs.ext4 -d copies owners and modes).
 mkfs.ext4 -q -L root -d "$tree" "$work/disk.img" "$IMAGE_SIZE" >&2
 chmod 0644 "$work/disk.img"
-rm -rf "$tree" "$work/fstab" "$work/90-datasource.cfg"
+rm -rf "$tree" "$work/fstab" "$work/90-datasource.cfg" "$work/code-server"
 mkdir -p "$(dirname "$out")"
 mv "$work" "$out"
 trap - EXIT
