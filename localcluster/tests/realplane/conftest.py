@@ -12,6 +12,8 @@ from localcluster.realplane.fixtures import (  # noqa: F401 (fixtures, found by 
     kubevirt_cluster,
     kubevirt_namespace,
     kubevirt_plane,
+    kueue_dir,
+    kueue_plane,
     namespace,
     ns,
     plane,

@@ -14,6 +14,7 @@ import copy
 import uuid
 
 import pytest
+from localcluster.realplane.fixtures import plane_namespace
 from localcluster.realplane.kubevirt import FEATURE_GATES, PERMITTED_HOST_DEVICES
 from localcluster.testing import eventually, run_kubectl
 
@@ -48,11 +49,8 @@ def vm(namespace: str, name: str) -> dict:
 
 @pytest.fixture
 def vm_namespace(kubevirt_plane):
-    name = f"kv-{uuid.uuid4().hex[:8]}"
-    status, body = kubevirt_plane.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
-    assert status == 201, body
-    yield name
-    kubevirt_plane.request("DELETE", f"/api/v1/namespaces/{name}")
+    with plane_namespace(kubevirt_plane, "kv") as name:
+        yield name
 
 
 def create_vm(plane, manifest: dict):

@@ -13,6 +13,7 @@ against the embedded local cluster (always) and the real plane (this tier).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import uuid
@@ -121,6 +122,18 @@ async def namespace(api):
         yield name
 
 
+@contextlib.contextmanager
+def plane_namespace(plane, prefix: str):
+    """A namespace ``<prefix>-<8 hex digits>`` on ``plane`` (a :class:`~.plane.RealControlPlane`), deleted after."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    status, body = plane.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    assert status == 201, body
+    try:
+        yield name
+    finally:
+        plane.request("DELETE", f"/api/v1/namespaces/{name}")
+
+
 @pytest.fixture(scope="session")
 def kubevirt_bin(k8s_bin) -> Path:
     """``WORKSPACESPAWNER_KUBEVIRT_BIN`` (the folder tools/kubevirt/build.sh printed); skips without it."""
@@ -135,6 +148,28 @@ def kubevirt_plane(k8s_bin, kubevirt_bin, tmp_path_factory):
     from localcluster.realplane import RealControlPlane
 
     with RealControlPlane(tmp_path_factory.mktemp("kubevirtplane"), k8s_bin, kubevirt_bin=kubevirt_bin) as p:
+        yield p
+
+
+@pytest.fixture(scope="session")
+def kueue_dir(k8s_bin) -> Path:
+    """``WORKSPACESPAWNER_KUEUE_DIR`` (the folder tools/kueue/build.sh printed); skips without it, fails when it
+    lacks the build."""
+    env = os.environ.get("WORKSPACESPAWNER_KUEUE_DIR")
+    if not env:
+        pytest.skip("WORKSPACESPAWNER_KUEUE_DIR is not set (the folder printed by tools/kueue/build.sh)")
+    folder = Path(env)
+    if not (os.access(folder / "bin" / "kueue", os.X_OK) and (folder / "config" / "default").is_dir()):
+        pytest.fail(f"WORKSPACESPAWNER_KUEUE_DIR={folder} lacks bin/kueue or config/default")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def kueue_plane(k8s_bin, kueue_dir, tmp_path_factory):
+    """A real control plane running Kueue's own manager (localcluster.realplane.kueue)."""
+    from localcluster.realplane import RealControlPlane
+
+    with RealControlPlane(tmp_path_factory.mktemp("kueueplane"), k8s_bin, kueue_dir=kueue_dir) as p:
         yield p
 
 

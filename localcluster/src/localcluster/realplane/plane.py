@@ -1,7 +1,8 @@
 """``RealControlPlane``: etcd, kube-apiserver, kube-controller-manager and
 kube-scheduler built from the pinned Go modules (tools/k8s/build.sh), run as
 child processes on 127.0.0.1 only; with ``kubevirt_bin`` (tools/kubevirt/build.sh)
-also KubeVirt's virt-api and virt-controller, installed as virt-operator would (:mod:`.kubevirt`).
+also KubeVirt's virt-api and virt-controller, installed as virt-operator would (:mod:`.kubevirt`); with
+``kueue_dir`` (tools/kueue/build.sh) also Kueue's manager, installed from its own manifests (:mod:`.kueue`).
 
 Everything lives in one state folder::
 
@@ -163,6 +164,8 @@ class RealControlPlane:
         ready_timeout: float = 120.0,
         etcd_unsafe_no_fsync: bool = True,
         kubevirt_bin=None,
+        kueue_dir=None,
+        kueue_pod_selector: dict | None = None,
     ):
         self.state_dir = Path(state_dir).resolve()
         bin_dir = bin_dir or find_bin_dir()
@@ -196,6 +199,12 @@ class RealControlPlane:
 
                 self.cdi = cdi.CdiApiServer(self, kubevirt_bin)
                 self.cdi_controller = CdiController(self, kubevirt_bin)
+        #: Kueue's manager (:mod:`.kueue`), started last, or None.
+        self.kueue = None
+        if kueue_dir is not None:
+            from .kueue import Kueue
+
+            self.kueue = Kueue(self, kueue_dir, kueue_pod_selector)
         self.pki = Pki(self.state_dir / "pki")
         self.logs_dir = self.state_dir / "logs"
         self.kubeconfig = self.state_dir / "kubeconfig"
@@ -224,6 +233,8 @@ class RealControlPlane:
             raise ControlPlaneError(
                 f"{self.kubevirt.bin_dir} lacks {', '.join(self.kubevirt.missing())}: run tools/kubevirt/build.sh"
             )
+        if self.kueue is not None and self.kueue.missing():
+            raise ControlPlaneError(f"Kueue's build lacks {', '.join(self.kueue.missing())}: run tools/kueue/build.sh")
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.logs_dir.mkdir(exist_ok=True)
         if not self._atexit:
@@ -261,6 +272,8 @@ class RealControlPlane:
             for prepare in self.before_kubevirt:
                 prepare(self)
             self.kubevirt.start()
+        if self.kueue is not None:
+            self.kueue.start()
 
     def stop(self, grace: float = 15.0) -> None:
         """Stop every child in reverse start order (scheduler, controller
@@ -286,6 +299,8 @@ class RealControlPlane:
         if self.cdi is not None:
             self.cdi.close()
             self.cdi_controller.close()
+        if self.kueue is not None:
+            self.kueue.close()
 
     def __enter__(self):
         return self.start()
@@ -350,6 +365,13 @@ class RealControlPlane:
             )
             if st not in (201, 409):
                 raise ControlPlaneError(f"creating ServiceAccount {namespace}/{name}: HTTP {st}")
+        token = self.serviceaccount_token(namespace, name, expiration_seconds=expiration_seconds)
+        path = Path(path) if path else self.state_dir / f"sa-{namespace}-{name}.kubeconfig"
+        cfg = kubeconfig_dict(self.url, self.pki.path("ca.crt").read_bytes(), {"token": token}, name=f"{namespace}-{name}")
+        return write_kubeconfig(path, cfg)
+
+    def serviceaccount_token(self, namespace: str, name: str, *, expiration_seconds: int = 3600) -> str:
+        """A token of the existing ServiceAccount ``namespace/name`` (TokenRequest), as a Pod of it mounts one."""
         st, tr = self.request(
             "POST",
             f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
@@ -361,11 +383,7 @@ class RealControlPlane:
         )
         if st != 201:
             raise ControlPlaneError(f"TokenRequest for {namespace}/{name}: HTTP {st}: {tr}")
-        path = Path(path) if path else self.state_dir / f"sa-{namespace}-{name}.kubeconfig"
-        cfg = kubeconfig_dict(
-            self.url, self.pki.path("ca.crt").read_bytes(), {"token": tr["status"]["token"]}, name=f"{namespace}-{name}"
-        )
-        return write_kubeconfig(path, cfg)
+        return tr["status"]["token"]
 
     # -- internals --------------------------------------------------------
 
