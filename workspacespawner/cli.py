@@ -8,6 +8,7 @@
 ``workspacespawner image``         publish a stopped VM workspace's root disk as a golden image (audited)
 ``workspacespawner retention``     retained disks: list, purge past retain-until, reclaim for a user
 ``workspacespawner fence``         force-delete a user's Pods/VMIs on a node that is down (audited)
+``workspacespawner queues``        the Kueue objects of the hub's GPU queues, for kubectl apply
 ``workspacespawner audit``         the audit trail of disk operations
 ``workspacespawner dashboard``     the Workspaces dashboard, a JupyterHub service the hub starts
 """
@@ -26,6 +27,7 @@ COMMANDS = {
     "retention": ("workspacespawner.admin.retention", "retained disks: list, purge past retain-until, reclaim for a user"),
     "fence": ("workspacespawner.admin.fence", "force-delete a user's Pods/VMIs on a node that is down (audited)"),
     "orphans": ("workspacespawner.admin.orphans", "Pods/VMIs no server of the hub runs (orphans, ghosts); --remove removes them"),
+    "queues": ("workspacespawner.admin.queues", "the Kueue objects of the hub's GPU queues, for kubectl apply -f - (-f jupyterhub_config.py)"),
     "audit": ("workspacespawner.admin.audit", "the audit trail of disk operations (--user U --since DATE --json)"),
     "dashboard": ("workspacespawner.dashboard.command", "the Workspaces dashboard service (the hub starts it; -f jupyterhub_config.py)"),
 }

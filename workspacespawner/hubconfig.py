@@ -13,6 +13,7 @@ from workspacespawner.config.imagepublish import publish_settings
 from workspacespawner.config.rootdiskpool import RootDiskPool
 from workspacespawner.config.teampools import TeamGPUPools, check_profile_pools
 from workspacespawner.idle.settings import GPUIdle
+from workspacespawner.queue.config import GPUQueues
 from workspacespawner.storage.startcheck import check_storage_config
 
 
@@ -22,7 +23,8 @@ def check_hub_config(config, spawner_class) -> None:
     ``config`` is the traitlets Config of ``jupyterhub_config.py`` (``c``):
     every ``c.Spawner``/``c.KubeSpawner``/``c.WorkspaceSpawner`` value goes
     through the trait it sets, the profile_list and the storage tiers are
-    checked whole, without contacting Kubernetes. The VM profiles' golden
+    checked whole, and so is every site section (GPU economy, team pools,
+    GPU queues, idle GPUs, root-disk pool), without contacting Kubernetes. The VM profiles' golden
     images are checked against the naming convention
     (:class:`~.config.goldenimages.GoldenImages`: a warning each, or an
     error with ``c.GoldenImages.require_versioned``).
@@ -34,6 +36,7 @@ def check_hub_config(config, spawner_class) -> None:
     profiles = merged_settings(config).get("profile_list")
     check_profile_pools(profiles, TeamGPUPools(config=config).all())
     GPUIdle(config=config)
+    GPUQueues(config=config)
     RootDiskPool(config=config)
     traits, settings = spawner_class.class_traits(), merged_settings(config)
     kind, image = (settings.get(name, traits[name].default_value) for name in ("workspace_kind", "vm_golden_image"))

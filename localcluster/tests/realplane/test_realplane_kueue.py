@@ -17,6 +17,7 @@ import asyncio
 
 import pytest
 from localcluster.realplane.fixtures import plane_namespace
+from localcluster.realplane.kueue import pending_workloads
 from localcluster.testing import eventually
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
@@ -112,13 +113,8 @@ async def test_four_of_five_gpu_pods_are_admitted_and_the_fifth_waits_with_its_p
         c["type"] == "Admitted" and c["status"] == "True" for c in (w.get("status") or {}).get("conditions") or [])]
     assert len(workloads["items"]) == 5 and len(admitted_workloads) == 4, workloads
 
-    async def in_line():
-        status, body = await asyncio.to_thread(
-            plane.request, "GET",
-            f"/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{ns}/localqueues/ml101/pendingworkloads")
-        return body["items"] if status == 200 and body.get("items") else None
-
-    [waiting] = await eventually(in_line, timeout=60, what="the pending workload in the visibility API")
+    [waiting] = await eventually(lambda: pending_workloads(plane, ns, "ml101"), timeout=60,
+                                 what="the pending workload in the visibility API")
     assert (waiting["positionInLocalQueue"], waiting["positionInClusterQueue"]) == (0, 0), waiting
     assert waiting["metadata"]["ownerReferences"][0]["name"] == "student-4", waiting
 

@@ -10,6 +10,7 @@ from localcluster.realplane.fixtures import (  # noqa: F401 (fixtures, found by 
     kubectl,
     kubevirt_bin,
     kubevirt_plane,
+    kueue_dir,
     namespace,
     ns,
     plane,

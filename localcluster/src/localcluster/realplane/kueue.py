@@ -48,6 +48,7 @@ Test infrastructure: not imported by the product.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import subprocess
@@ -92,8 +93,9 @@ def render(kubectl: Path, kueue_dir: Path) -> list[dict]:
     return [obj for obj in yaml.safe_load_all(done.stdout) if obj]
 
 
-def manager_config(objects: list[dict], *, cert_dir: str, pod_selector: dict | None) -> dict:
-    """Kueue's default configuration (the rendered ConfigMap's) as this plane runs it (module docstring)."""
+def manager_config(objects: list[dict], *, cert_dir: str, pod_selector: dict | None, extra: dict | None = None) -> dict:
+    """Kueue's default configuration (the rendered ConfigMap's) as this plane runs it (module docstring), with the
+    top-level sections of ``extra`` (a site's settings: ``resources``, ``fairSharing``, ...) over it."""
     [config_map] = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == CONFIG_MAP]
     config = yaml.safe_load(config_map["data"]["controller_manager_config.yaml"])
     config["leaderElection"] = {"leaderElect": False}
@@ -104,7 +106,7 @@ def manager_config(objects: list[dict], *, cert_dir: str, pod_selector: dict | N
     integrations["frameworks"] = list(FRAMEWORKS)
     if pod_selector is not None:
         integrations.setdefault("podOptions", {})["podSelector"] = pod_selector
-    return config
+    return {**config, **(extra or {})}
 
 
 def with_service_port(obj: dict, service: str, port: int) -> dict:
@@ -132,16 +134,19 @@ def external_name(name: str, port: int) -> dict:
 
 class Kueue:
     """Kueue's manager on ``plane`` (a :class:`~.plane.RealControlPlane`), from ``kueue_dir`` (tools/kueue's build
-    folder); ``pod_selector``: a label selector narrowing the Pods Kueue's Pod integration looks at.
+    folder); ``pod_selector``: a label selector narrowing the Pods Kueue's Pod integration looks at; ``config``:
+    sections of Kueue's configuration over its defaults.
 
     ``start()`` runs last in the plane's start; the process is one of the plane's children (its log
     ``STATE/logs/kueue.log``), and ``close()`` ends its relays once the plane stopped it.
     """
 
-    def __init__(self, plane, kueue_dir, pod_selector: dict | None = None):
+    def __init__(self, plane, kueue_dir, pod_selector: dict | None = None, config: dict | None = None):
         self.plane = plane
         self.kueue_dir = Path(kueue_dir).resolve()
         self.pod_selector = pod_selector
+        #: Sections of Kueue's configuration a site sets (:func:`manager_config`'s ``extra``).
+        self.config = config
         self.run_dir = plane.state_dir / "kueue" / "run"
         self.relays: list[netns.Relay] = []
         #: The machine's ports the manager is reached at: ``webhook``, ``health``, ``visibility``.
@@ -159,7 +164,8 @@ class Kueue:
         objects = [with_service_port(with_service_port(o, WEBHOOK_SERVICE, self.ports["webhook"]),
                                      VISIBILITY_SERVICE, self.ports["visibility"])
                    for o in render(plane.bin_dir / "kubectl", self.kueue_dir)]
-        config = manager_config(objects, cert_dir="/run/kueue/webhook-certs", pod_selector=self.pod_selector)
+        config = manager_config(objects, cert_dir="/run/kueue/webhook-certs", pod_selector=self.pod_selector,
+                                extra=self.config)
         later = (*installobjects.WEBHOOK_KINDS, "APIService")
         skip = {o["kind"] for o in objects if o["kind"] not in installobjects.KINDS}
         installobjects.apply(plane, NAMESPACE, [o for o in objects if o["kind"] not in later], skip=skip,
@@ -249,6 +255,15 @@ class Kueue:
         for relay in self.relays:
             relay.close()
         self.relays.clear()
+
+
+async def pending_workloads(plane, namespace: str, local_queue: str) -> list[dict] | None:
+    """The Workloads waiting in ``local_queue``, as Kueue's visibility API lists them (``positionInLocalQueue``,
+    ``positionInClusterQueue``, ``priority``, the owner), or None while there are none."""
+    status, body = await asyncio.to_thread(
+        plane.request, "GET",
+        f"/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{namespace}/localqueues/{local_queue}/pendingworkloads")
+    return body["items"] if status == 200 and body.get("items") else None
 
 
 def _available(plane, name: str) -> bool:

@@ -166,6 +166,7 @@ class RealControlPlane:
         kubevirt_bin=None,
         kueue_dir=None,
         kueue_pod_selector: dict | None = None,
+        kueue_config: dict | None = None,
     ):
         self.state_dir = Path(state_dir).resolve()
         bin_dir = bin_dir or find_bin_dir()
@@ -204,7 +205,7 @@ class RealControlPlane:
         if kueue_dir is not None:
             from .kueue import Kueue
 
-            self.kueue = Kueue(self, kueue_dir, kueue_pod_selector)
+            self.kueue = Kueue(self, kueue_dir, kueue_pod_selector, kueue_config)
         self.pki = Pki(self.state_dir / "pki")
         self.logs_dir = self.state_dir / "logs"
         self.kubeconfig = self.state_dir / "kubeconfig"
