@@ -9,9 +9,10 @@ JupyterLab VM profile (:data:`REAL_GUEST_PROFILE`) at it. The guest reaches the
 hub, which listens on the host's loopback, through QEMU's user network
 (``10.0.2.2``): that profile's ``hub_connect_url``, JupyterHub's own per-spawner
 setting. A second card beside it, :data:`REAL_GUEST_CODE_PROFILE`, boots the
-same image opening code-server (the image carries it). The GPU VM profile keeps
-the emulated guest: a QEMU guest here gets no GPU. Every VM card says which
-guest it boots and, for the real one, why it starts slowly without KVM.
+same image opening code-server (the image carries it), and so does every other
+VM profile (the GPU VM's card says its GPU is not passed through: a QEMU guest
+here gets none). Every VM card says which guest it boots and, for the real
+one, why it starts slowly without KVM.
 """
 
 from __future__ import annotations
@@ -43,12 +44,12 @@ REAL_GUEST_CODE_CARD = {
     "description": "The same Debian 12 virtual machine, opening VS Code in the browser (code-server). Without hardware "
                    "virtualization (KVM) the operating system takes a minute or two to boot.",
 }
-#: What the other VM cards add: their guest is the local cluster's stand-in for a virtual machine, and why.
-EMULATED = "In this demo its guest is emulated: the local cluster runs its cloud-init and server on this machine"
-#: ... when the real guest runs for the JupyterLab VM profile (a QEMU guest here gets no GPU).
-EMULATED_NOTE_BESIDE_REAL = f"{EMULATED}, as the demo's real guests get no GPU."
-#: ... when this machine cannot boot a real guest.
-EMULATED_NOTE = f"{EMULATED}. A real guest needs QEMU and the golden image (docs: Run the demo)."
+#: What the other VM cards add when they boot the real guest too: what a QEMU guest here does not get.
+REAL_GUEST_NOTE = ("In this demo it boots the same real Debian 12 under QEMU, without the GPU: a QEMU guest here gets "
+                   "no GPU, and at most this machine's CPUs and half its memory.")
+#: What every VM card adds when this machine cannot boot a real guest: it is the local cluster's stand-in.
+EMULATED_NOTE = ("In this demo its guest is emulated: the local cluster runs its cloud-init and server on this machine. "
+                 "A real guest needs QEMU and the golden image (docs: Run the demo).")
 
 
 def real_image_name(image: GuestImage) -> str:
@@ -79,22 +80,29 @@ c.KubeSpawner.profile_list = with_guests(c.KubeSpawner.profile_list, {real_image
 
 
 def with_guests(profiles: list[dict], real_image: str | None, hub_port: int) -> list[dict]:
-    """``profiles`` with :data:`REAL_GUEST_PROFILE` on the real guest ``real_image`` (None: none), which reaches the
-    hub at ``hub_port`` on the host's loopback and has :data:`REAL_GUEST_START_TIMEOUT` to boot, followed by
-    :data:`REAL_GUEST_CODE_PROFILE`, the same guest opening code-server; every other VM profile's card saying its
-    guest is emulated."""
+    """``profiles`` with every VM profile on the real guest ``real_image``, which reaches the hub at ``hub_port`` on
+    the host's loopback and has :data:`REAL_GUEST_START_TIMEOUT` to boot: :data:`REAL_GUEST_PROFILE` as the Debian 12
+    card, followed by :data:`REAL_GUEST_CODE_PROFILE`, the same guest opening code-server, and every other VM card
+    saying what its guest does not get here (:data:`REAL_GUEST_NOTE`). Without a real guest (``real_image`` None),
+    every VM card says its guest is emulated."""
     result = []
     for profile in profiles:
         override = profile.get("kubespawner_override") or {}
         if override.get("workspace_kind") != "vm":
             result.append(profile)
-        elif real_image is not None and profile.get("slug") == REAL_GUEST_PROFILE:
-            guest = {"vm_golden_image": real_image, "hub_connect_url": f"http://{HOST_LOOPBACK_IN_GUEST}:{hub_port}",
-                     "start_timeout": REAL_GUEST_START_TIMEOUT}
-            result.append({**profile, **REAL_GUEST_CARD, "kubespawner_override": {**override, **guest}})
-            result.append({**profile, **REAL_GUEST_CODE_CARD,
-                           "kubespawner_override": {**override, **guest, "ide": "code-server"}})
+            continue
+        if real_image is None:
+            result.append({**profile, "description": _with_note(profile, EMULATED_NOTE)})
+            continue
+        guest = {**override, "vm_golden_image": real_image, "start_timeout": REAL_GUEST_START_TIMEOUT,
+                 "hub_connect_url": f"http://{HOST_LOOPBACK_IN_GUEST}:{hub_port}"}
+        if profile.get("slug") == REAL_GUEST_PROFILE:
+            result.append({**profile, **REAL_GUEST_CARD, "kubespawner_override": guest})
+            result.append({**profile, **REAL_GUEST_CODE_CARD, "kubespawner_override": {**guest, "ide": "code-server"}})
         else:
-            note = EMULATED_NOTE if real_image is None else EMULATED_NOTE_BESIDE_REAL
-            result.append({**profile, "description": " ".join(filter(None, (profile.get("description"), note)))})
+            result.append({**profile, "description": _with_note(profile, REAL_GUEST_NOTE), "kubespawner_override": guest})
     return result
+
+
+def _with_note(profile: dict, note: str) -> str:
+    return " ".join(filter(None, (profile.get("description"), note)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import copy
 import json
 import os
 import shutil
@@ -32,9 +33,11 @@ from localcluster.controllers.qemudomain import (
     claim_disk_image,
     claim_disks,
     empty_disks,
+    fitted_size,
     forwarded_ports,
     further_disks,
     guest_size,
+    machine_size,
     not_given,
     shared_folders,
 )
@@ -474,6 +477,18 @@ def test_the_guest_is_sized_as_kubevirt_sizes_the_domain(domain, size):
     assert guest_size(_domain_vmi(domain)) == size
 
 
+def test_a_guest_gets_at_most_this_machines_cpus_and_half_its_memory_and_says_what_was_cut():
+    """The local cluster's GPU nodes advertise 8 CPUs and 64 GiB: a GPU VM of 8 CPUs and 32 GiB boots on a 2-core
+    machine of 23 GiB with what the machine has; the cuts are named (the console log says them)."""
+    big = _domain_vmi({"resources": {"requests": {"cpu": "8", "memory": "32Gi"}}})
+    assert fitted_size(big, (2, 11776)) == ((2, 11776), [
+        "2 of the 8 CPUs asked (this machine has 2)", "11776 MiB of the 32768 MiB of memory asked (half of this machine's)"])
+    small = _domain_vmi({"resources": {"requests": {"cpu": "2", "memory": "4Gi"}}})
+    assert fitted_size(small, (2, 11776)) == ((2, 4096), [])
+    cpus, mib = machine_size()
+    assert cpus == os.cpu_count() and 0 < mib * 2 * (1 << 20) <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 def test_the_vmis_declared_ports_and_its_probes_are_forwarded_and_the_rest_is_named():
     interfaces = [{"name": "default", "ports": [{"name": "http", "port": 8888}, {"port": 22}]}]
     disks = [{"name": "root"}, {"name": "cloudinit"}, {"name": "home"}, {"name": "scratch", "serial": "scratch"}]
@@ -487,6 +502,9 @@ def test_the_vmis_declared_ports_and_its_probes_are_forwarded_and_the_rest_is_na
     assert not_given(vmi, virtiofsd=False) == ["disk home", "filesystem team"]
     assert not_given(vmi) == ["disk home"]  # virtiofsd shares the filesystem; the home disk has no image
     assert not_given(vmi, claim_images={"home": Path("/v/h/disk.img")}) == []
+    with_gpu = copy.deepcopy(vmi)
+    with_gpu["spec"]["domain"]["devices"]["hostDevices"] = [{"name": "gpu0", "deviceName": "nvidia.com/A100"}]
+    assert not_given(with_gpu, claim_images={"home": Path("/v/h/disk.img")}) == ["host device gpu0 (nvidia.com/A100)"]
     assert claim_disks(vmi) == ["home"]
     assert empty_disks(vmi) == [("scratch", 2 << 30, "scratch")]  # a sparse file of its capacity
     assert shared_folders(vmi, {"team": Path("/v/team"), "home": Path("/v/home")}) == {"team": Path("/v/team")}

@@ -1,10 +1,11 @@
 """Which guest the demo's VM profiles boot (workspacespawner/demoguest.py), as configuration.
 
-With a real guest, the sample's JupyterLab VM profile (and a code-server card beside it, added) boots the DataSource named for the image's build month and
+With a real guest, every VM profile boots it: the sample's JupyterLab VM profile (and a code-server card beside it,
+added) boots the DataSource named for the image's build month and
 reaches the hub at the host's loopback as QEMU's user network shows it (``hub_connect_url``), has minutes to
 boot (its own ``start_timeout``), its card naming
-Debian and the slow boot without KVM; every other VM card, and all of them without a real guest, say their guest
-is emulated; container profiles are untouched. The demo's whole hub config with the real guest passes the start-up
+Debian and the slow boot without KVM; the GPU VM card says its GPU is not passed through; without a real guest every
+VM card says its guest is emulated; container profiles are untouched. The demo's whole hub config with the real guest passes the start-up
 check. The boot itself: tests/hub/test_real_guest_hub.py.
 """
 
@@ -16,8 +17,8 @@ from traitlets.config.loader import PyFileConfigLoader
 from workspacespawner.demo import config_dir, demo_config
 from workspacespawner.demoguest import (
     EMULATED_NOTE,
-    EMULATED_NOTE_BESIDE_REAL,
     REAL_GUEST_CODE_PROFILE,
+    REAL_GUEST_NOTE,
     REAL_GUEST_PROFILE,
     real_image_name,
     with_guests,
@@ -41,7 +42,10 @@ def test_the_jupyterlab_vm_boots_the_real_guest_and_reaches_the_hub_through_qemu
     assert code["slug"] == REAL_GUEST_CODE_PROFILE and code["slug"] != real["slug"]
     assert code["kubespawner_override"] == {**real["kubespawner_override"], "ide": "code-server"}
     assert code["display_name"] == "Debian 12 VM, code-server" and "KVM" in code["description"]
-    assert gpu["description"] == EMULATED_NOTE_BESIDE_REAL and "no GPU" in gpu["description"]
+    # the GPU VM boots the same real guest, its card saying what a QEMU guest here does not get
+    assert gpu["kubespawner_override"] == {**PROFILES[2]["kubespawner_override"], "vm_golden_image": "debian-12-2026-12",
+                                           "hub_connect_url": "http://10.0.2.2:18081", "start_timeout": 600}
+    assert gpu["description"] == REAL_GUEST_NOTE and "no GPU" in gpu["description"]
 
 
 def test_without_a_real_guest_every_vm_card_says_its_guest_is_emulated():

@@ -8,7 +8,9 @@ directory of files keeps the emulated guest (:mod:`.guest`).
 What the VMI asks for, given as KubeVirt gives it to its domain:
 
 * CPUs: ``domain.cpu`` sockets × cores × threads, else the CPU request rounded up, else 1; memory:
-  ``domain.memory.guest``, else the memory request, else 1 GiB (:func:`guest_size`);
+  ``domain.memory.guest``, else the memory request, else 1 GiB (:func:`guest_size`); at most this machine's CPUs
+  and half its memory (:func:`fitted_size`: the local cluster's nodes advertise more than the machine has), each cut
+  named in the console log;
 * the root disk, booted with the kernel and initrd the disk itself names (:mod:`..bootloader`); an ext4 disk that
   names no kernel (no ``/vmlinuz``) through the firmware, as a KubeVirt node boots every disk: SeaBIOS, writing to
   the serial console where the VMI asks (``firmware.bootloader.bios.useSerial``), says ``No bootable device.``. A
@@ -36,6 +38,7 @@ virtiofsd's log ``virtiofsd-<tag>.log`` beside it.
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import tempfile
 import uuid
@@ -77,6 +80,26 @@ def guest_size(vmi: dict) -> tuple[int, int]:
     return cpus, mib
 
 
+def machine_size() -> tuple[int, int]:
+    """``(CPUs, memory in MiB)`` the local cluster gives one guest at most: this machine's CPUs and half its memory.
+    The local cluster's nodes advertise more than the machine has (a GPU node's 8 CPUs and 64 GiB), and QEMU cannot
+    reserve more memory than the machine has."""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return os.cpu_count() or 1, max(1, memory // MIB // 2)
+
+
+def fitted_size(vmi: dict, machine: tuple[int, int] | None = None) -> tuple[tuple[int, int], list[str]]:
+    """The VMI's :func:`guest_size` within ``machine`` (default :func:`machine_size`), and a sentence for each part
+    cut down (the scheduler still counts what the VMI asks)."""
+    (cpus, mib), (most_cpus, most_mib) = guest_size(vmi), machine or machine_size()
+    cut = []
+    if cpus > most_cpus:
+        cut.append(f"{most_cpus} of the {cpus} CPUs asked (this machine has {most_cpus})")
+    if mib > most_mib:
+        cut.append(f"{most_mib} MiB of the {mib} MiB of memory asked (half of this machine's)")
+    return (min(cpus, most_cpus), min(mib, most_mib)), cut
+
+
 def forwarded_ports(vmi: dict) -> list[int]:
     """The guest ports reachable at the VMI's address: its interfaces' ports and its readiness probe's."""
     interfaces = vmi["spec"]["domain"].get("devices", {}).get("interfaces") or []
@@ -91,8 +114,9 @@ def forwarded_ports(vmi: dict) -> list[int]:
 def not_given(vmi: dict, *, virtiofsd: bool = True, claim_images: dict[str, Path | None] | None = None) -> list[str]:
     """What the VMI asks for that a QEMU guest does not get: disks after the first on a claim without a disk image
     in ``claim_images`` (by disk name: :func:`claim_disk_image`'s answers), volumes of other kinds (the cloud-init
-    seed and ``emptyDisk`` volumes are given), and without ``virtiofsd`` its virtiofs filesystems, each as
-    ``disk NAME`` or ``filesystem NAME``."""
+    seed and ``emptyDisk`` volumes are given), without ``virtiofsd`` its virtiofs filesystems, and its host devices
+    and GPUs (no device of this machine is passed through), each as ``disk NAME``, ``filesystem NAME`` or ``host
+    device NAME (deviceName)``."""
     volumes = {v["name"]: v for v in vmi["spec"].get("volumes") or []}
     devices = vmi["spec"]["domain"].get("devices") or {}
     given = (*SEEDS, "emptyDisk")
@@ -100,7 +124,9 @@ def not_given(vmi: dict, *, virtiofsd: bool = True, claim_images: dict[str, Path
     disks = [d["name"] for d in (devices.get("disks") or [])[1:]
              if not any(s in volumes.get(d["name"], {}) for s in given) and images.get(d["name"]) is None]
     filesystems = [] if virtiofsd else [f"filesystem {f['name']}" for f in devices.get("filesystems") or []]
-    return [f"disk {name}" for name in disks] + filesystems
+    passed = [f"host device {d['name']} ({d.get('deviceName', '')})"
+              for d in (devices.get("hostDevices") or []) + (devices.get("gpus") or [])]
+    return [f"disk {name}" for name in disks] + filesystems + passed
 
 
 def claim_disks(vmi: dict) -> list[str]:
@@ -215,7 +241,7 @@ class QemuDomain:
             await daemon.start()
             filesystems.append((tag, daemon.socket))
         disks = tuple(further_disks(self.vmi, self.folder / "disks", claim_images or {}))
-        cpus, memory_mib = guest_size(self.vmi)
+        (cpus, memory_mib), _cut = fitted_size(self.vmi)
         spec = GuestSpec(
             name=f"{self.vmi['metadata']['namespace']}_{self.vmi['metadata']['name']}",
             cpus=cpus,

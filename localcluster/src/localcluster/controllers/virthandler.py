@@ -80,6 +80,7 @@ from .qemudomain import (
     QemuDomain,
     claim_disk_image,
     claim_disks,
+    fitted_size,
     not_given,
     qemu_installed,
     shared_folders,
@@ -334,6 +335,8 @@ class GuestRuntime(Workload):
         for what in not_given(self.obj, virtiofsd=virtiofsd, claim_images=claim_images):
             self.console.write(f"localcluster: {what} is not given to a QEMU guest yet")
             self.event("DeviceNotGiven", f"{what} is not given to a QEMU guest yet", warning=True)
+        for what in fitted_size(self.obj)[1]:
+            self.console.write(f"localcluster: the QEMU guest gets {what}")
         self.domain = QemuDomain(self.obj, self.dir, self.ip)
         self.console.write(f"localcluster: booting {root.name} under QEMU (its serial console: serial.log)")
         try:
