@@ -28,7 +28,7 @@ export GOTELEMETRY=off
 
 stamp="$(cat "$here/build.sh" "$here/versions.env" | sha256sum | cut -d' ' -f1)"
 if [[ "${KUEUE_BUILD_FORCE:-0}" != 1 && -f "$marker" ]] && grep -qx "stamp=$stamp" "$marker" \
-    && [[ -x "$out/bin/kueue" && -d "$out/config/crd" ]]; then
+    && [[ -x "$out/bin/kueue" && -d "$out/config/default" ]]; then
     echo "reusing $out (marker $marker)" >&2
     echo "$out"
     exit 0
