@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
+import copy
 import subprocess
 from pathlib import Path
 
@@ -72,18 +72,6 @@ WEBHOOK_PORT, HEALTH_PORT, VISIBILITY_PORT = 9443, 8081, 8082
 VISIBILITY_DIR = "/visibility"
 #: The frameworks whose objects Kueue queues here: Jobs (training jobs, #42) and plain Pods (workspaces).
 FRAMEWORKS = ("batch/job", "pod")
-
-
-def find_kueue_dir() -> Path | None:
-    """tools/kueue/build.sh's folder: ``$WORKSPACESPAWNER_KUEUE_DIR``, else the newest finished build in the cache."""
-    from ..toolcache import cache_root
-
-    env = os.environ.get("WORKSPACESPAWNER_KUEUE_DIR")
-    if env:
-        return Path(env)
-    finished = [marker.parent for marker in (cache_root() / "kueue").glob("*/.built")
-                if os.access(marker.parent / "bin" / BINARY, os.X_OK)]
-    return max(finished, key=lambda folder: (folder / ".built").stat().st_mtime) if finished else None
 
 
 def render(kubectl: Path, kueue_dir: Path) -> list[dict]:
@@ -115,7 +103,7 @@ def with_service_port(obj: dict, service: str, port: int) -> dict:
     def fix(ref: dict | None) -> dict | None:
         return {**ref, "port": port} if ref and ref.get("name") == service else ref
 
-    obj = yaml.safe_load(yaml.safe_dump(obj))  # a copy
+    obj = copy.deepcopy(obj)
     for hook in obj.get("webhooks") or []:
         hook["clientConfig"]["service"] = fix(hook["clientConfig"].get("service"))
     conversion = ((obj.get("spec") or {}).get("conversion") or {}).get("webhook") or {}
