@@ -384,13 +384,15 @@ class RealCluster:
     folder tools/kubevirt/build.sh printed) the plane runs KubeVirt's own
     virt-api and virt-controller (:mod:`.kubevirt`) in place of our
     imitations, and the node agent plays virt-handler beside them
-    (:mod:`.virthandler`). Other keyword
+    (:mod:`.virthandler`). With ``kueue_dir`` (tools/kueue/build.sh's
+    folder) the plane runs Kueue's manager too (``kueue_pod_selector``,
+    ``kueue_config``: see :class:`~.kueue.Kueue`). Other keyword
     arguments go to :class:`PlaneAgents` (``nodes``, ``volume_binding_mode``,
     ``agents``).
     """
 
     def __init__(self, state_dir, bin_dir=None, *, service_cidr=None, extra_apiserver_args=(), kubevirt_bin=None,
-                 **agent_kwargs):
+                 kueue_dir=None, kueue_pod_selector=None, kueue_config=None, **agent_kwargs):
         from .plane import DEFAULT_SERVICE_CIDR, RealControlPlane
 
         self.plane = RealControlPlane(
@@ -399,6 +401,9 @@ class RealCluster:
             service_cidr=service_cidr or DEFAULT_SERVICE_CIDR,
             extra_apiserver_args=extra_apiserver_args,
             kubevirt_bin=kubevirt_bin,
+            kueue_dir=kueue_dir,
+            kueue_pod_selector=kueue_pod_selector,
+            kueue_config=kueue_config,
         )
         if kubevirt_bin is not None:
             self.plane.before_kubevirt.append(functools.partial(install_crds, kubevirt=True))
