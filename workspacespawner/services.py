@@ -37,6 +37,8 @@ from workspacespawner.k8s.cachedkube import CachedKube
 from workspacespawner.k8s.kinds import NODE
 from workspacespawner.lifecycle.audit import AuditLog
 from workspacespawner.lifecycle.reconciler import ComputeReconciler
+from workspacespawner.queue.config import GPUQueue, GPUQueues
+from workspacespawner.queue.line import LineReader
 from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.quota.hubapi import HubApiStopper
 from workspacespawner.quota.ledger import Ledger
@@ -61,6 +63,9 @@ class HubServices:
         #: The team GPU pools by name (``c.TeamGPUPools.pools``), read once for the process: every start and spawn
         #: page reads them, and building the settings object walks the whole config each time.
         self.team_pools: dict[str, TeamPool] = (TeamGPUPools(config=config) if config is not None else TeamGPUPools()).all()
+        #: The GPU queues by name (``c.GPUQueues.queues``), read once for the process, and the reader of their lines.
+        self.gpu_queues: dict[str, GPUQueue] = (GPUQueues(config=config) if config is not None else GPUQueues()).all()
+        self._line_reader: LineReader | None = None
         self.quota = QuotaService(WorkspaceQuota(config=config) if config is not None else WorkspaceQuota(),
                                   economy=self.economy)
         self.audit = AuditLog(self.quota.ledger)
@@ -112,6 +117,13 @@ class HubServices:
         if active is not None:
             return bool(active())
         return None if self.hub_database is None else self.hub_database(user, server)
+
+    def line_reader(self, api_client) -> LineReader:
+        """The process's reader of the GPU queues' lines (:class:`~.queue.line.LineReader`), made on the first call
+        with ``api_client`` (kubernetes_asyncio's ``ApiClient``): every waiter of the hub shares its reads."""
+        if self._line_reader is None:
+            self._line_reader = LineReader(api_client)
+        return self._line_reader
 
     def gpu_capacity(self, compute: Callable[[], list | None]) -> GPUCapacity | None:
         """The process's view of free GPUs (:mod:`.gpu.capacity`), made on the first call with ``compute`` (the watch

@@ -114,6 +114,8 @@ class QuotaService:
         self._stopping: Counter[tuple[str, str]] = Counter()
         #: Runs this hub opened that wait for their node's GPU type: ``{(user, server): (run id, GPU resource)}``.
         self._unpriced: dict[tuple[str, str], tuple[int, str]] = {}
+        #: Starts that wait in a GPU queue first (:meth:`in_line`): their run opens at :meth:`admitted`.
+        self._in_line: dict[tuple[str, str], Reservation | None] = {}
         self.enforcer: Enforcer | None = None
 
     @property
@@ -160,21 +162,47 @@ class QuotaService:
         log.info("Quota refused %s's start of %r (%s): %s", user, request.profile, decision.reason, decision.detail)
         raise QuotaRefused(decision, self.settings.contact)
 
+    def in_line(self, user: str, server_name: str, waits: bool) -> None:
+        """Whether the start of ``(user, server_name)`` waits in a GPU queue before its compute may run (its Pod at
+        Kueue's gate holds no GPU): then :meth:`running` opens no run for it, :meth:`admitted` does, from when it was
+        admitted. Said at each start's reservation."""
+        key = (user, server_name or "")
+        if waits:
+            self._in_line[key] = None
+        else:
+            self._in_line.pop(key, None)
+
     async def running(self, reservation: Reservation | None) -> int | None:
         """Compute is about to be created: open the run from now. Returns the run id (None: not metered).
 
         Until :meth:`start_done`, the enforcer counts the server as alive
         (its compute may not be in the watch caches yet), so it never closes
-        the run of a start under way.
+        the run of a start under way. A start :meth:`in_line` keeps its
+        reservation until :meth:`admitted`.
         """
         if reservation is None or not self.enabled:
             return None
         key = (reservation.user, reservation.server_name or "")
         self._starting.add(key)
+        if key in self._in_line:
+            self._in_line[key] = reservation
+            return None
+        return await self._open(reservation, policy.utcnow())
+
+    async def admitted(self, user: str, server_name: str, at: datetime) -> int | None:
+        """The start of ``(user, server_name)`` left the GPU queue; it last waited there at ``at``: open its run from
+        ``at`` (every second it may have held a GPU is metered). Returns the run id (None: not metered)."""
+        reservation = self._in_line.pop((user, server_name or ""), None)
+        if reservation is None or not self.enabled:
+            return None
+        return await self._open(reservation, at)
+
+    async def _open(self, reservation: Reservation, at: datetime) -> int | None:
+        key = (reservation.user, reservation.server_name or "")
         self._unpriced.pop(key, None)
         try:
             watched = timedelta(seconds=2 * self.settings.enforce_interval)
-            run_id = await self.call(self.ledger.open_run, reservation, policy.utcnow(), watched=watched)
+            run_id = await self.call(self.ledger.open_run, reservation, at, watched=watched)
         except LedgerUnavailable as e:
             # The reservation row stays; the enforcer opens it once the ledger is back (close_orphans).
             log.error("Could not open the run of %s's server %r: %s", reservation.user, reservation.server_name, e)
@@ -214,6 +242,7 @@ class QuotaService:
     def start_done(self, user: str, server_name: str) -> None:
         """The start of ``(user, server_name)`` ended, up or failed: its run is reconciled with the cluster from now on."""
         self._starting.discard((user, server_name))
+        self._in_line.pop((user, server_name or ""), None)
 
     @contextmanager
     def stopping(self, user: str, server_name: str):

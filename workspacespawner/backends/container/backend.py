@@ -34,6 +34,8 @@ from workspacespawner.k8s.kinds import PVC
 from workspacespawner.k8s.models import to_model
 from workspacespawner.k8s.owned import TRANSIENT_STATUSES
 from workspacespawner.lifecycle.phases import Observed, Status, WorkspaceRef
+from workspacespawner.queue import line
+from workspacespawner.queue.config import GPUQueue
 from workspacespawner.storage import binding, home, tiers
 from workspacespawner.storage.prepare import PreparedTiers
 
@@ -71,12 +73,16 @@ class ContainerBackend(Backend):
         """Nothing of its own: a container's Pods are covered by the generic fence."""
 
     async def start(self, ctx: StartContext) -> str:
-        """kubespawner's Pod start (its manifest passes through :meth:`add_workspace_volumes`), its claims bound in time.
+        """kubespawner's Pod start (its manifest passes through :meth:`add_workspace_volumes`), its claims bound in time,
+        and, for a start that waits in a GPU queue, its wait in line.
 
         Next to kubespawner's wait for the Pod, the Pod's volume claims are
         watched (:func:`~workspacespawner.storage.binding.wait_bound`, within
         ``claim_binding_timeout``): a claim missing or not bound in time
-        fails the start with the claim named.
+        fails the start with the claim named. A Pod at Kueue's gate is
+        followed by :func:`~workspacespawner.queue.line.wait_in_line` (its
+        place on the spawn page, the wait's limit, its run opened once
+        admitted).
         """
         self.tiers = ctx.tiers
         self._claims = asyncio.get_running_loop().create_future()
@@ -84,16 +90,39 @@ class ContainerBackend(Backend):
         spawner = self.spawner
         spawner._options_loaded = True  # kubespawner's _start loads them again: keep this resolution
         pod_start = asyncio.ensure_future(upstream.start_pod(spawner))
-        claims_bound = asyncio.ensure_future(self._claims_bound())
+        helpers = {asyncio.ensure_future(self._claims_bound())}
+        queue = self.queue(ctx.tiers.groups)
+        if queue is not None:
+            helpers.add(asyncio.ensure_future(self._wait_in_line(queue, ctx.say)))
         try:
-            await asyncio.wait({pod_start, claims_bound}, return_when=asyncio.FIRST_COMPLETED)
-            if claims_bound.done() and claims_bound.exception() is not None:
-                raise claims_bound.exception()
+            pending = {pod_start, *helpers}
+            while not pod_start.done():  # a helper's failure ends the start; one that is done leaves kubespawner's
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done - {pod_start}:
+                    if task.exception() is not None:
+                        raise task.exception()
             return await pod_start
         finally:
             spawner._options_loaded = False
-            for task in (pod_start, claims_bound):
+            for task in (pod_start, *helpers):
                 task.cancel()
+
+    def queue(self, groups) -> GPUQueue | None:
+        """The GPU queue this start's Pod waits in (:func:`~workspacespawner.queue.line.queue_for`), or None."""
+        s = self.spawner
+        profile = s.profile
+        return line.queue_for(s.services.gpu_queues, groups, gpus=profile.gpus if profile else 0, kind=self.kind)
+
+    async def _wait_in_line(self, queue: GPUQueue, say) -> None:
+        s = self.spawner
+        profile, key = s.profile, f"{s.namespace}/{s.pod_name}"
+        product = s.services.economy.display_name(profile.gpu_product) if profile.gpu_product else None
+        waiter = line.Waiter(
+            queue=queue, namespace=s.namespace, need=line.need_words(profile.gpus, profile.gpu_resource, product),
+            limit=line.wait_limit(queue, float(s.start_timeout)),
+            pod=lambda: s.pod_reflector.pods.get(key) if s.pod_reflector is not None else None, say=say,
+            admitted=lambda at: s.services.quota.admitted(s.user.name, s.name or "", at))
+        await line.wait_in_line(waiter, s.services.line_reader(s.api.api_client))
 
     async def _claims_bound(self) -> None:
         s = self.spawner
@@ -282,11 +311,13 @@ class ContainerBackend(Backend):
         return pod
 
     def pod_manifest(self, pod, *, tiers_now: PreparedTiers, where: placement.Placement):
-        """kubespawner's ``V1Pod`` with the home, the tiers (:meth:`add_workspace_volumes`) and where it may and should
-        run (:meth:`place`)."""
+        """kubespawner's ``V1Pod`` with the home, the tiers (:meth:`add_workspace_volumes`), where it may and should
+        run (:meth:`place`) and, for a start that waits in a GPU queue, the queue's labels (Kueue holds the Pod at its
+        gate until the queue has the GPUs: :func:`~workspacespawner.queue.line.pod_labels`)."""
         s = self.spawner
         pod = self.add_workspace_volumes(pod, home_pvc=s.home_pvc_name, home_mount_path=s.home_mount_path,
                                          user_name=s.user.name, tiers_now=tiers_now)
+        pod.metadata.labels = {**pod.metadata.labels, **line.pod_labels(self.queue(tiers_now.groups))}
         return self.place(pod, where)
 
     def place(self, pod, where: placement.Placement):

@@ -1,0 +1,200 @@
+"""A GPU workspace in line (workspacespawner.queue.line) and its run metered only once admitted (QuotaService).
+
+The whole path through a real JupyterHub, Kueue and the real plane is tests/hub/test_gpu_queue_real.py; these
+pin the pieces: who waits in which queue, the sentences, the wait's limit, one visibility request per LocalQueue
+however many wait, a Pod of an earlier start not taken for this one's, and the run opened from the last moment
+the Pod was seen at the gate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from kubernetes_asyncio.client.rest import ApiException
+
+from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.queue import line
+from workspacespawner.queue.config import GPUQueue
+from workspacespawner.quota.config import WorkspaceQuota
+from workspacespawner.quota.ledger import Ledger
+from workspacespawner.quota.policy import OPEN, Request
+from workspacespawner.quota.service import QuotaService
+
+ML101 = GPUQueue("ml101", ("ml101",), {("nvidia.com/gpu", "NVIDIA-A100-SXM4-80GB"): 4}, max_wait_seconds=600)
+VISION = GPUQueue("vision", ("vision-lab",), {("nvidia.com/gpu", "*"): 2})
+QUEUES = {"ml101": ML101, "vision": VISION}
+
+
+def pod(uid: str, *gates: str, deleting: bool = False) -> dict:
+    meta = {"uid": uid, **({"deletionTimestamp": "2026-12-07T10:00:00Z"} if deleting else {})}
+    return {"metadata": meta, "spec": {"schedulingGates": [{"name": g} for g in gates]}}
+
+
+def test_only_a_gpu_container_start_of_a_member_waits_in_its_groups_queue():
+    assert line.queue_for(QUEUES, {"ml101", "students"}, gpus=1, kind="container") is ML101
+    assert line.queue_for(QUEUES, {"vision-lab"}, gpus=2, kind="container") is VISION
+    assert line.queue_for(QUEUES, {"ml101"}, gpus=0, kind="container") is None  # a CPU start never waits
+    assert line.queue_for(QUEUES, {"ml101"}, gpus=1, kind="vm") is None  # a VM's launcher Pod does not yet
+    assert line.queue_for(QUEUES, {"students"}, gpus=1, kind="container") is None
+    assert line.pod_labels(ML101) == {"kueue.x-k8s.io/queue-name": "ml101",
+                                      "kueue.x-k8s.io/priority-class": "workspacespawner-interactive"}
+    assert line.pod_labels(None) == {}
+
+
+def test_kueues_gates_hold_a_pod_and_others_do_not():
+    assert line.gated(pod("a", "kueue.x-k8s.io/admission", "kueue.x-k8s.io/topology"))
+    assert line.gated(pod("a", "kueue.x-k8s.io/topology"))  # admitted, its topology not yet known: not schedulable
+    assert not line.gated(pod("a", "example.org/other"))
+    assert not line.gated(pod("a")) and not line.gated(None)
+
+
+def test_the_sentences_a_student_reads():
+    assert [line.ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 103, 111)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "103rd", "111th"]
+    assert line.need_words(1, "nvidia.com/gpu", "NVIDIA A100 80GB") == "1 NVIDIA A100 80GB GPU"
+    assert line.need_words(2, "nvidia.com/gpu", None) == "2 GPUs"
+    assert line.need_words(1, "nvidia.com/mig-1g.10gb", None) == "1 MIG slice 1g.10gb"
+    need = "1 NVIDIA A100 80GB GPU"
+    assert line.in_line(line.Place(3, 7), need=need, queue="ml101") == (
+        "In line for 1 NVIDIA A100 80GB GPU (queue ml101): 3rd of 7. Your workspace opens here when it is your turn; "
+        "you need not click again.")
+    assert line.in_line(None, need=need, queue="ml101").startswith("In line for 1 NVIDIA A100 80GB GPU (queue ml101). ")
+    assert line.gave_up(line.Place(2, 5), need=need, queue="ml101", waited=1790) == (
+        "You waited 30 minutes for 1 NVIDIA A100 80GB GPU (queue ml101) and were still 2nd of 5 in line: the longest "
+        "wait allowed. Nothing was started and no card-hours were charged. Try again later, or start a profile with "
+        "fewer or no GPUs.")
+    assert "You waited 1 minute for" in line.gave_up(None, need=need, queue="ml101", waited=20)
+
+
+def test_the_wait_limit_is_the_queues_within_the_start_timeout():
+    assert line.wait_limit(ML101, 3600) == 600
+    assert line.wait_limit(ML101, 300) == 300  # the start timeout covers the wait
+    assert line.wait_limit(VISION, 300) == 270  # none of its own: room left for the start once admitted
+    assert line.wait_limit(VISION, 40) == 20
+
+
+class FakeApiClient:
+    """``call_api`` answering from ``lines`` (LocalQueue name -> items, an exception, or a list of answers given in
+    turn, the last one kept), counting the calls."""
+
+    def __init__(self, lines: dict):
+        self.lines = lines
+        self.calls: list[dict] = []
+
+    async def call_api(self, path, method, *, path_params, **kwargs):
+        self.calls.append(path_params)
+        await asyncio.sleep(0.01)
+        name = path_params["name"]
+        found = self.lines[name]
+        if isinstance(found, tuple):
+            if len(found) > 1:
+                self.lines[name] = found[1:]
+            found = found[0]
+        if isinstance(found, Exception):
+            raise found
+        return {"items": found}
+
+
+def pending(*uids: str) -> list[dict]:
+    return [{"metadata": {"ownerReferences": [{"kind": "Pod", "uid": uid}]}, "positionInLocalQueue": i}
+            for i, uid in enumerate(uids)]
+
+
+async def test_every_waiter_of_a_queue_shares_one_read_of_its_line():
+    api = FakeApiClient({"ml101": pending("p1", "p2", "p3")})
+    now = [0.0]
+    reader = line.LineReader(api, interval=5, clock=lambda: now[0])
+    places = await asyncio.gather(*(reader.place("jhub", "ml101", uid) for uid in ("p1", "p2", "p3", "gone")))
+    assert places == [line.Place(1, 3), line.Place(2, 3), line.Place(3, 3), None]
+    assert len(api.calls) == 1
+    now[0] = 4.9
+    assert await reader.place("jhub", "ml101", "p3") == line.Place(3, 3) and len(api.calls) == 1
+    api.lines["ml101"] = pending("p3")
+    now[0] = 5.1
+    assert await reader.place("jhub", "ml101", "p3") == line.Place(1, 1) and len(api.calls) == 2
+
+
+async def test_a_line_that_cannot_be_read_is_not_known_and_read_again_next_time():
+    api = FakeApiClient({"ml101": ApiException(status=503, reason="Service Unavailable")})
+    now = [0.0]
+    reader = line.LineReader(api, interval=5, clock=lambda: now[0])
+    assert await reader.place("jhub", "ml101", "p1") is None
+    api.lines["ml101"] = pending("p1")
+    assert await reader.place("jhub", "ml101", "p1") is None  # an API in trouble is not asked by every waiter
+    now[0] = 5
+    assert await reader.place("jhub", "ml101", "p1") == line.Place(1, 1)
+    assert len(api.calls) == 2
+
+
+def waiter(pods: list, said: list, admitted: list, *, limit: float = 60) -> line.Waiter:
+    async def admit(at):
+        admitted.append(at)
+
+    return line.Waiter(queue=ML101, namespace="jhub", need="1 GPU", limit=limit,
+                       pod=lambda: pods[0] if len(pods) == 1 else pods.pop(0), say=said.append, admitted=admit)
+
+
+async def test_the_place_is_said_when_it_changes_and_the_run_starts_when_last_seen_at_the_gate():
+    api = FakeApiClient({"ml101": (pending("x", "mine"), pending("x", "mine"), pending("mine"))})
+    reader = line.LineReader(api, interval=0)
+    old = pod("old")  # the Pod of the start before, still there when this one began: not this start's
+    pods = [old, old, pod("mine", line.GATE), pod("mine", line.GATE), pod("mine", line.GATE), pod("mine")]
+    said, admitted = [], []
+    before = datetime.now(UTC)
+    await line.wait_in_line(waiter(pods, said, admitted), reader, look=0.01)
+    assert said == [
+        line.in_line(line.Place(2, 2), need="1 GPU", queue="ml101"),
+        line.in_line(line.Place(1, 1), need="1 GPU", queue="ml101"),
+        "Your turn: 1 GPU admitted by the queue; starting your server",
+    ]
+    [at] = admitted
+    assert before < at <= datetime.now(UTC)
+
+
+async def test_a_pod_kueue_never_held_is_metered_from_when_the_wait_began():
+    said, admitted = [], []
+    before = datetime.now(UTC)
+    await line.wait_in_line(waiter([None, pod("mine")], said, admitted), line.LineReader(FakeApiClient({})), look=0.01)
+    assert said == [] and before <= admitted[0] <= before + timedelta(seconds=1)
+
+
+async def test_a_wait_past_its_limit_ends_the_start_with_the_place():
+    reader = line.LineReader(FakeApiClient({"ml101": pending("a", "b", "mine")}), interval=0)
+    said, admitted = [], []
+    with pytest.raises(WorkspaceError) as raised:
+        await line.wait_in_line(waiter([None, pod("mine", line.GATE)], said, admitted, limit=0.1), reader, look=0.02)
+    assert raised.value.reason == "queue-wait" and raised.value.status_code == 503
+    assert "and were still 3rd of 3 in line" in raised.value.message
+    assert admitted == []
+
+
+async def test_a_start_in_line_is_metered_from_its_admission_and_one_refused_in_line_never(tmp_path):
+    service = QuotaService(WorkspaceQuota(), ledger=Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}"))
+    try:
+        request = Request(gpus=1, server_name="", gpu_resource="nvidia.com/gpu")
+        reservation = await service.reserve(user="bob", groups=[], request=request)
+        service.in_line("bob", "", waits=True)
+        assert await service.running(reservation) is None  # at the gate: no run yet
+        assert ("bob", "") in service.in_hand  # the enforcer leaves the start alone
+        at = datetime.now(UTC) - timedelta(seconds=30)
+        run_id = await service.admitted("bob", "", at)
+        run = service.ledger.get(run_id)
+        assert run.state == OPEN and run.started.replace(tzinfo=UTC) == at.replace(tzinfo=UTC)
+        assert await service.admitted("bob", "", at) is None  # once
+
+        reservation = await service.reserve(user="cy", groups=[], request=request)
+        service.in_line("cy", "", waits=True)
+        assert await service.running(reservation) is None
+        await service.release(reservation)  # the wait reached its limit
+        service.start_done("cy", "")
+        assert await service.admitted("cy", "", at) is None
+        assert service.ledger.runs_of("cy", (at - timedelta(days=1), at + timedelta(days=1))) == []
+
+        reservation = await service.reserve(user="dee", groups=[], request=request)
+        service.in_line("dee", "", waits=True)
+        service.in_line("dee", "", waits=False)  # a later start of the server that does not wait: metered at once
+        assert await service.running(reservation) is not None
+    finally:
+        await service.close()

@@ -1,0 +1,228 @@
+"""A GPU workspace in line: Kueue's gate on its Pod, its place from Kueue's visibility API, the wait's limit (#41).
+
+A container workspace of a GPU profile whose user is in a queue's group
+(:meth:`~.config.GPUQueues.queue_of`) names the queue's LocalQueue and the
+interactive WorkloadPriorityClass in its Pod's labels (:func:`pod_labels`).
+Kueue's webhook then holds the Pod at its scheduling gate (:data:`GATE`)
+until the queue's ClusterQueue has the GPUs, and lifts the gate when it
+admits the Pod's Workload. While the gate is on, :func:`wait_in_line` tells
+the spawn page the workspace's place (from
+``GET .../localqueues/{queue}/pendingworkloads``, read through
+:class:`LineReader`: one request per LocalQueue every few seconds for the
+whole hub, however many wait), ends the wait at its limit with a sentence
+(:func:`gave_up`), and opens the metered run once the gate is lifted, from
+the last moment the Pod was seen at the gate: a Pod at the gate holds no GPU
+and is not charged (:meth:`~workspacespawner.quota.service.QuotaService.admitted`).
+
+API followed: Kueue v0.15's pod integration (the ``kueue.x-k8s.io/admission``
+scheduling gate) and its visibility API ``visibility.kueue.x-k8s.io/v1beta2``
+(``PendingWorkloadsSummary``: items with ``positionInLocalQueue``, 0 first,
+and the Workload's ``ownerReferences``: the Pod).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from kubernetes_asyncio.client.rest import ApiException
+
+from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.core.gpuresources import parse_gpu_resource
+from workspacespawner.queue.config import GPUQueue
+from workspacespawner.queue.kueueobjects import INTERACTIVE, PRIORITY_LABEL, QUEUE_LABEL
+
+#: The scheduling gate Kueue's pod integration puts on a Pod until its Workload is admitted.
+GATE = "kueue.x-k8s.io/admission"
+#: The prefix of Kueue's scheduling gates: besides :data:`GATE`, v0.15 puts ``kueue.x-k8s.io/topology`` on a Pod
+#: (lifted after admission, once its topology is known); a Pod with either cannot be scheduled.
+KUEUE_GATES = "kueue.x-k8s.io/"
+#: Kueue's visibility API: the Workloads waiting in a LocalQueue, in order.
+PENDING_PATH = "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{namespace}/localqueues/{name}/pendingworkloads"
+#: Seconds a LocalQueue's line is reused before it is read again (for every waiter of the hub).
+LINE_INTERVAL = 5.0
+#: Seconds between two looks at the Pod (in kubespawner's Pod cache, as kubespawner's own wait looks: no API call).
+LOOK_INTERVAL = 1.0
+#: Seconds of a start's timeout a wait without a limit of its own leaves for the start once admitted.
+AFTER_WAIT = 30.0
+#: The workspace kinds whose compute waits in a GPU queue (a VM's virt-launcher Pod does not yet).
+QUEUED_KINDS = ("container",)
+
+
+def queue_for(queues: Mapping[str, GPUQueue], groups: Iterable[str], *, gpus: int, kind: str) -> GPUQueue | None:
+    """The queue a start waits in: a container workspace asking for ``gpus`` > 0, of a member of one of the queue's
+    ``groups`` (the user's JupyterHub groups); None: it does not wait (a GPU start that cannot be placed fails at
+    once with the numbers)."""
+    if gpus <= 0 or kind not in QUEUED_KINDS:
+        return None
+    return next((queue for queue in queues.values() if queue.member(groups)), None)
+
+
+def wait_limit(queue: GPUQueue, start_timeout: float) -> float:
+    """Seconds a start may wait in ``queue``: its ``max_wait_seconds``, within the start timeout (which covers the
+    wait and the start after it); without one, the start timeout less :data:`AFTER_WAIT` (at least half of it)."""
+    if queue.max_wait_seconds:
+        return min(float(queue.max_wait_seconds), start_timeout)
+    return max(start_timeout - AFTER_WAIT, start_timeout / 2)
+
+
+def need_words(gpus: int, resource: str, product: str | None) -> str:
+    """What a start waits for, in words: ``1 GPU``, ``2 NVIDIA A100 GPUs``, ``1 MIG slice 1g.10gb``."""
+    known = parse_gpu_resource(resource)
+    words = known.describe(gpus) if known is not None else f"{gpus} × {resource}"
+    count, _, unit = words.partition(" ")
+    return f"{count} {product} {unit}" if product else words
+
+
+def pod_labels(queue: GPUQueue | None) -> dict[str, str]:
+    """The labels that put a workspace's Pod in ``queue`` (none without a queue)."""
+    return {QUEUE_LABEL: queue.name, PRIORITY_LABEL: INTERACTIVE} if queue is not None else {}
+
+
+def gated(pod: dict | None) -> bool:
+    """Whether Kueue holds ``pod`` (a core/v1 Pod dict) at one of its gates (:data:`KUEUE_GATES`)."""
+    gates = ((pod or {}).get("spec") or {}).get("schedulingGates") or []
+    return any((gate.get("name") or "").startswith(KUEUE_GATES) for gate in gates)
+
+
+@dataclass(frozen=True)
+class Place:
+    """A workspace's place in its LocalQueue: ``position`` (1 first) of ``waiting``."""
+
+    position: int
+    waiting: int
+
+    def __str__(self) -> str:
+        return f"{ordinal(self.position)} of {self.waiting}"
+
+
+def ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``21st``..."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def in_line(place: Place | None, *, need: str, queue: str) -> str:
+    """The spawn page's line while the workspace waits."""
+    where = f"In line for {need} (queue {queue})"
+    if place is None:
+        return f"{where}. Your place will show here in a moment; you need not click again."
+    return f"{where}: {place}. Your workspace opens here when it is your turn; you need not click again."
+
+
+def gave_up(place: Place | None, *, need: str, queue: str, waited: float) -> str:
+    """The start's end when its wait reached the limit."""
+    minutes = max(1, round(waited / 60))
+    still = f" and were still {place} in line" if place is not None else ""
+    return (f"You waited {minutes} minute{'s' if minutes != 1 else ''} for {need} (queue {queue}){still}: the longest "
+            "wait allowed. Nothing was started and no card-hours were charged. Try again later, or start a profile "
+            "with fewer or no GPUs.")
+
+
+class LineReader:
+    """The places in each LocalQueue, from Kueue's visibility API (see the module docstring).
+
+    ``api_client``: kubernetes_asyncio's ``ApiClient``; ``interval``: seconds
+    a LocalQueue's line is reused; ``clock``: monotonic seconds (tests pass
+    their own). Concurrent readers of one LocalQueue share one request.
+    """
+
+    def __init__(self, api_client, *, interval: float = LINE_INTERVAL, clock: Callable[[], float] = time.monotonic):
+        self.api_client = api_client
+        self.interval = interval
+        self.clock = clock
+        self._lines: dict[tuple[str, str], tuple[float, list[dict] | None]] = {}
+        self._reading: dict[tuple[str, str], asyncio.Future] = {}
+
+    async def _read(self, namespace: str, queue: str) -> list[dict] | None:
+        try:
+            found = await self.api_client.call_api(
+                PENDING_PATH, "GET", path_params={"namespace": namespace, "name": queue},
+                header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+                response_types_map={200: "object"}, _return_http_data_only=True)
+        except (TimeoutError, ApiException, OSError):  # not known now: the place shows at the next read
+            return None
+        return (found or {}).get("items") or []
+
+    async def line(self, namespace: str, queue: str) -> list[dict] | None:
+        """The Workloads waiting in LocalQueue ``queue`` of ``namespace`` (None: the line cannot be read now)."""
+        key = (namespace, queue)
+        read_at, items = self._lines.get(key, (None, None))
+        if read_at is not None and self.clock() - read_at < self.interval:
+            return items
+        if key not in self._reading:
+            self._reading[key] = asyncio.ensure_future(self._read(namespace, queue))
+            self._reading[key].add_done_callback(lambda done: self._done(key, done))
+        return await asyncio.shield(self._reading[key])
+
+    def _done(self, key, done: asyncio.Future) -> None:
+        self._reading.pop(key, None)
+        if not done.cancelled() and done.exception() is None:
+            self._lines[key] = (self.clock(), done.result())
+
+    async def place(self, namespace: str, queue: str, pod_uid: str) -> Place | None:
+        """The place of the Pod with ``pod_uid`` in ``queue``, or None while it is not in the line read."""
+        items = await self.line(namespace, queue)
+        for item in items or ():
+            owners = (item.get("metadata") or {}).get("ownerReferences") or []
+            if any(owner.get("uid") == pod_uid for owner in owners):
+                return Place(int(item.get("positionInLocalQueue") or 0) + 1, len(items))
+        return None
+
+
+@dataclass
+class Waiter:
+    """One start waiting in line: what :func:`wait_in_line` needs.
+
+    ``pod``: the start's Pod as kubespawner's Pod cache has it now (None
+    before it is made; a Pod of an earlier start, still going, is not
+    taken for it); ``admitted(at)``: the gate is lifted, the Pod was last
+    seen at it at ``at``; ``limit``: seconds the start may wait
+    (:func:`wait_limit`); ``need``: what it waits for (:func:`need_words`).
+    """
+
+    queue: GPUQueue
+    namespace: str
+    need: str
+    limit: float
+    pod: Callable[[], dict | None]
+    say: Callable[[str], None]
+    admitted: Callable[[datetime], Awaitable[object]]
+
+
+async def wait_in_line(waiter: Waiter, reader: LineReader, *, look: float = LOOK_INTERVAL,
+                       clock: Callable[[], float] = time.monotonic) -> None:
+    """While the start's Pod is at Kueue's gate: say its place when it changes, and raise
+    :class:`~workspacespawner.core.errors.WorkspaceError` (reason ``queue-wait``, 503) once it waited ``limit``
+    seconds; return after calling ``admitted`` once the gate is lifted."""
+    began, said, place = clock(), None, None
+    seen_gated = datetime.now(UTC)
+    earlier = _uid(waiter.pod())  # a Pod there before this start made its own (kubespawner replaces it)
+    while True:
+        pod = waiter.pod()
+        if pod is not None and (_uid(pod) == earlier or "deletionTimestamp" in pod["metadata"]):
+            pod = None
+        if pod is not None and not gated(pod):
+            await waiter.admitted(seen_gated)
+            if said is not None:
+                waiter.say(f"Your turn: {waiter.need} admitted by the queue; starting your server")
+            return
+        if pod is not None:
+            seen_gated = datetime.now(UTC)
+            place = await reader.place(waiter.namespace, waiter.queue.name, _uid(pod) or "") or place
+            message = in_line(place, need=waiter.need, queue=waiter.queue.name)
+            if message != said:
+                waiter.say(message)
+                said = message
+        waited = clock() - began
+        if waited >= waiter.limit:
+            raise WorkspaceError(gave_up(place, need=waiter.need, queue=waiter.queue.name, waited=waited),
+                                 reason="queue-wait", status_code=503)
+        await asyncio.sleep(look)
+
+
+def _uid(pod: dict | None) -> str | None:
+    return ((pod or {}).get("metadata") or {}).get("uid")
