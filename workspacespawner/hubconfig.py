@@ -13,7 +13,7 @@ from workspacespawner.config.imagepublish import publish_settings
 from workspacespawner.config.rootdiskpool import RootDiskPool
 from workspacespawner.config.teampools import TeamGPUPools, check_profile_pools
 from workspacespawner.idle.settings import GPUIdle
-from workspacespawner.queue.config import GPUQueues
+from workspacespawner.queue.config import GPUQueues, check_queue_waits
 from workspacespawner.storage.startcheck import check_storage_config
 
 
@@ -36,8 +36,8 @@ def check_hub_config(config, spawner_class) -> None:
     profiles = merged_settings(config).get("profile_list")
     check_profile_pools(profiles, TeamGPUPools(config=config).all())
     GPUIdle(config=config)
-    GPUQueues(config=config)
     RootDiskPool(config=config)
     traits, settings = spawner_class.class_traits(), merged_settings(config)
+    check_queue_waits(GPUQueues(config=config).all(), settings.get("start_timeout", traits["start_timeout"].default_value))
     kind, image = (settings.get(name, traits[name].default_value) for name in ("workspace_kind", "vm_golden_image"))
     GoldenImages(config=config).check_profiles(profiles, default_kind=kind, default_image=image)

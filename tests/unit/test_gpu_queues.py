@@ -98,6 +98,11 @@ def test_the_hubs_start_up_check_refuses_a_bad_queue_naming_it():
     with pytest.raises(TraitError, match=r"GPUQueues.queues\['ml101'\]\['borrowing_limit'\] needs a 'cohort'"):
         check_hub_config(config)
     config.GPUQueues.queues = QUEUES
+    config.KubeSpawner.start_timeout = 1800  # covers the wait in line and the start after it: not enough
+    with pytest.raises(TraitError, match=r"GPUQueues.queues\['ml101'\]\['max_wait_seconds'\] = 1800 is not below "
+                                         r"KubeSpawner.start_timeout = 1800, which covers the wait in line"):
+        check_hub_config(config)
+    config.KubeSpawner.start_timeout = 2100
     check_hub_config(config)
 
 

@@ -117,6 +117,18 @@ def check_queues(value) -> dict:
     return dict(value)
 
 
+def check_queue_waits(queues: dict[str, GPUQueue], start_timeout: float) -> None:
+    """Raise ``traitlets.TraitError`` for a queue whose ``max_wait_seconds`` is not below the spawner's
+    ``start_timeout``, which covers the wait in line and the start after it."""
+    for queue in queues.values():
+        if queue.max_wait_seconds is not None and queue.max_wait_seconds >= start_timeout:
+            raise TraitError(
+                f"GPUQueues.queues[{queue.name!r}]['max_wait_seconds'] = {queue.max_wait_seconds} is not below "
+                f"KubeSpawner.start_timeout = {start_timeout:g}, which covers the wait in line and the start after "
+                "it: a start would time out in line without its place. Raise start_timeout above the wait plus "
+                "the time a start takes, or lower max_wait_seconds.")
+
+
 class GPUQueues(Configurable):
     """The site's GPU queues (``c.GPUQueues.queues``); see the module docstring."""
 
@@ -133,12 +145,16 @@ class GPUQueues(Configurable):
         (optional) the cohort whose queues lend each other what they do not
         use, and ``borrowing_limit`` how many units of each resource this
         queue may borrow there (default: as many as the cohort has free);
-        ``max_wait_seconds`` (optional) how long a start may wait in line
-        (default: the profile's start timeout). ``workspacespawner queues``
+        ``max_wait_seconds`` (optional) how long a start may wait in line,
+        below the spawner's ``start_timeout``, which covers the wait and the
+        start after it (default: the start timeout less 30 seconds); past
+        it the start ends with its place in line. ``workspacespawner queues``
         prints the Kueue objects (ResourceFlavors, ClusterQueues,
-        LocalQueues) for an operator to apply. Empty (the default): no
-        queues; a GPU start that cannot be placed fails at once with the
-        numbers. Example::
+        LocalQueues) for an operator to apply. A container workspace of a GPU
+        profile of a member names its queue; Kueue holds its Pod until the
+        queue has the GPUs, and the spawn page shows its place in line. Empty
+        (the default): no queues; a GPU start that cannot be placed fails at
+        once with the numbers. Example::
 
             c.GPUQueues.queues = {
                 "ml101": {
