@@ -9,6 +9,7 @@ the Pod was seen at the gate.
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -66,6 +67,13 @@ def test_the_sentences_a_student_reads():
         "wait allowed. Nothing was started and no card-hours were charged. Try again later, or start a profile with "
         "fewer or no GPUs.")
     assert "You waited 1 minute for" in line.gave_up(None, need=need, queue="ml101", waited=20)
+
+
+def test_a_gpu_card_tells_a_member_how_many_wait_in_the_queue():
+    assert line.queue_note("ml101", 5) == ("Queue ml101: 5 waiting now. If its GPUs are taken, you wait in line for "
+                                           "your turn here.")
+    assert line.queue_note("ml101", 0).startswith("Queue ml101: no one waiting now.")
+    assert line.queue_note("ml101", None) == "Queue ml101: If its GPUs are taken, you wait in line for your turn here."
 
 
 def test_the_wait_limit_is_the_queues_within_the_start_timeout():
@@ -128,12 +136,18 @@ async def test_a_line_that_cannot_be_read_is_not_known_and_read_again_next_time(
     assert len(api.calls) == 2
 
 
-def waiter(pods: list, said: list, admitted: list, *, limit: float = 60) -> line.Waiter:
+def waiter(pods: list, said: list, admitted: list, *, limit: float = 60, workloads: list | None = None) -> line.Waiter:
     async def admit(at):
         admitted.append(at)
 
+    async def workload(uid):
+        assert uid == "mine"
+        found = (workloads or [None]).pop(0) if workloads else None
+        return found
+
     return line.Waiter(queue=ML101, namespace="jhub", need="1 GPU", limit=limit,
-                       pod=lambda: pods[0] if len(pods) == 1 else pods.pop(0), say=said.append, admitted=admit)
+                       pod=lambda: pods[0] if len(pods) == 1 else pods.pop(0), say=said.append, admitted=admit,
+                       workload=workload)
 
 
 async def test_the_place_is_said_when_it_changes_and_the_run_starts_when_last_seen_at_the_gate():
@@ -198,3 +212,47 @@ async def test_a_start_in_line_is_metered_from_its_admission_and_one_refused_in_
         assert await service.running(reservation) is not None
     finally:
         await service.close()
+
+
+def workload(*, active: bool = True, **conditions: tuple[str, str]) -> dict:
+    return {"metadata": {"name": "pod-jupyter-bob-1a2b3"}, "spec": {"active": active},
+            "status": {"conditions": [{"type": kind, "status": status, "reason": reason, "message": f"{kind} by Kueue"}
+                                      for kind, (status, reason) in conditions.items()]}}
+
+
+def test_a_workload_out_of_the_line_or_inadmissible_ends_the_wait_in_our_words():
+    pending_one = workload(QuotaReserved=("False", "Pending"))
+    assert line.not_admissible(None, need="1 GPU", queue="ml101") is None
+    assert line.not_admissible(pending_one, need="1 GPU", queue="ml101") is None
+    out = line.not_admissible(workload(active=False), need="1 GPU", queue="ml101")
+    assert out.startswith("Your workspace was taken out of the line for 1 GPU (queue ml101) before its turn")
+    assert line.not_admissible(workload(Evicted=("True", "Preempted")), need="1 GPU", queue="ml101") == out
+    gone = line.not_admissible(workload(QuotaReserved=("False", "Inadmissible")), need="1 GPU", queue="ml101")
+    assert gone.startswith("The queue ml101 cannot take your workspace now: it was removed or stopped.")
+    assert "by Kueue" not in out + gone  # Kueue's words go to the log
+
+
+async def test_a_pod_removed_while_it_waits_ends_the_start_at_once():
+    reader = line.LineReader(FakeApiClient({"ml101": pending("mine")}), interval=0)
+    with pytest.raises(WorkspaceError) as raised:
+        await line.wait_in_line(waiter([None, pod("mine", line.GATE), None], [], []), reader, look=0.01)
+    assert raised.value.reason == "queue-left" and "taken out of the line" in raised.value.message
+
+
+async def test_a_pod_not_in_the_line_has_its_workload_read_at_most_once_per_interval_and_ends_if_deactivated():
+    api = FakeApiClient({"ml101": []})  # not (or no longer) in the line read
+    reader = line.LineReader(api, interval=0.1)
+    workloads = [workload(QuotaReserved=("False", "Pending")), workload(active=False)]
+    w = waiter([None, pod("mine", line.GATE)], [], [], workloads=workloads)
+    read, asked = w.workload, []
+
+    async def counted(uid):
+        asked.append(time.monotonic())
+        return await read(uid)
+
+    w.workload = counted
+    with pytest.raises(WorkspaceError) as raised:
+        await line.wait_in_line(w, reader, look=0.01)
+    assert raised.value.reason == "queue-left" and "taken out of the line" in raised.value.message
+    assert len(asked) == 2 and asked[1] - asked[0] >= 0.1
+    assert len(api.calls) >= 2  # the line was read again meanwhile

@@ -23,6 +23,7 @@ and the Workload's ``ownerReferences``: the Pod).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -40,6 +41,10 @@ GATE = "kueue.x-k8s.io/admission"
 #: The prefix of Kueue's scheduling gates: besides :data:`GATE`, v0.15 puts ``kueue.x-k8s.io/topology`` on a Pod
 #: (lifted after admission, once its topology is known); a Pod with either cannot be scheduled.
 KUEUE_GATES = "kueue.x-k8s.io/"
+log = logging.getLogger("workspacespawner")
+
+#: The label of a Workload naming the uid of the Pod it stands for.
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 #: Kueue's visibility API: the Workloads waiting in a LocalQueue, in order.
 PENDING_PATH = "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{namespace}/localqueues/{name}/pendingworkloads"
 #: Seconds a LocalQueue's line is reused before it is read again (for every waiter of the hub).
@@ -122,6 +127,48 @@ def gave_up(place: Place | None, *, need: str, queue: str, waited: float) -> str
             "with fewer or no GPUs.")
 
 
+def queue_note(queue: str, waiting: int | None) -> str:
+    """A GPU card's line of its queue, for a member: how many wait in it now (None: not known now)."""
+    turn = "If its GPUs are taken, you wait in line for your turn here."
+    if waiting is None:
+        return f"Queue {queue}: {turn}"
+    return f"Queue {queue}: {waiting or 'no one'} waiting now. {turn}"
+
+
+def left_line(*, need: str, queue: str) -> str:
+    """The start's end when its Pod was removed while it waited (its Workload deleted)."""
+    return (f"Your workspace was taken out of the line for {need} (queue {queue}) before its turn: its place was "
+            "removed from the cluster. Nothing was started and no card-hours were charged. Start it again to get "
+            "back in line.")
+
+
+def not_admissible(workload: dict | None, *, need: str, queue: str) -> str | None:
+    """The start's end when its Workload can no longer be admitted, or None while it still waits its turn.
+
+    ``workload``: the Kueue Workload of the start's Pod (None: not found).
+    Deactivated (``spec.active: false``, as ``kubectl`` or an admin's
+    tooling sets it) or finished or evicted before admission: taken out of
+    the line; ``QuotaReserved`` False for ``Inadmissible`` (its LocalQueue
+    or ClusterQueue is gone or stopped): the queue cannot take it. Kueue's
+    own words go to the hub's log, not to the student.
+    """
+    if workload is None:
+        return None
+    conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []}
+    reserved = conditions.get("QuotaReserved") or {}
+    out = (workload.get("spec") or {}).get("active") is False or any(
+        (conditions.get(kind) or {}).get("status") == "True" for kind in ("Evicted", "Finished"))
+    if out:
+        return (f"Your workspace was taken out of the line for {need} (queue {queue}) before its turn, by an "
+                "administrator or the queue's rules. Nothing was started and no card-hours were charged. Start it "
+                "again to get back in line, or ask an administrator why.")
+    if reserved.get("status") == "False" and reserved.get("reason") == "Inadmissible":
+        return (f"The queue {queue} cannot take your workspace now: it was removed or stopped. Nothing was started "
+                "and no card-hours were charged. Please tell an administrator, and start a profile without GPUs "
+                "meanwhile.")
+    return None
+
+
 class LineReader:
     """The places in each LocalQueue, from Kueue's visibility API (see the module docstring).
 
@@ -163,6 +210,17 @@ class LineReader:
         if not done.cancelled() and done.exception() is None:
             self._lines[key] = (self.clock(), done.result())
 
+    async def workload(self, custom_api, namespace: str, pod_uid: str) -> dict | None:
+        """The Workload Kueue made for the Pod with ``pod_uid`` (by :data:`JOB_UID_LABEL`), or None (none, or the API
+        cannot be asked now)."""
+        try:
+            found = await custom_api.list_namespaced_custom_object(
+                "kueue.x-k8s.io", "v1beta2", namespace, "workloads", label_selector=f"{JOB_UID_LABEL}={pod_uid}")
+        except (TimeoutError, ApiException, OSError):
+            return None
+        items = (found or {}).get("items") or []
+        return items[0] if items else None
+
     async def place(self, namespace: str, queue: str, pod_uid: str) -> Place | None:
         """The place of the Pod with ``pod_uid`` in ``queue``, or None while it is not in the line read."""
         items = await self.line(namespace, queue)
@@ -181,7 +239,10 @@ class Waiter:
     before it is made; a Pod of an earlier start, still going, is not
     taken for it); ``admitted(at)``: the gate is lifted, the Pod was last
     seen at it at ``at``; ``limit``: seconds the start may wait
-    (:func:`wait_limit`); ``need``: what it waits for (:func:`need_words`).
+    (:func:`wait_limit`); ``need``: what it waits for (:func:`need_words`);
+    ``workload(uid)``: the Pod's Workload (:meth:`LineReader.workload`),
+    asked only while the Pod is not in the line read, at most every
+    ``LINE_INTERVAL`` seconds.
     """
 
     queue: GPUQueue
@@ -191,36 +252,51 @@ class Waiter:
     pod: Callable[[], dict | None]
     say: Callable[[str], None]
     admitted: Callable[[datetime], Awaitable[object]]
+    workload: Callable[[str], Awaitable[dict | None]]
 
 
 async def wait_in_line(waiter: Waiter, reader: LineReader, *, look: float = LOOK_INTERVAL,
                        clock: Callable[[], float] = time.monotonic) -> None:
     """While the start's Pod is at Kueue's gate: say its place when it changes, and raise
-    :class:`~workspacespawner.core.errors.WorkspaceError` (reason ``queue-wait``, 503) once it waited ``limit``
-    seconds; return after calling ``admitted`` once the gate is lifted."""
-    began, said, place = clock(), None, None
+    :class:`~workspacespawner.core.errors.WorkspaceError` (503) once it waited ``limit`` seconds (reason
+    ``queue-wait``) or left the line before its turn (``queue-left``: its Pod removed, its Workload deactivated or
+    inadmissible); return after calling ``admitted`` once the gate is lifted."""
+    began, said, place, seen, asked = clock(), None, None, False, None
     seen_gated = datetime.now(UTC)
     earlier = _uid(waiter.pod())  # a Pod there before this start made its own (kubespawner replaces it)
+    need, name = waiter.need, waiter.queue.name
     while True:
         pod = waiter.pod()
         if pod is not None and (_uid(pod) == earlier or "deletionTimestamp" in pod["metadata"]):
             pod = None
+        if pod is None and seen:
+            raise WorkspaceError(left_line(need=need, queue=name), reason="queue-left", status_code=503)
         if pod is not None and not gated(pod):
             await waiter.admitted(seen_gated)
             if said is not None:
-                waiter.say(f"Your turn: {waiter.need} admitted by the queue; starting your server")
+                waiter.say(f"Your turn: {need} admitted by the queue; starting your server")
             return
         if pod is not None:
-            seen_gated = datetime.now(UTC)
-            place = await reader.place(waiter.namespace, waiter.queue.name, _uid(pod) or "") or place
-            message = in_line(place, need=waiter.need, queue=waiter.queue.name)
+            seen, seen_gated = True, datetime.now(UTC)
+            found = await reader.place(waiter.namespace, name, _uid(pod) or "")
+            if found is None and (asked is None or clock() - asked >= reader.interval):
+                asked = clock()
+                workload = await waiter.workload(_uid(pod) or "")
+                ended = not_admissible(workload, need=need, queue=name)
+                if ended is not None:
+                    kueue_said = [c.get("message") for c in (workload.get("status") or {}).get("conditions") or []]
+                    log.info("%s left queue %s: Workload %s says %s", need, name, workload["metadata"].get("name"),
+                             kueue_said)
+                    raise WorkspaceError(ended, reason="queue-left", status_code=503)
+            place = found or place
+            message = in_line(place, need=need, queue=name)
             if message != said:
                 waiter.say(message)
                 said = message
         waited = clock() - began
         if waited >= waiter.limit:
-            raise WorkspaceError(gave_up(place, need=waiter.need, queue=waiter.queue.name, waited=waited),
-                                 reason="queue-wait", status_code=503)
+            raise WorkspaceError(gave_up(place, need=need, queue=name, waited=waited), reason="queue-wait",
+                                 status_code=503)
         await asyncio.sleep(look)
 
 

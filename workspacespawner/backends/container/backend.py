@@ -117,12 +117,14 @@ class ContainerBackend(Backend):
         s = self.spawner
         profile, key = s.profile, f"{s.namespace}/{s.pod_name}"
         product = s.services.economy.display_name(profile.gpu_product) if profile.gpu_product else None
+        reader = s.services.line_reader(s.api.api_client)
         waiter = line.Waiter(
             queue=queue, namespace=s.namespace, need=line.need_words(profile.gpus, profile.gpu_resource, product),
             limit=line.wait_limit(queue, float(s.start_timeout)),
             pod=lambda: s.pod_reflector.pods.get(key) if s.pod_reflector is not None else None, say=say,
-            admitted=lambda at: s.services.quota.admitted(s.user.name, s.name or "", at))
-        await line.wait_in_line(waiter, s.services.line_reader(s.api.api_client))
+            admitted=lambda at: s.services.quota.admitted(s.user.name, s.name or "", at),
+            workload=lambda uid: reader.workload(s.services.kube.custom_api, s.namespace, uid))
+        await line.wait_in_line(waiter, reader)
 
     async def _claims_bound(self) -> None:
         s = self.spawner
