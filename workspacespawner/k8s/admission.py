@@ -1,5 +1,5 @@
-"""Refusals of the API server's admission plugins, read back from the API error: the ResourceQuota plugin's and
-CDI's clone authorization.
+"""Refusals of the API server's admission plugins, read back from the API error: the ResourceQuota plugin's,
+CDI's clone authorization, and an admission webhook that does not answer.
 
 kube-apiserver's ResourceQuota plugin answers a create (or grow) that would
 exceed a namespace's quota with 403 Forbidden and a fixed message
@@ -21,7 +21,18 @@ in CDI v1.61). It refuses with 422 and its own words::
     system:serviceaccount:jhub:hub has insufficient permissions in clone source namespace golden-images
 
 :func:`clone_refused` tells that refusal from a 422 of a JSON Patch
-``test``. Pure functions.
+``test``.
+
+A webhook whose ``failurePolicy`` is ``Fail`` and that does not answer
+(Kueue's Pod webhook while its manager is down or restarting) makes the API
+server refuse the write with 500 and its own words
+(``apiserver/pkg/admission/plugin/webhook/errors``)::
+
+    Internal error occurred: failed calling webhook "mpod.kb.io": failed to call webhook: Post
+    "https://kueue-webhook-service.kueue-system.svc:443/mutate--v1-pod?timeout=10s": dial tcp ...: connect: connection refused
+
+:func:`webhook_down` tells it from an outage of the API server itself.
+Pure functions.
 """
 
 from __future__ import annotations
@@ -95,3 +106,12 @@ def clone_refused(error: BaseException) -> bool:
     """Whether ``error`` is CDI's clone authorization refusing the writer (a 422 in CDI's words), not a failed
     ``test`` or an invalid object."""
     return getattr(error, "status", None) == 422 and CLONE_REFUSED in status_message(error)
+
+
+#: The API server's words when an admission webhook could not be called (module docstring).
+WEBHOOK_DOWN = "failed calling webhook"
+
+
+def webhook_down(error: BaseException) -> bool:
+    """Whether ``error`` is the API server refusing a write because an admission webhook did not answer."""
+    return getattr(error, "status", None) in (500, 503) and WEBHOOK_DOWN in status_message(error)

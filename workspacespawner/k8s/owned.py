@@ -21,7 +21,7 @@ from kubernetes_asyncio.client.rest import ApiException, RESTResponse
 
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
-from workspacespawner.k8s.admission import clone_refused, exceeded_quota
+from workspacespawner.k8s.admission import clone_refused, exceeded_quota, webhook_down
 from workspacespawner.k8s.apistatus import status_message
 
 log = logging.getLogger("workspacespawner")
@@ -92,12 +92,20 @@ async def call_json(fn, *args, **kwargs) -> dict:
 
 
 def outage_error(error: BaseException) -> WorkspaceError | None:
-    """A start's failure in words when ``error`` says the API server is unwell or unreachable (after :func:`call`'s retries), else None.
+    """A start's failure in words when ``error`` says the API server is unwell or unreachable (after :func:`call`'s retries),
+    or an admission webhook it calls does not answer (:func:`~.admission.webhook_down`, 503, ``reason="webhook-down"``),
+    else None.
 
     A transient status (:data:`TRANSIENT_STATUSES`: 429, 5xx) or a
     connection error: 503, ``reason="kubernetes-api"``. Anything else
     (a refusal, a bug) is not an outage: None.
     """
+    if isinstance(error, ApiException) and webhook_down(error):
+        return WorkspaceError(
+            "A check the cluster runs before anything starts (an admission webhook, such as the GPU queues') is not "
+            "answering, so nothing was started and no disk was changed. Please try again in a few minutes; if it "
+            "goes on, tell an administrator.",
+            reason="webhook-down", status_code=503, log_message=f"An admission webhook did not answer: {status_message(error)}")
     if isinstance(error, ApiException) and error.status in TRANSIENT_STATUSES:
         detail = f"{error.status} {error.reason}"
     elif isinstance(error, aiohttp.ClientError):
