@@ -89,7 +89,7 @@ async def gather(spawner) -> SpawnPage:
     economy = spawner.services.economy
     root_image = await root_disk_image(spawner, profiles, defaults)
     cards = [replace(card(profile, defaults, team.get(pool_of_profile(profile), pools), usage, limits, economy,
-                          root_image), **await placementnotes.notes(spawner, profile)) for profile in profiles]
+                          root_image), **await placementnotes.notes(spawner, profile, groups)) for profile in profiles]
     return SpawnPage(profiles, cards, balance(usage, limits, used_disk, servers_allowed=servers_allowed(spawner.user)))
 
 

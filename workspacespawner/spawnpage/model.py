@@ -129,7 +129,9 @@ class Card:
     profile, the pool's free GPUs and who holds them
     (:func:`~workspacespawner.gpu.poolholders.describe`);
     ``prefers_note``: which GPU types it tries first
-    (:func:`~workspacespawner.gpu.placement.prefers_sentence`); None: nothing to say.
+    (:func:`~workspacespawner.gpu.placement.prefers_sentence`); ``queue_note``: the GPU queue a start of it waits in
+    when its GPUs are taken, and how many wait there now (:func:`~workspacespawner.queue.line.queue_note`); None:
+    nothing to say.
     ``system_image``: for a VM profile, the golden image (DataSource name) a new root disk is cloned from, and
     ``system_image_version`` its version (:func:`~workspacespawner.config.goldenimages.version_label`); ``disk_image``
     and ``disk_image_version``: the image the user's existing root disk was cloned from, when it is another one
@@ -152,6 +154,7 @@ class Card:
     nodes_note: str | None = None
     pool_note: str | None = None
     prefers_note: str | None = None
+    queue_note: str | None = None
     system_image: str = ""
     system_image_version: str = ""
     disk_image: str = ""

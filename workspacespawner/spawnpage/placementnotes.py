@@ -1,10 +1,12 @@
 """What a spawn-page card says of where its workspace runs: which node pool (a team's, or the shared nodes), the team
-pool's free GPUs and who holds them, and its GPU preference.
+pool's free GPUs and who holds them, its GPU preference, and the GPU queue its start waits in and how many wait there.
 
 Read from the profile as a start would apply it (its ``kubespawner_override``,
 else the spawner's own settings) and from the hub's shared caches through the
 spawner (:meth:`~workspacespawner.gpu.view.GPUView.pool_use`): no API
-call per view.
+call per view; a queue's line is the hub's shared read of it
+(:class:`~workspacespawner.queue.line.LineReader`, one request per queue
+every few seconds however many look).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from workspacespawner.config.profiles import gpu_limit
 from workspacespawner.config.teampools import pool_of_profile
 from workspacespawner.core.gpuresources import GPU_PRODUCT_LABEL
 from workspacespawner.gpu import placement, poolholders
+from workspacespawner.queue import line
 
 
 async def team_gpu_pools(spawner, profiles: list[dict]) -> dict:
@@ -34,8 +37,19 @@ def nodes_sentence(pool: str, gpus: int, cpu_nodes_first: bool, site_has_pools: 
     return "Runs on the shared nodes, CPU-only ones first." if cpu_nodes_first else "Runs on the shared nodes."
 
 
-async def notes(spawner, profile: dict) -> dict[str, str | None]:
-    """``{"nodes_note": ..., "pool_note": ..., "prefers_note": ...}`` of a profile_list entry's card (see
+async def queue_sentence(spawner, groups, *, gpus: int, kind: str) -> str | None:
+    """The card's line of the GPU queue a start of it waits in (:func:`~workspacespawner.queue.line.queue_note`), or
+    None when it waits in none."""
+    queue = line.queue_for(spawner.services.gpu_queues, groups, gpus=gpus, kind=kind)
+    if queue is None:
+        return None
+    items = await spawner.services.line_reader(spawner.api.api_client).line(spawner.namespace, queue.name)
+    return line.queue_note(queue.name, len(items) if items is not None else None)
+
+
+async def notes(spawner, profile: dict, groups=()) -> dict[str, str | None]:
+    """``{"nodes_note": ..., "pool_note": ..., "prefers_note": ..., "queue_note": ...}`` of a profile_list entry's card
+    for a user in JupyterHub ``groups`` (see
     :class:`~.model.Card`); the preference names, cheapest first, the GPU types the profile's nodes have (all priced
     ones while that is unknown)."""
     override = profile.get("kubespawner_override") or {}
@@ -57,4 +71,6 @@ async def notes(spawner, profile: dict) -> dict[str, str | None]:
         "nodes_note": nodes_sentence(pool, gpus, cpu_first, bool(spawner.services.team_pools)),
         "pool_note": poolholders.describe(use) if use is not None else None,
         "prefers_note": prefers_note,
+        "queue_note": await queue_sentence(spawner, groups, gpus=gpus,
+                                           kind=override.get("workspace_kind", spawner.workspace_kind)),
     }
