@@ -66,7 +66,7 @@ def context(config: Config):
         return {NODE: nodes, POD: pods, VMI: []}[kind]
 
     return SimpleNamespace(settings=dashboard_settings(config), caches=SimpleNamespace(objects=objects), now=lambda: NOW,
-                           quota=SimpleNamespace(timezone="UTC"), ledger=None, economy=GPUEconomy())
+                           quota=SimpleNamespace(timezone="UTC"), ledger=None, economy=GPUEconomy(), gpu_queues={})
 
 
 async def test_the_dashboard_asks_the_idle_passes_prometheus():

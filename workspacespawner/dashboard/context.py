@@ -22,6 +22,7 @@ from workspacespawner.k8s.cachedkube import CachedKube
 from workspacespawner.lifecycle.audit import AuditLog
 from workspacespawner.lifecycle.disks import DiskOps
 from workspacespawner.lifecycle.settings import LifecycleTraits
+from workspacespawner.queue.config import GPUQueue, GPUQueues
 from workspacespawner.quota import policy
 from workspacespawner.quota.config import WorkspaceQuota
 from workspacespawner.quota.ledger import Ledger, LedgerUnavailable
@@ -45,7 +46,8 @@ class DashboardContext:
     ``publish``: the hub's ``c.ImagePublish`` (who may publish golden images,
     how) and ``golden_namespace`` where they go.
     ``golden_image_namespace``: where the golden images (CDI DataSources) a rebuild clones are; ``economy``: the
-    hub's ``c.GPUEconomy`` (the GPU types' names for people).
+    hub's ``c.GPUEconomy`` (the GPU types' names for people); ``gpu_queues``: the hub's ``c.GPUQueues.queues`` by
+    name (the Cluster view's queues).
     """
 
     settings: WorkspacesDashboard
@@ -62,6 +64,7 @@ class DashboardContext:
     golden_namespace: str = names.GOLDEN_IMAGE_NAMESPACE
     golden_image_namespace: str = names.GOLDEN_IMAGE_NAMESPACE
     economy: GPUEconomy = field(default_factory=GPUEconomy)
+    gpu_queues: dict[str, GPUQueue] = field(default_factory=dict)
 
     async def call(self, fn, *args, **kwargs):
         """Run the blocking ``fn(*args, **kwargs)`` (a Ledger or AuditLog method) on the database thread."""
@@ -117,7 +120,8 @@ async def open_context(config: Config, *, kubeconfig: str | None = None, namespa
         await caches.start()
         ctx = DashboardContext(settings, quota, lifecycle, ns, ledger, audit, caches, kube, hub or HubApi(),
                                publish=publish, golden_namespace=golden_namespace(config, publish),
-                               golden_image_namespace=golden_image_namespace(config), economy=GPUEconomy(config=config))
+                               golden_image_namespace=golden_image_namespace(config), economy=GPUEconomy(config=config),
+                               gpu_queues=GPUQueues(config=config).all())
         try:
             yield ctx
         finally:

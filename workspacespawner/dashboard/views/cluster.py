@@ -16,12 +16,15 @@ without user, server or object name. Admins see every name.
 The data comes from the watch caches (Nodes, Pods, VMIs: no API call per
 request), one :meth:`Ledger.runs_all <workspacespawner.quota.ledger.Ledger.runs_all>`
 read on the database thread (the 30-day trend), and, when
+``c.GPUQueues.queues`` is set, one list of our ClusterQueues (each
+queue's GPUs in use, borrowed, admitted and waiting:
+:mod:`~workspacespawner.dashboard.queues`), and, when
 ``c.GPUIdle.prometheus_url`` is set, six Prometheus queries (the GPUs now,
 and their highest utilisation over ``c.GPUIdle.gpu_idle_timeout``: an idle
 GPU is what the hub's idle-GPU pass calls idle,
 :func:`~workspacespawner.idle.settings.gpu_is_idle`). Nodes are grouped by
 the team pools of ``c.TeamGPUPools.pools``, as the spawner places
-workspaces. A Prometheus or ledger failure
+workspaces. A Prometheus, ledger or Kueue failure
 leaves its part out with a sentence saying why; the cluster part is always
 shown.
 """
@@ -31,6 +34,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 
+from workspacespawner.core.names import MANAGED_BY, MANAGED_BY_LABEL
 from workspacespawner.core.prometheus import PrometheusClient, PrometheusError
 from workspacespawner.dashboard import cardhours, charts
 from workspacespawner.dashboard.access import Viewer
@@ -46,6 +50,7 @@ from workspacespawner.dashboard.cluster import (
     pool_views,
     top_users,
 )
+from workspacespawner.dashboard.queues import QueueView, queue_json, queue_views
 from workspacespawner.gpu.metrics import GPUStat, read_gpu_metrics
 from workspacespawner.idle.activity import read_idle_readings
 from workspacespawner.k8s.kinds import NODE, POD, VMI
@@ -64,7 +69,8 @@ TOP_USERS = 10
 class ClusterReadings:
     """What one request read, before the viewer's filter: ``views`` (per node), ``pools`` (empty without a pool
     label), ``gpus`` (per GPU now; None without Prometheus or on its error), ``users`` (top users), ``idle`` (None:
-    unknown), ``prometheus_error`` and ``ledger_error`` (a sentence, or None)."""
+    unknown), ``prometheus_error`` and ``ledger_error`` (a sentence, or None), ``queues`` (the GPU queues; empty
+    without any, None when Kueue could not be read: ``queues_error`` says why)."""
 
     views: list[NodeView]
     pools: list[PoolView]
@@ -73,6 +79,8 @@ class ClusterReadings:
     idle: list[IdleWorkspace] | None
     prometheus_error: str | None = None
     ledger_error: str | None = None
+    queues: list[QueueView] | None = None
+    queues_error: str | None = None
 
 
 def _shown(viewer: Viewer, user: str | None) -> bool:
@@ -171,8 +179,9 @@ def cluster_data(viewer: Viewer, readings: ClusterReadings, *, prometheus_url: s
     unusable}, cpu: {requested, allocatable} (cores), memory_gib: {...}, holdings: [holding_json], gpu_readings:
     [gpu_json] | None}], "pools": [{name, nodes, ...counts}], "totals": {...counts}, "top_users": [user_json],
     "idle": [{...holding_json, max_util, gpus_idle}] | None, "prometheus": {"url", "error"}, "ledger_error",
-    "idle_threshold" (%), "idle_window" (seconds)}``. ``gpu_readings`` and ``idle`` are None without Prometheus
-    readings (not set, or it failed: ``prometheus.error`` says how).
+    "idle_threshold" (%), "idle_window" (seconds), "queues": [queue_json] | None, "queues_error"}``.
+    ``gpu_readings`` and ``idle`` are None without Prometheus readings (not set, or it failed: ``prometheus.error``
+    says how); ``queues`` is empty without GPU queues and None when Kueue could not be read.
     """
     alias = aliases(viewer, readings)
     readings_by_node: dict[str, list[dict]] = {}
@@ -202,6 +211,8 @@ def cluster_data(viewer: Viewer, readings: ClusterReadings, *, prometheus_url: s
         "idle_window": window_seconds,
         "prometheus": {"url": prometheus_url, "error": readings.prometheus_error},
         "ledger_error": readings.ledger_error,
+        "queues": None if readings.queues is None else [queue_json(q) for q in readings.queues],
+        "queues_error": readings.queues_error,
     }
 
 
@@ -239,7 +250,21 @@ async def read_cluster(ctx) -> ClusterReadings:
             log.warning("Cluster view without GPU readings: %s", e)
             gpus = idle = None
             prometheus_error = f"Prometheus at {url} did not answer: {e.error}"
-    return ClusterReadings(views, pools, gpus, users, idle, prometheus_error, ledger_error)
+    queues, queues_error = await read_queues(ctx)
+    return ClusterReadings(views, pools, gpus, users, idle, prometheus_error, ledger_error, queues, queues_error)
+
+
+async def read_queues(ctx) -> tuple[list[QueueView] | None, str | None]:
+    """The GPU queues as Kueue keeps them (one list of our ClusterQueues; none without queues), or None and why."""
+    if not ctx.gpu_queues:
+        return [], None
+    try:
+        found = await ctx.kube.custom_api.list_cluster_custom_object(
+            "kueue.x-k8s.io", "v1beta2", "clusterqueues", label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}")
+    except Exception as e:  # noqa: BLE001 - any failure leaves the part out, with a sentence
+        log.warning("Cluster view without the GPU queues: %s", e)
+        return None, f"Kueue's ClusterQueues cannot be read just now ({type(e).__name__}); the GPU queues are left out."
+    return queue_views(ctx.gpu_queues, found.get("items") or [], ctx.economy.display_name), None
 
 
 def sparkline_top(data: dict) -> float:
