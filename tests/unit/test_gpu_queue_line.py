@@ -145,9 +145,13 @@ def waiter(pods: list, said: list, admitted: list, *, limit: float = 60, workloa
         found = (workloads or [None]).pop(0) if workloads else None
         return found
 
+    async def gone(uid):
+        return gone_now
+
+    gone_now = True
     return line.Waiter(queue=ML101, namespace="jhub", need="1 GPU", limit=limit,
                        pod=lambda: pods[0] if len(pods) == 1 else pods.pop(0), say=said.append, admitted=admit,
-                       workload=workload)
+                       workload=workload, gone=gone)
 
 
 async def test_the_place_is_said_when_it_changes_and_the_run_starts_when_last_seen_at_the_gate():
@@ -232,11 +236,41 @@ def test_a_workload_out_of_the_line_or_inadmissible_ends_the_wait_in_our_words()
     assert "by Kueue" not in out + gone  # Kueue's words go to the log
 
 
-async def test_a_pod_removed_while_it_waits_ends_the_start_at_once():
+async def test_a_pod_removed_while_it_waits_ends_the_start_at_once_and_a_cache_refilled_does_not():
     reader = line.LineReader(FakeApiClient({"ml101": pending("mine")}), interval=0)
     with pytest.raises(WorkspaceError) as raised:
         await line.wait_in_line(waiter([None, pod("mine", line.GATE), None], [], []), reader, look=0.01)
     assert raised.value.reason == "queue-left" and "taken out of the line" in raised.value.message
+
+    async def still_there(uid):
+        assert uid == "mine"
+        return False
+
+    admitted = []
+    w = waiter([None, pod("mine", line.GATE), None, None, pod("mine")], [], admitted)
+    w.gone = still_there  # the API server still has it: the cache was being filled again
+    await line.wait_in_line(w, reader, look=0.01)
+    assert len(admitted) == 1
+
+
+def test_a_pods_binding_time_is_read_from_its_condition():
+    bound = pod("mine")
+    bound["status"] = {"conditions": [{"type": "PodScheduled", "status": "True",
+                                       "lastTransitionTime": "2026-12-07T10:00:05Z"}]}
+    assert line.scheduled_at(bound) == datetime(2026, 12, 7, 10, 0, 5, tzinfo=UTC)
+    assert line.scheduled_at(pod("mine")) is None
+
+
+async def test_a_run_starts_at_the_binding_when_the_cache_showed_the_gate_after_it():
+    """The cache can lag: a Pod seen at the gate "now" may have been bound a moment before; the earlier time wins."""
+    reader = line.LineReader(FakeApiClient({"ml101": pending("mine")}), interval=0)
+    bound = pod("mine")
+    early = datetime.now(UTC) - timedelta(seconds=30)
+    bound["status"] = {"conditions": [{"type": "PodScheduled", "status": "True",
+                                       "lastTransitionTime": early.strftime("%Y-%m-%dT%H:%M:%SZ")}]}
+    admitted = []
+    await line.wait_in_line(waiter([None, pod("mine", line.GATE), bound], [], admitted), reader, look=0.01)
+    assert admitted == [early.replace(microsecond=0)]
 
 
 async def test_a_pod_not_in_the_line_has_its_workload_read_at_most_once_per_interval_and_ends_if_deactivated():

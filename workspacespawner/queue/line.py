@@ -242,7 +242,10 @@ class Waiter:
     (:func:`wait_limit`); ``need``: what it waits for (:func:`need_words`);
     ``workload(uid)``: the Pod's Workload (:meth:`LineReader.workload`),
     asked only while the Pod is not in the line read, at most every
-    ``LINE_INTERVAL`` seconds.
+    ``LINE_INTERVAL`` seconds; ``gone(uid)``: whether the API server no
+    longer has the Pod with ``uid`` (asked when the cache stops holding it:
+    a cache being filled again after its watch gave up is no reason to end
+    the start).
     """
 
     queue: GPUQueue
@@ -253,6 +256,7 @@ class Waiter:
     say: Callable[[str], None]
     admitted: Callable[[datetime], Awaitable[object]]
     workload: Callable[[str], Awaitable[dict | None]]
+    gone: Callable[[str], Awaitable[bool]]
 
 
 async def wait_in_line(waiter: Waiter, reader: LineReader, *, look: float = LOOK_INTERVAL,
@@ -260,8 +264,9 @@ async def wait_in_line(waiter: Waiter, reader: LineReader, *, look: float = LOOK
     """While the start's Pod is at Kueue's gate: say its place when it changes, and raise
     :class:`~workspacespawner.core.errors.WorkspaceError` (503) once it waited ``limit`` seconds (reason
     ``queue-wait``) or left the line before its turn (``queue-left``: its Pod removed, its Workload deactivated or
-    inadmissible); return after calling ``admitted`` once the gate is lifted."""
-    began, said, place, seen, asked = clock(), None, None, False, None
+    inadmissible); return after calling ``admitted`` once the gate is lifted, from the last moment the Pod was seen at
+    the gate, or from its binding to a node if the cache showed that earlier (:func:`scheduled_at`)."""
+    began, said, place, seen, asked = clock(), None, None, None, None
     seen_gated = datetime.now(UTC)
     earlier = _uid(waiter.pod())  # a Pod there before this start made its own (kubespawner replaces it)
     need, name = waiter.need, waiter.queue.name
@@ -269,15 +274,16 @@ async def wait_in_line(waiter: Waiter, reader: LineReader, *, look: float = LOOK
         pod = waiter.pod()
         if pod is not None and (_uid(pod) == earlier or "deletionTimestamp" in pod["metadata"]):
             pod = None
-        if pod is None and seen:
+        if pod is None and seen is not None and await waiter.gone(seen):
             raise WorkspaceError(left_line(need=need, queue=name), reason="queue-left", status_code=503)
         if pod is not None and not gated(pod):
-            await waiter.admitted(seen_gated)
+            bound = scheduled_at(pod)
+            await waiter.admitted(min(seen_gated, bound) if bound is not None else seen_gated)
             if said is not None:
                 waiter.say(f"Your turn: {need} admitted by the queue; starting your server")
             return
         if pod is not None:
-            seen, seen_gated = True, datetime.now(UTC)
+            seen, seen_gated = _uid(pod), datetime.now(UTC)
             found = await reader.place(waiter.namespace, name, _uid(pod) or "")
             if found is None and (asked is None or clock() - asked >= reader.interval):
                 asked = clock()
@@ -298,6 +304,16 @@ async def wait_in_line(waiter: Waiter, reader: LineReader, *, look: float = LOOK
             raise WorkspaceError(gave_up(place, need=need, queue=name, waited=waited), reason="queue-wait",
                                  status_code=503)
         await asyncio.sleep(look)
+
+
+def scheduled_at(pod: dict) -> datetime | None:
+    """When ``pod`` was bound to a node (its ``PodScheduled`` condition turned True; whole seconds, so never later
+    than the binding), or None while it is not."""
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            stamp = condition.get("lastTransitionTime")
+            return datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
+    return None
 
 
 def _uid(pod: dict | None) -> str | None:

@@ -123,8 +123,17 @@ class ContainerBackend(Backend):
             limit=line.wait_limit(queue, float(s.start_timeout)),
             pod=lambda: s.pod_reflector.pods.get(key) if s.pod_reflector is not None else None, say=say,
             admitted=lambda at: s.services.quota.admitted(s.user.name, s.name or "", at),
-            workload=lambda uid: reader.workload(s.services.kube.custom_api, s.namespace, uid))
+            workload=lambda uid: reader.workload(s.services.kube.custom_api, s.namespace, uid),
+            gone=self._pod_gone)
         await line.wait_in_line(waiter, reader)
+
+    async def _pod_gone(self, uid: str) -> bool:
+        """Whether the API server no longer has the Pod with ``uid`` (False when it cannot be asked now)."""
+        try:
+            return await self._read_pod_uid() != uid
+        except Exception as e:  # not known now: the wait goes on, and asks again at its next look
+            self.spawner.log.warning("Could not read the Pod of %s: %s", upstream.log_name(self.spawner), e)
+            return False
 
     async def _claims_bound(self) -> None:
         s = self.spawner
