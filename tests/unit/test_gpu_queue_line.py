@@ -290,3 +290,33 @@ async def test_a_pod_not_in_the_line_has_its_workload_read_at_most_once_per_inte
     assert raised.value.reason == "queue-left" and "taken out of the line" in raised.value.message
     assert len(asked) == 2 and asked[1] - asked[0] >= 0.1
     assert len(api.calls) >= 2  # the line was read again meanwhile
+
+
+async def test_a_container_start_ends_only_once_its_run_is_open(monkeypatch):
+    """kubespawner's wait for the Pod can end before the wait in line has seen the gate gone (the Pod starts within
+    the wait's look): the start still ends only once the run is open, never with the wait cancelled (unmetered)."""
+    from types import SimpleNamespace
+
+    from workspacespawner import upstream
+    from workspacespawner.backends.container.backend import ContainerBackend
+
+    done = []
+
+    async def pod_started(spawner):
+        return "http://jupyter-bob:8888"
+
+    async def claims_bound(self):
+        await asyncio.sleep(3600)
+
+    async def waits(self, queue, say):
+        await asyncio.sleep(0.05)  # a look later
+        done.append("run opened")
+
+    monkeypatch.setattr(upstream, "start_pod", pod_started)
+    monkeypatch.setattr(ContainerBackend, "_claims_bound", claims_bound)
+    monkeypatch.setattr(ContainerBackend, "_wait_in_line", waits)
+    monkeypatch.setattr(ContainerBackend, "queue", lambda self, groups: ML101)
+    backend = ContainerBackend(SimpleNamespace(_options_loaded=False))
+    ctx = SimpleNamespace(tiers=SimpleNamespace(groups=frozenset({"ml101"})), say=lambda *a, **k: None)
+    assert await backend.start(ctx) == "http://jupyter-bob:8888"
+    assert done == ["run opened"]

@@ -92,8 +92,8 @@ class ContainerBackend(Backend):
         pod_start = asyncio.ensure_future(upstream.start_pod(spawner))
         helpers = {asyncio.ensure_future(self._claims_bound())}
         queue = self.queue(ctx.tiers.groups)
-        if queue is not None:
-            helpers.add(asyncio.ensure_future(self._wait_in_line(queue, ctx.say)))
+        in_line = asyncio.ensure_future(self._wait_in_line(queue, ctx.say)) if queue is not None else None
+        helpers |= {in_line} - {None}
         try:
             pending = {pod_start, *helpers}
             while not pod_start.done():  # a helper's failure ends the start; one that is done leaves kubespawner's
@@ -101,7 +101,10 @@ class ContainerBackend(Backend):
                 for task in done - {pod_start}:
                     if task.exception() is not None:
                         raise task.exception()
-            return await pod_start
+            url = await pod_start
+            if in_line is not None:
+                await in_line  # its run is open before the start ends (the Pod runs: the wait sees its gate gone)
+            return url
         finally:
             spawner._options_loaded = False
             for task in (pod_start, *helpers):
