@@ -125,6 +125,19 @@ def test_events_reach_milestones_by_reason_except_an_init_containers():
     assert event_milestone(main) is Milestone.STARTED
 
 
+def test_kueues_events_on_a_queued_pod_read_in_our_words_and_reach_no_milestone():
+    """Kueue's admission of a queued Pod is a ``Started`` about the whole Pod (seen on the real plane): not the
+    container's start, so the bar stays; its Workload's creation is a note of ours, not Kueue's words."""
+    at = datetime(2026, 12, 3, 12, tzinfo=UTC)
+    pod = {"kind": "Pod", "name": "jupyter-bob"}
+    admitted = {**event("h", "Started", at), "involvedObject": pod, "message": "Admitted by clusterQueue workspaces-ml101"}
+    created = {**event("i", "CreatedWorkload", at), "involvedObject": pod,
+               "message": "Created Workload: default/pod-jupyter-bob-1417a"}
+    assert event_milestone(admitted) is None and event_milestone(created) is None
+    assert describe_event(admitted) == "The GPU queue admitted your workspace; finding a node for it"
+    assert describe_event(created) == "Your workspace joined the GPU queue"
+
+
 def test_a_container_start_climbs_its_milestones_and_notes_keep_the_bar_where_it_is():
     steps = StartSteps()
     steps.reset()

@@ -48,6 +48,10 @@ EVENT_MILESTONES: dict[str, Milestone] = {
 }
 
 
+#: The Event reasons a kubelet gives about one container (it names it in ``involvedObject.fieldPath``).
+CONTAINER_REASONS = ("Pulled", "Started")
+
+
 def percent(milestone: Milestone, part: float = 1.0) -> float:
     """The bar's percentage (0-100) at ``part`` (0-1, clamped) of the way to ``milestone`` from the rung below it."""
     rungs = list(LADDER)
@@ -57,10 +61,17 @@ def percent(milestone: Milestone, part: float = 1.0) -> float:
 
 
 def event_milestone(event: dict) -> Milestone | None:
-    """The milestone a core/v1 Event dict reaches (by :data:`EVENT_MILESTONES`); None for an init container's Event."""
-    if ((event.get("involvedObject") or {}).get("fieldPath") or "").startswith("spec.initContainers"):
+    """The milestone a core/v1 Event dict reaches (by :data:`EVENT_MILESTONES`); None for an init container's Event,
+    and for a Pod's ``Pulled`` or ``Started`` that names no container (Kueue's admission of a queued Pod is a
+    ``Started`` about the Pod: its containers have not started)."""
+    involved = event.get("involvedObject") or {}
+    field_path = involved.get("fieldPath") or ""
+    reason = event.get("reason") or ""
+    if field_path.startswith("spec.initContainers"):
         return None
-    return EVENT_MILESTONES.get(event.get("reason") or "")
+    if reason in CONTAINER_REASONS and involved.get("kind") == "Pod" and not field_path:
+        return None
+    return EVENT_MILESTONES.get(reason)
 
 
 class Say(Protocol):

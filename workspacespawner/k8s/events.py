@@ -35,6 +35,14 @@ VMI_EVENT_STEPS = {
     "Started": "Your virtual machine started: its operating system boots, then it starts your server",
 }
 
+#: Event reason -> how the step reads, for the Events Kueue's Pod integration records on a queued workspace's Pod
+#: (no ``fieldPath``: about the Pod, not a container): its Workload made, and its admission, whose reason is the
+#: kubelet's "Started" too (a container's Started always names the container).
+QUEUE_EVENT_STEPS = {
+    "CreatedWorkload": "Your workspace joined the GPU queue",
+    "Started": "The GPU queue admitted your workspace; finding a node for it",
+}
+
 #: The node in kube-scheduler's Scheduled message ("Successfully assigned default/jupyter-ann to cpu-node-1").
 _ASSIGNED = re.compile(r" to (\S+)$")
 
@@ -53,12 +61,21 @@ def describe_event(event: dict) -> str:
         return INIT_CONTAINER_STEP.format(message=message)
     if (event.get("involvedObject") or {}).get("kind") == "VirtualMachineInstance" and reason in VMI_EVENT_STEPS:
         return VMI_EVENT_STEPS[reason]
+    if pod_level(event) and reason in QUEUE_EVENT_STEPS:
+        return QUEUE_EVENT_STEPS[reason]
     if reason == "Scheduled" and (placed := _ASSIGNED.search(message)):  # "Successfully assigned ns/pod to NODE"
         return f"Found a node for your server ({placed.group(1)})"
     template = EVENT_STEPS.get(reason)
     if template is None:
         return f"[{event.get('type', 'Normal')}] {message}"
     return template.format(message=message)
+
+
+def pod_level(event: dict) -> bool:
+    """Whether ``event`` is about a Pod as a whole, not one of its containers (which a kubelet names in
+    ``involvedObject.fieldPath``): a queue's Events, not the kubelet's."""
+    involved = event.get("involvedObject") or {}
+    return involved.get("kind") == "Pod" and not involved.get("fieldPath")
 
 
 def events_involving(cached: dict, name: str) -> list[dict]:
