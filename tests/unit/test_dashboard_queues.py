@@ -72,3 +72,25 @@ async def test_the_queues_are_one_list_of_ours_or_a_sentence_and_none_without_qu
                                        "are left out.")
     ctx.gpu_queues = {}
     assert await read_queues(ctx) == ([], None) and len(calls) == 2
+
+
+def test_the_cluster_page_lists_each_queue_and_says_when_kueue_cannot_be_read():
+    from dataclasses import replace
+
+    from tests.unit.test_dashboard_cluster_view import ADMIN, readings, render
+    from workspacespawner.dashboard.views.cluster import cluster_data
+
+    def page(**queues) -> str:
+        found = cluster_data(ADMIN, replace(readings(), **queues), prometheus_url=None, threshold=5,
+                             window_seconds=3600)
+        return render(ADMIN, found)
+
+    html = page(queues=queue_views(QUEUES, [ML101_NOW], GPUEconomy().display_name))
+    row = html[html.index('data-queue="ml101"'):html.index('data-queue="vision"')]
+    assert 'data-field="admitted">6<' in row and 'data-field="waiting">9<' in row and 'data-field="borrowed">2<' in row
+    assert "NVIDIA A100 80GB nvidia.com/gpu: 6 of 4" in row and "university" in row
+    assert "not in the cluster: run <code>workspacespawner queues</code>" in html[html.index('data-queue="vision"'):]
+    broken = page(queues=None, queues_error="Kueue's ClusterQueues cannot be read just now (ApiException); the GPU "
+                                            "queues are left out.")
+    assert 'data-field="queues-error">Kueue&#39;s ClusterQueues cannot be read just now' in broken
+    assert "GPU queues" not in page(queues=[])  # a site without queues: no section
