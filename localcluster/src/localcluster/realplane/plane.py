@@ -331,15 +331,23 @@ class RealControlPlane:
         except ValueError:
             return status, raw.decode(errors="replace")
 
-    def create_or_replace(self, collection: str, obj: dict) -> None:
-        """Create ``obj`` in ``collection`` (an admin request), or replace the one of its name; RuntimeError if refused."""
+    def create_or_replace(self, collection: str, obj: dict, *, attempts: int = 5) -> None:
+        """Create ``obj`` in ``collection`` (an admin request), or replace the one of its name; RuntimeError if refused.
+
+        A replace carries the resourceVersion just read; one another writer changed meanwhile (kube-apiserver's
+        APIService availability controller writes an APIService's status while a restarted plane comes up) is
+        answered 409 Conflict, and read and replaced again, ``attempts`` times at most.
+        """
         status, body = self.request("POST", collection, obj)
-        if status == 409:
-            current_status, current = self.request("GET", f"{collection}/{obj['metadata']['name']}")
-            _ok(current_status, current, f"reading {obj['metadata']['name']}")
-            obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}}
-            status, body = self.request("PUT", f"{collection}/{obj['metadata']['name']}", obj)
-        _ok(status, body, f"writing {obj['kind']} {obj['metadata']['name']}")
+        name = obj["metadata"]["name"]
+        for _ in range(attempts if status == 409 else 0):
+            current_status, current = self.request("GET", f"{collection}/{name}")
+            _ok(current_status, current, f"reading {name}")
+            replaced = {**obj, "metadata": {**obj["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}}
+            status, body = self.request("PUT", f"{collection}/{name}", replaced)
+            if status != 409:
+                break
+        _ok(status, body, f"writing {obj['kind']} {name}")
 
     def wait_condition(self, path: str, condition: str, deadline: float) -> None:
         """Poll ``path`` (admin GET) until its ``status.conditions`` has ``condition`` True; RuntimeError after
