@@ -88,7 +88,7 @@ def test_the_cluster_page_lists_each_queue_and_says_when_kueue_cannot_be_read():
     html = page(queues=queue_views(QUEUES, [ML101_NOW], GPUEconomy().display_name))
     row = html[html.index('data-queue="ml101"'):html.index('data-queue="vision"')]
     assert 'data-field="admitted">6<' in row and 'data-field="waiting">9<' in row and 'data-field="borrowed">2<' in row
-    assert "NVIDIA A100 80GB nvidia.com/gpu: 6 of 4" in row and "university" in row
+    assert "NVIDIA A100 80GB nvidia.com/gpu: 6 in use, quota 4" in row and "university" in row
     assert "not in the cluster: run <code>workspacespawner queues</code>" in html[html.index('data-queue="vision"'):]
     broken = page(queues=None, queues_error="Kueue's ClusterQueues cannot be read just now (ApiException); the GPU "
                                             "queues are left out.")
