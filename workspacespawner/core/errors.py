@@ -18,7 +18,7 @@ class WorkspaceError(web.HTTPError):
 
     ``message`` is shown to the user as is; ``reason`` is a fixed word for
     metrics and logs (``forbidden``, ``invalid-options``, ``unschedulable``,
-    ``image-pull``, ``crash-loop``, ``home-volume``, ``code-server-missing``, ``code-server-failed``, ``queue-wait``); ``status_code`` is the
+    ``image-pull``, ``crash-loop``, ``home-volume``, ``code-server-missing``, ``code-server-failed``, ``queue-wait``, ``queue-left``, ``webhook-down``); ``status_code`` is the
     HTTP status the REST API answers (400 by default, 403 for a forbidden
     profile).
     """

@@ -64,14 +64,19 @@ def event_milestone(event: dict) -> Milestone | None:
     """The milestone a core/v1 Event dict reaches (by :data:`EVENT_MILESTONES`); None for an init container's Event,
     and for a Pod's ``Pulled`` or ``Started`` that names no container (Kueue's admission of a queued Pod is a
     ``Started`` about the Pod: its containers have not started)."""
-    involved = event.get("involvedObject") or {}
-    field_path = involved.get("fieldPath") or ""
     reason = event.get("reason") or ""
-    if field_path.startswith("spec.initContainers"):
+    if ((event.get("involvedObject") or {}).get("fieldPath") or "").startswith("spec.initContainers"):
         return None
-    if reason in CONTAINER_REASONS and involved.get("kind") == "Pod" and not field_path:
+    if reason in CONTAINER_REASONS and about_whole_pod(event):
         return None
     return EVENT_MILESTONES.get(reason)
+
+
+def about_whole_pod(event: dict) -> bool:
+    """Whether a core/v1 Event dict is about a Pod as a whole, not one of its containers (which a kubelet names in
+    ``involvedObject.fieldPath``): Kueue's Events on a queued Pod, not the kubelet's."""
+    involved = event.get("involvedObject") or {}
+    return involved.get("kind") == "Pod" and not involved.get("fieldPath")
 
 
 class Say(Protocol):

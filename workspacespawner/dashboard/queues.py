@@ -13,9 +13,10 @@ is shown as its GPU product (:func:`~workspacespawner.queue.kueueobjects.flavor_
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from workspacespawner.core.quantities import parse_quantity
+from workspacespawner.k8s.objects import condition
 from workspacespawner.queue.config import ANY_PRODUCT, GPUQueue
 from workspacespawner.queue.kueueobjects import cluster_queue_name, flavor_name
 
@@ -67,7 +68,7 @@ def queue_view(queue: GPUQueue, found: dict | None, shown: Callable[[str], str] 
         product = products.get(flavor, flavor)
         gpus.append(QueueGPUs(resource, "any GPU type" if product == ANY_PRODUCT else shown(product), quota,
                               _units(used.get("total")), _units(used.get("borrowed"))))
-    active = any(c.get("type") == "Active" and c.get("status") == "True" for c in status.get("conditions") or ())
+    active = (condition(found, "Active") or {}).get("status") == "True"
     return QueueView(queue.name, spec.get("cohortName") or queue.cohort, found is not None, active,
                      int(status.get("admittedWorkloads") or 0), int(status.get("pendingWorkloads") or 0), tuple(gpus))
 
@@ -81,7 +82,4 @@ def queue_views(queues: Mapping[str, GPUQueue], cluster_queues: list[dict],
 
 def queue_json(view: QueueView) -> dict:
     """``{name, cohort, found, active, admitted, waiting, gpus: [{resource, product, nominal, used, borrowed}]}``."""
-    return {"name": view.name, "cohort": view.cohort, "found": view.found, "active": view.active,
-            "admitted": view.admitted, "waiting": view.waiting,
-            "gpus": [{"resource": g.resource, "product": g.product, "nominal": g.nominal, "used": g.used,
-                      "borrowed": g.borrowed} for g in view.gpus]}
+    return {**asdict(view), "gpus": [asdict(g) for g in view.gpus]}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
+from workspacespawner.core.milestones import about_whole_pod
 from workspacespawner.core.times import parse_time
 
 #: Event reason -> how the step reads on the spawn page ({message} is the Event's message).
@@ -61,7 +62,7 @@ def describe_event(event: dict) -> str:
         return INIT_CONTAINER_STEP.format(message=message)
     if (event.get("involvedObject") or {}).get("kind") == "VirtualMachineInstance" and reason in VMI_EVENT_STEPS:
         return VMI_EVENT_STEPS[reason]
-    if pod_level(event) and reason in QUEUE_EVENT_STEPS:
+    if about_whole_pod(event) and reason in QUEUE_EVENT_STEPS:
         return QUEUE_EVENT_STEPS[reason]
     if reason == "Scheduled" and (placed := _ASSIGNED.search(message)):  # "Successfully assigned ns/pod to NODE"
         return f"Found a node for your server ({placed.group(1)})"
@@ -69,13 +70,6 @@ def describe_event(event: dict) -> str:
     if template is None:
         return f"[{event.get('type', 'Normal')}] {message}"
     return template.format(message=message)
-
-
-def pod_level(event: dict) -> bool:
-    """Whether ``event`` is about a Pod as a whole, not one of its containers (which a kubelet names in
-    ``involvedObject.fieldPath``): a queue's Events, not the kubelet's."""
-    involved = event.get("involvedObject") or {}
-    return involved.get("kind") == "Pod" and not involved.get("fieldPath")
 
 
 def events_involving(cached: dict, name: str) -> list[dict]:

@@ -33,6 +33,8 @@ from kubernetes_asyncio.client.rest import ApiException
 
 from workspacespawner.core.errors import WorkspaceError
 from workspacespawner.core.gpuresources import parse_gpu_resource
+from workspacespawner.core.times import parse_time
+from workspacespawner.k8s.objects import condition, terminating
 from workspacespawner.queue.config import GPUQueue
 from workspacespawner.queue.kueueobjects import INTERACTIVE, PRIORITY_LABEL, QUEUE_LABEL
 
@@ -154,10 +156,9 @@ def not_admissible(workload: dict | None, *, need: str, queue: str) -> str | Non
     """
     if workload is None:
         return None
-    conditions = {c.get("type"): c for c in (workload.get("status") or {}).get("conditions") or []}
-    reserved = conditions.get("QuotaReserved") or {}
+    reserved = condition(workload, "QuotaReserved") or {}
     out = (workload.get("spec") or {}).get("active") is False or any(
-        (conditions.get(kind) or {}).get("status") == "True" for kind in ("Evicted", "Finished"))
+        (condition(workload, kind) or {}).get("status") == "True" for kind in ("Evicted", "Finished"))
     if out:
         return (f"Your workspace was taken out of the line for {need} (queue {queue}) before its turn, by an "
                 "administrator or the queue's rules. Nothing was started and no card-hours were charged. Start it "
@@ -272,7 +273,7 @@ async def wait_in_line(waiter: Waiter, reader: LineReader, *, look: float = LOOK
     need, name = waiter.need, waiter.queue.name
     while True:
         pod = waiter.pod()
-        if pod is not None and (_uid(pod) == earlier or "deletionTimestamp" in pod["metadata"]):
+        if pod is not None and (_uid(pod) == earlier or terminating(pod)):
             pod = None
         if pod is None and seen is not None and await waiter.gone(seen):
             raise WorkspaceError(left_line(need=need, queue=name), reason="queue-left", status_code=503)
@@ -309,11 +310,8 @@ async def wait_in_line(waiter: Waiter, reader: LineReader, *, look: float = LOOK
 def scheduled_at(pod: dict) -> datetime | None:
     """When ``pod`` was bound to a node (its ``PodScheduled`` condition turned True; whole seconds, so never later
     than the binding), or None while it is not."""
-    for condition in (pod.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
-            stamp = condition.get("lastTransitionTime")
-            return datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
-    return None
+    scheduled = condition(pod, "PodScheduled") or {}
+    return parse_time(scheduled.get("lastTransitionTime")) if scheduled.get("status") == "True" else None
 
 
 def _uid(pod: dict | None) -> str | None:

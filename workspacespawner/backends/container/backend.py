@@ -92,8 +92,10 @@ class ContainerBackend(Backend):
         pod_start = asyncio.ensure_future(upstream.start_pod(spawner))
         helpers = {asyncio.ensure_future(self._claims_bound())}
         queue = self.queue(ctx.tiers.groups)
-        in_line = asyncio.ensure_future(self._wait_in_line(queue, ctx.say)) if queue is not None else None
-        helpers |= {in_line} - {None}
+        in_line = None
+        if queue is not None:
+            in_line = asyncio.ensure_future(self._wait_in_line(queue, ctx.say))
+            helpers.add(in_line)
         try:
             pending = {pod_start, *helpers}
             while not pod_start.done():  # a helper's failure ends the start; one that is done leaves kubespawner's
