@@ -8,15 +8,32 @@ module's last teardown, unless one of the module's tests failed: then they stay 
 failed test's ``tmp_path``.
 
 A module's fixtures are torn down before :func:`_module_scratch` (an autouse fixture is set up first, so it is torn
-down last). A session-scoped fixture must not keep a folder of the base temporary folder: it would go with the
-module that first asked for it (none does; PostgreSQL's server has its own, tests/support/pgserver.py).
+down last). What a session-scoped fixture makes lives as long as the session (the real-plane tier's planes,
+``localcluster.realplane.fixtures``): :func:`pytest_fixture_setup` notes it, even when a module's fixture first
+asks for it, and it stays.
 """
 
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
+
+#: Folders session-scoped fixtures made: they live as long as the session.
+_SESSION_FOLDERS: set[Path] = set()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    if fixturedef.scope not in ("session", "package"):
+        return (yield)
+    base = request.config._tmp_path_factory.getbasetemp()  # what pytest's own tmp_path_factory fixture returns
+    before = set(base.iterdir())
+    try:
+        return (yield)
+    finally:
+        _SESSION_FOLDERS.update(set(base.iterdir()) - before)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -27,6 +44,6 @@ def _module_scratch(request, tmp_path_factory):
     yield
     if request.session.testsfailed != failed:
         return
-    for path in set(base.iterdir()) - before:
+    for path in set(base.iterdir()) - before - _SESSION_FOLDERS:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)

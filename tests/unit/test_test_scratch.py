@@ -26,8 +26,32 @@ def test_two(cluster):
 """
 
 
+CONFTEST = """
+import pytest
+
+@pytest.fixture(scope="session")
+def plane(tmp_path_factory):
+    path = tmp_path_factory.mktemp("plane")
+    yield path
+    assert path.exists(), "the session's folder went while the session ran"
+"""
+
+LATE = """
+import pytest
+
+@pytest.fixture(scope="module")
+def on_plane(request):
+    return request.getfixturevalue("plane")  # the session's fixture, first asked for by a module's
+
+def test_{n}(on_plane):
+    assert on_plane.exists()
+"""
+
+
 def _run(pytester, monkeypatch, outcome: bool):
     monkeypatch.setenv("PYTHONPATH", str(REPO))
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_a_late=LATE.format(n="a"), test_z_late=LATE.format(n="z"))
     pytester.makepyfile(test_module=MODULE.replace("{OUTCOME}", repr(outcome)))
     pytester.makepyfile(test_other="def test_other(tmp_path):\n    (tmp_path / 'x').write_text('x')\n")
     # setup.cfg's own settings: the plugin and tmp_path_retention_policy
@@ -37,17 +61,17 @@ def _run(pytester, monkeypatch, outcome: bool):
     return result, base
 
 
-def test_a_passing_modules_folders_go_its_module_fixtures_first(pytester, monkeypatch):
+def test_a_passing_modules_folders_go_its_module_fixtures_first_and_the_sessions_stay(pytester, monkeypatch):
     result, base = _run(pytester, monkeypatch, True)
-    result.assert_outcomes(passed=3)
-    assert sorted(p.name for p in base.iterdir() if not p.is_symlink()) == []
+    result.assert_outcomes(passed=5)
+    assert sorted(p.name for p in base.iterdir() if not p.is_symlink()) == ["plane0"]
 
 
 def test_a_failing_modules_folders_stay_for_a_look(pytester, monkeypatch):
     result, base = _run(pytester, monkeypatch, False)
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=4, failed=1)
     kept = sorted(p.name for p in base.iterdir() if not p.is_symlink())
-    assert kept == ["cluster0"], kept  # test_one passed: its tmp_path went (tmp_path_retention_policy)
+    assert kept == ["cluster0", "plane0"], kept  # test_one passed: its tmp_path went (tmp_path_retention_policy)
     assert (base / "cluster0" / "disk.img").exists()
 
 
