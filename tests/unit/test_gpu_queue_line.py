@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from kubernetes_asyncio.client.rest import ApiException
@@ -33,12 +34,15 @@ def pod(uid: str, *gates: str, deleting: bool = False) -> dict:
     return {"metadata": meta, "spec": {"schedulingGates": [{"name": g} for g in gates]}}
 
 
-def test_only_a_gpu_container_start_of_a_member_waits_in_its_groups_queue():
-    assert line.queue_for(QUEUES, {"ml101", "students"}, gpus=1, kind="container") is ML101
-    assert line.queue_for(QUEUES, {"vision-lab"}, gpus=2, kind="container") is VISION
-    assert line.queue_for(QUEUES, {"ml101"}, gpus=0, kind="container") is None  # a CPU start never waits
-    assert line.queue_for(QUEUES, {"ml101"}, gpus=1, kind="vm") is None  # a VM's launcher Pod does not yet
-    assert line.queue_for(QUEUES, {"students"}, gpus=1, kind="container") is None
+def test_only_a_gpu_start_of_a_member_waits_in_its_groups_queue_for_a_resource_it_holds():
+    gpu = "nvidia.com/gpu"
+    assert line.queue_for(QUEUES, {"ml101", "students"}, gpus=1, resource=gpu, kind="container") is ML101
+    assert line.queue_for(QUEUES, {"vision-lab"}, gpus=2, resource=gpu, kind="container") is VISION
+    assert line.queue_for(QUEUES, {"ml101"}, gpus=0, resource=gpu, kind="container") is None  # a CPU start never waits
+    assert line.queue_for(QUEUES, {"ml101"}, gpus=1, resource=gpu, kind="vm") is ML101  # its virt-launcher Pod waits
+    assert line.queue_for(QUEUES, {"students"}, gpus=1, resource=gpu, kind="container") is None
+    # ml101 holds whole GPUs: a MIG slice would never be admitted, so it does not wait (placed or refused at once)
+    assert line.queue_for(QUEUES, {"ml101"}, gpus=1, resource="nvidia.com/mig-1g.10gb", kind="container") is None
     assert line.pod_labels(ML101) == {"kueue.x-k8s.io/queue-name": "ml101",
                                       "kueue.x-k8s.io/priority-class": "workspacespawner-interactive"}
     assert line.pod_labels(None) == {}
@@ -145,7 +149,8 @@ def waiter(pods: list, said: list, admitted: list, *, limit: float = 60, workloa
         found = (workloads or [None]).pop(0) if workloads else None
         return found
 
-    async def gone(uid):
+    async def gone(seen):
+        assert seen["metadata"]["uid"] == "mine"
         return gone_now
 
     gone_now = True
@@ -242,8 +247,8 @@ async def test_a_pod_removed_while_it_waits_ends_the_start_at_once_and_a_cache_r
         await line.wait_in_line(waiter([None, pod("mine", line.GATE), None], [], []), reader, look=0.01)
     assert raised.value.reason == "queue-left" and "taken out of the line" in raised.value.message
 
-    async def still_there(uid):
-        assert uid == "mine"
+    async def still_there(seen):
+        assert seen["metadata"]["uid"] == "mine"
         return False
 
     admitted = []
@@ -299,6 +304,7 @@ async def test_a_container_start_ends_only_once_its_run_is_open(monkeypatch):
 
     from workspacespawner import upstream
     from workspacespawner.backends.container.backend import ContainerBackend
+    from workspacespawner.queue import start as queued
 
     done = []
 
@@ -308,15 +314,27 @@ async def test_a_container_start_ends_only_once_its_run_is_open(monkeypatch):
     async def claims_bound(self):
         await asyncio.sleep(3600)
 
-    async def waits(self, queue, say):
+    async def waits(spawner, queue, say, *, pod):
         await asyncio.sleep(0.05)  # a look later
         done.append("run opened")
 
     monkeypatch.setattr(upstream, "start_pod", pod_started)
     monkeypatch.setattr(ContainerBackend, "_claims_bound", claims_bound)
-    monkeypatch.setattr(ContainerBackend, "_wait_in_line", waits)
+    monkeypatch.setattr(queued, "wait", waits)
     monkeypatch.setattr(ContainerBackend, "queue", lambda self, groups: ML101)
-    backend = ContainerBackend(SimpleNamespace(_options_loaded=False))
+    backend = ContainerBackend(SimpleNamespace(_options_loaded=False, namespace="jhub", pod_name="jupyter-bob",
+                                               pod_reflector=None))
     ctx = SimpleNamespace(tiers=SimpleNamespace(groups=frozenset({"ml101"})), say=lambda *a, **k: None)
     assert await backend.start(ctx) == "http://jupyter-bob:8888"
     assert done == ["run opened"]
+
+
+def test_the_progress_pages_script_knows_how_the_lines_messages_begin():
+    """The progress page's script (the place in the tab's title, the turn's notification) finds the messages by
+    how they begin: the same words as the sentences'."""
+    from workspacespawner.homepage import TEMPLATES
+
+    script = (Path(TEMPLATES) / "spawn_pending.html").read_text()
+    assert f'var IN_LINE = "{line.IN_LINE}", YOUR_TURN = "{line.YOUR_TURN}";' in script
+    assert line.in_line(line.Place(2, 5), need="1 GPU", queue="ml101").startswith(line.IN_LINE)
+    assert line.in_line(None, need="1 GPU", queue="ml101").startswith(line.IN_LINE)

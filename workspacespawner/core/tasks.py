@@ -10,9 +10,39 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine, Iterable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 log = logging.getLogger("workspacespawner")
+
+
+async def with_helpers(main: Awaitable[T], helpers: Iterable[Awaitable], *, then: int | None = None) -> T:
+    """Await ``main`` with ``helpers`` running beside it, and return its value.
+
+    The first helper to fail ends it with that failure (one that ends well
+    leaves ``main`` going); once ``main`` has returned, the helper at index
+    ``then`` (None: none) is awaited before its value is returned: a wait
+    whose end the start needs (a GPU queue's wait opens the start's run).
+    Whatever still runs is cancelled on the way out.
+    """
+    first = asyncio.ensure_future(main)
+    tasks = [asyncio.ensure_future(helper) for helper in helpers]
+    try:
+        pending = {first, *tasks}
+        while not first.done():
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done - {first}:
+                if task.exception() is not None:
+                    raise task.exception()
+        value = await first
+        if then is not None:
+            await tasks[then]
+        return value
+    finally:
+        for task in (first, *tasks):
+            task.cancel()
 
 
 class BackgroundTasks:

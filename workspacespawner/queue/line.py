@@ -49,23 +49,29 @@ log = logging.getLogger("workspacespawner")
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 #: Kueue's visibility API: the Workloads waiting in a LocalQueue, in order.
 PENDING_PATH = "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{namespace}/localqueues/{name}/pendingworkloads"
+#: How the progress messages of a start in line begin, while it waits and once admitted (the progress page's script,
+#: workspacespawner/homepage/templates/spawn_pending.html, shows the place and the turn in the tab's title by them).
+IN_LINE, YOUR_TURN = "In line for", "Your turn:"
 #: Seconds a LocalQueue's line is reused before it is read again (for every waiter of the hub).
 LINE_INTERVAL = 5.0
 #: Seconds between two looks at the Pod (in kubespawner's Pod cache, as kubespawner's own wait looks: no API call).
 LOOK_INTERVAL = 1.0
 #: Seconds of a start's timeout a wait without a limit of its own leaves for the start once admitted.
 AFTER_WAIT = 30.0
-#: The workspace kinds whose compute waits in a GPU queue (a VM's virt-launcher Pod does not yet).
-QUEUED_KINDS = ("container",)
+#: The workspace kinds whose compute waits in a GPU queue: a container's Pod, a VM's virt-launcher Pod (KubeVirt
+#: gives it the VMI's labels, so Kueue holds it as it holds a container's).
+QUEUED_KINDS = ("container", "vm")
 
 
-def queue_for(queues: Mapping[str, GPUQueue], groups: Iterable[str], *, gpus: int, kind: str) -> GPUQueue | None:
-    """The queue a start waits in: a container workspace asking for ``gpus`` > 0, of a member of one of the queue's
-    ``groups`` (the user's JupyterHub groups); None: it does not wait (a GPU start that cannot be placed fails at
-    once with the numbers)."""
+def queue_for(queues: Mapping[str, GPUQueue], groups: Iterable[str], *, gpus: int, resource: str,
+              kind: str) -> GPUQueue | None:
+    """The queue a start waits in: a workspace asking for ``gpus`` > 0 of ``resource``, of a member of one of the
+    queue's ``groups`` (the user's JupyterHub groups), whose queue holds that resource; None: it does not wait (a GPU
+    start that cannot be placed fails at once with the numbers). A resource the member's queue does not hold (a MIG
+    slice where the queue holds whole GPUs) is not waited for: Kueue would never admit it."""
     if gpus <= 0 or kind not in QUEUED_KINDS:
         return None
-    return next((queue for queue in queues.values() if queue.member(groups)), None)
+    return next((queue for queue in queues.values() if queue.member(groups) and resource in queue.resources()), None)
 
 
 def wait_limit(queue: GPUQueue, start_timeout: float) -> float:
@@ -114,7 +120,7 @@ def ordinal(n: int) -> str:
 
 def in_line(place: Place | None, *, need: str, queue: str) -> str:
     """The spawn page's line while the workspace waits."""
-    where = f"In line for {need} (queue {queue})"
+    where = f"{IN_LINE} {need} (queue {queue})"
     if place is None:
         return f"{where}. Your place will show here in a moment; you need not click again."
     return f"{where}: {place}. Your workspace opens here when it is your turn; you need not click again."
@@ -243,10 +249,10 @@ class Waiter:
     (:func:`wait_limit`); ``need``: what it waits for (:func:`need_words`);
     ``workload(uid)``: the Pod's Workload (:meth:`LineReader.workload`),
     asked only while the Pod is not in the line read, at most every
-    ``LINE_INTERVAL`` seconds; ``gone(uid)``: whether the API server no
-    longer has the Pod with ``uid`` (asked when the cache stops holding it:
+    ``LINE_INTERVAL`` seconds; ``gone(pod)``: whether the API server no
+    longer has ``pod``, as last seen (asked when the cache stops holding it:
     a cache being filled again after its watch gave up is no reason to end
-    the start).
+    the start; :func:`~.start.pod_gone`).
     """
 
     queue: GPUQueue
@@ -257,7 +263,7 @@ class Waiter:
     say: Callable[[str], None]
     admitted: Callable[[datetime], Awaitable[object]]
     workload: Callable[[str], Awaitable[dict | None]]
-    gone: Callable[[str], Awaitable[bool]]
+    gone: Callable[[dict], Awaitable[bool]]
 
 
 async def wait_in_line(waiter: Waiter, reader: LineReader, *, look: float = LOOK_INTERVAL,
@@ -281,10 +287,10 @@ async def wait_in_line(waiter: Waiter, reader: LineReader, *, look: float = LOOK
             bound = scheduled_at(pod)
             await waiter.admitted(min(seen_gated, bound) if bound is not None else seen_gated)
             if said is not None:
-                waiter.say(f"Your turn: {need} admitted by the queue; starting your server")
+                waiter.say(f"{YOUR_TURN} {need} admitted by the queue; starting your server")
             return
         if pod is not None:
-            seen, seen_gated = _uid(pod), datetime.now(UTC)
+            seen, seen_gated = pod, datetime.now(UTC)
             found = await reader.place(waiter.namespace, name, _uid(pod) or "")
             if found is None and (asked is None or clock() - asked >= reader.interval):
                 asked = clock()

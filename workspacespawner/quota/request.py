@@ -11,7 +11,7 @@ from __future__ import annotations
 from workspacespawner.config.profiles import ResolvedProfile
 from workspacespawner.core.quantities import parse_quantity
 from workspacespawner.lifecycle.disks import user_disk_bytes, user_disks
-from workspacespawner.queue.line import queue_for
+from workspacespawner.queue.start import queue_of
 from workspacespawner.quota.policy import Request, Reservation
 from workspacespawner.quota.service import TrackedWorkspace
 
@@ -71,13 +71,12 @@ async def reserve_start(
 async def reserve_for(spawner, groups: list[str]) -> Reservation | None:
     """The pre-spawn quota step of ``spawner`` (a WorkspaceSpawner whose home is found and whose backend names a new
     start): the server tracked for the enforcer (:class:`~.service.TrackedWorkspace`), then :func:`reserve_start`
-    with the user's JupyterHub ``groups``; a start that waits in a GPU queue (:func:`~workspacespawner.queue.line.queue_for`)
+    with the user's JupyterHub ``groups``; a start that waits in a GPU queue (:func:`~workspacespawner.queue.start.queue_of`)
     is metered from when the queue admits it (:meth:`~.service.QuotaService.in_line`)."""
     s, quota = spawner, spawner.services.quota
     quota.track(TrackedWorkspace(s.user.name, s.name or "", s.namespace, s.backend.event_object(), frozenset(groups), s.api))
     reservation = await reserve_start(quota, s.services.kube, namespace=s.namespace, user_name=s.user.name, groups=groups,
                                       profile=s.profile, server_name=s.name, home_pvc=s.home_pvc_name,
                                       home_size=s.home_size, backend=s.backend)
-    queue = queue_for(s.services.gpu_queues, groups, gpus=s.profile.gpus, kind=s.profile.workspace_kind)
-    quota.in_line(s.user.name, s.name or "", waits=queue is not None)
+    quota.in_line(s.user.name, s.name or "", waits=queue_of(s, groups) is not None)
     return reservation

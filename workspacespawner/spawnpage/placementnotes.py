@@ -37,10 +37,10 @@ def nodes_sentence(pool: str, gpus: int, cpu_nodes_first: bool, site_has_pools: 
     return "Runs on the shared nodes, CPU-only ones first." if cpu_nodes_first else "Runs on the shared nodes."
 
 
-async def queue_sentence(spawner, groups, *, gpus: int, kind: str) -> str | None:
+async def queue_sentence(spawner, groups, *, gpus: int, resource: str, kind: str) -> str | None:
     """The card's line of the GPU queue a start of it waits in (:func:`~workspacespawner.queue.line.queue_note`), or
     None when it waits in none."""
-    queue = line.queue_for(spawner.services.gpu_queues, groups, gpus=gpus, kind=kind)
+    queue = line.queue_for(spawner.services.gpu_queues, groups, gpus=gpus, resource=resource, kind=kind)
     if queue is None:
         return None
     items = await spawner.services.line_reader(spawner.api.api_client).line(spawner.namespace, queue.name)
@@ -71,6 +71,6 @@ async def notes(spawner, profile: dict, groups=()) -> dict[str, str | None]:
         "nodes_note": nodes_sentence(pool, gpus, cpu_first, bool(spawner.services.team_pools)),
         "pool_note": poolholders.describe(use) if use is not None else None,
         "prefers_note": prefers_note,
-        "queue_note": await queue_sentence(spawner, groups, gpus=gpus,
+        "queue_note": await queue_sentence(spawner, groups, gpus=gpus, resource=resource,
                                            kind=override.get("workspace_kind", spawner.workspace_kind)),
     }

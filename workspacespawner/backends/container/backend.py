@@ -27,6 +27,7 @@ from workspacespawner.backends.container import progress
 from workspacespawner.backends.container.podstatus import ContainerStatus
 from workspacespawner.core import names
 from workspacespawner.core.errors import WorkspaceError
+from workspacespawner.core.tasks import with_helpers
 from workspacespawner.core.times import EPOCH
 from workspacespawner.gpu import placement
 from workspacespawner.k8s import events
@@ -35,6 +36,7 @@ from workspacespawner.k8s.models import to_model
 from workspacespawner.k8s.owned import TRANSIENT_STATUSES
 from workspacespawner.lifecycle.phases import Observed, Status, WorkspaceRef
 from workspacespawner.queue import line
+from workspacespawner.queue import start as queued
 from workspacespawner.queue.config import GPUQueue
 from workspacespawner.storage import binding, home, tiers
 from workspacespawner.storage.prepare import PreparedTiers
@@ -89,56 +91,21 @@ class ContainerBackend(Backend):
         ctx.say("Starting your server")
         spawner = self.spawner
         spawner._options_loaded = True  # kubespawner's _start loads them again: keep this resolution
-        pod_start = asyncio.ensure_future(upstream.start_pod(spawner))
-        helpers = {asyncio.ensure_future(self._claims_bound())}
+        helpers = [self._claims_bound()]
         queue = self.queue(ctx.tiers.groups)
-        in_line = None
         if queue is not None:
-            in_line = asyncio.ensure_future(self._wait_in_line(queue, ctx.say))
-            helpers.add(in_line)
+            key = f"{spawner.namespace}/{spawner.pod_name}"
+            helpers.append(queued.wait(spawner, queue, ctx.say, pod=lambda: spawner.pod_reflector.pods.get(key)
+                                       if spawner.pod_reflector is not None else None))
         try:
-            pending = {pod_start, *helpers}
-            while not pod_start.done():  # a helper's failure ends the start; one that is done leaves kubespawner's
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in done - {pod_start}:
-                    if task.exception() is not None:
-                        raise task.exception()
-            url = await pod_start
-            if in_line is not None:
-                await in_line  # its run is open before the start ends (the Pod runs: the wait sees its gate gone)
-            return url
+            # the wait in line ends before the start does: its run is open once the Pod runs (the gate is gone)
+            return await with_helpers(upstream.start_pod(spawner), helpers, then=1 if queue is not None else None)
         finally:
             spawner._options_loaded = False
-            for task in (pod_start, *helpers):
-                task.cancel()
 
     def queue(self, groups) -> GPUQueue | None:
-        """The GPU queue this start's Pod waits in (:func:`~workspacespawner.queue.line.queue_for`), or None."""
-        s = self.spawner
-        profile = s.profile
-        return line.queue_for(s.services.gpu_queues, groups, gpus=profile.gpus if profile else 0, kind=self.kind)
-
-    async def _wait_in_line(self, queue: GPUQueue, say) -> None:
-        s = self.spawner
-        profile, key = s.profile, f"{s.namespace}/{s.pod_name}"
-        product = s.services.economy.display_name(profile.gpu_product) if profile.gpu_product else None
-        reader = s.services.line_reader(s.api.api_client)
-        waiter = line.Waiter(
-            queue=queue, namespace=s.namespace, need=line.need_words(profile.gpus, profile.gpu_resource, product),
-            limit=line.wait_limit(queue, float(s.start_timeout)),
-            pod=lambda: s.pod_reflector.pods.get(key) if s.pod_reflector is not None else None, say=say,
-            admitted=lambda at: s.services.quota.admitted(s.user.name, s.name or "", at),
-            workload=lambda uid: reader.workload(s.services.kube.custom_api, s.namespace, uid),
-            gone=self._pod_gone)
-        await line.wait_in_line(waiter, reader)
-
-    async def _pod_gone(self, uid: str) -> bool:
-        """Whether the API server no longer has the Pod with ``uid`` (False when it cannot be asked now)."""
-        try:
-            return await self._read_pod_uid() != uid
-        except Exception as e:  # not known now: the wait goes on, and asks again at its next look
-            self.spawner.log.warning("Could not read the Pod of %s: %s", upstream.log_name(self.spawner), e)
-            return False
+        """The GPU queue this start's Pod waits in (:func:`~workspacespawner.queue.start.queue_of`), or None."""
+        return queued.queue_of(self.spawner, groups)
 
     async def _claims_bound(self) -> None:
         s = self.spawner
