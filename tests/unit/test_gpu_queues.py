@@ -118,3 +118,15 @@ def test_the_command_prints_the_objects_for_kubectl_and_refuses_an_empty_setting
     config.write_text("c.GPUQueues.queues = {'q': {'groups': 'a'}}\n")
     assert main(["-f", str(config)]) == 1
     assert "GPUQueues.queues['q']['groups'] must be" in capsys.readouterr().err
+
+
+def test_the_how_to_gives_kueue_the_configuration_the_queues_need():
+    """The Kueue configuration section an operator copies from the how-to is the one the tests run Kueue with."""
+    import re
+
+    from tests.support.paths import REPO
+    from workspacespawner.queue.kueueobjects import KUEUE_CONFIG
+
+    text = (REPO / "docs" / "source" / "howto" / "gpu-queues.md").read_text()
+    block = re.search(r"```yaml\n(resources:.*?)```", text, re.S).group(1)
+    assert yaml.safe_load(block)["resources"] == KUEUE_CONFIG["resources"]

@@ -1005,6 +1005,22 @@ def test_vm_update_body_changed_labels_only():
     assert causes(body, old=AS_READ) == []
 
 
+def test_vm_update_body_puts_the_vmi_in_the_queue_of_this_start_and_out_of_one_it_no_longer_waits_in():
+    """A start in a GPU queue labels the VMI template (KubeVirt copies the labels to the virt-launcher Pod, which
+    Kueue holds); a later start that waits in none (the user left the course, or a CPU profile) must not leave them:
+    Kueue would hold its Pod for a queue the hub does not follow, or that is gone."""
+    queued = copy.deepcopy(AS_READ)
+    queued["spec"]["template"]["metadata"]["labels"].update(
+        {"kueue.x-k8s.io/queue-name": "ml101", "kueue.x-k8s.io/priority-class": "workspacespawner-interactive"})
+    body = unchanged(vm_update_body, queued, MANIFEST)
+    assert body is not None and body["spec"]["template"]["metadata"]["labels"] == {"kubevirt.io/domain": VM}
+    in_queue = copy.deepcopy(MANIFEST)
+    in_queue["spec"]["template"]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "vision"
+    assert unchanged(vm_update_body, queued, in_queue)["spec"]["template"]["metadata"]["labels"] == {
+        "kubevirt.io/domain": VM, "kueue.x-k8s.io/queue-name": "vision"}
+    assert unchanged(vm_update_body, AS_READ, MANIFEST) is None  # no queue before or now: nothing to write
+
+
 def test_vm_update_body_drops_an_optional_field_the_manifest_no_longer_sets():
     vm = copy.deepcopy(AS_READ)
     vm["spec"]["template"]["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}

@@ -35,7 +35,10 @@ from workspacespawner.queue.config import ANY_PRODUCT, GPUQueue
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 #: The section of Kueue's own configuration the queues need: Kueue ignores every resource but the GPUs.
-KUEUE_CONFIG = {"resources": {"excludeResourcePrefixes": ["cpu", "memory", "ephemeral-storage", "hugepages-", "pods"]}}
+KUEUE_CONFIG = {"resources": {"excludeResourcePrefixes": [
+    "cpu", "memory", "ephemeral-storage", "hugepages-", "pods",
+    "devices.kubevirt.io/",  # a VM's virt-launcher Pod asks for /dev/kvm, tun and vhost-net as device resources
+]}}
 #: The label a Pod names its LocalQueue with.
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 #: The label a Pod names its WorkloadPriorityClass with.

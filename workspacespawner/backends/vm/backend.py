@@ -27,9 +27,12 @@ from workspacespawner.backends.vm.workspace import VMWorkspace, cached_vm_and_di
 from workspacespawner.config.rootdiskpool import PoolShape
 from workspacespawner.core import names
 from workspacespawner.core.quantities import parse_quantity
-from workspacespawner.core.tasks import BackgroundTasks
+from workspacespawner.core.tasks import BackgroundTasks, with_helpers
 from workspacespawner.k8s import watches
 from workspacespawner.lifecycle.phases import Observed, Status, WorkspaceRef
+from workspacespawner.queue import line
+from workspacespawner.queue import start as queued
+from workspacespawner.queue.config import GPUQueue
 from workspacespawner.storage.prepare import PreparedTiers
 
 
@@ -59,7 +62,11 @@ class VMBackend(Backend):
     golden image as a sentence names it; ``hub_tasks()``: starts the
     namespace's root-disk pools (once per hub process); ``watch_pods()``:
     starts (or joins) the namespace's shared Pod watch, which holds the VMIs'
-    virt-launcher Pods (their scheduling, their guests' serial consoles).
+    virt-launcher Pods (their scheduling, their guests' serial consoles);
+    ``queue(groups)``: the GPU queue a start waits in (None: none), and
+    ``wait_in_line(queue, say, pod)``: its wait while Kueue holds the
+    virt-launcher Pod, as ``pod()`` gives it
+    (:func:`~workspacespawner.queue.start.wait`).
     """
 
     kind = "vm"
@@ -80,6 +87,8 @@ class VMBackend(Backend):
         image: Callable[[], str] = lambda: "the VM golden image",
         hub_tasks: Callable[[], object] = lambda: None,
         watch_pods: Callable[[], Awaitable[object]] | None = None,
+        queue: Callable[[frozenset[str]], GPUQueue | None] = lambda groups: None,
+        wait_in_line: Callable[..., Awaitable[None]] | None = None,
     ):
         self.naming = naming
         #: ``pool()``: the namespace's :class:`~.pool.RootDiskPoolKeeper`, or None (no pool)
@@ -97,6 +106,8 @@ class VMBackend(Backend):
         self._image = image
         self._hub_tasks = hub_tasks
         self._watch_pods = watch_pods
+        self.queue = queue
+        self._wait_in_line = wait_in_line
 
     def _identity(self, home_pvc: str | None, fresh: bool) -> VMIdentity:
         """The workspace's names; ``fresh``: from the current templates, its root disk as the watch caches show it
@@ -184,7 +195,12 @@ class VMBackend(Backend):
         await self._workspace().fence(ghost=True, say=say)
 
     async def start(self, ctx: StartContext) -> str:
-        """Ensure the root disk, VM, cloud-init Secret and Service, call ``start``; return ``http://<Service IP>:8888``."""
+        """Ensure the root disk, VM, cloud-init Secret and Service, call ``start``; return ``http://<Service IP>:8888``.
+
+        A start that waits in a GPU queue gives the VMI the queue's labels
+        (KubeVirt copies them to the virt-launcher Pod, which Kueue then holds
+        at its gate) and follows the Pod in line beside the start, as a
+        container's start does."""
         result = vm_tiers(settings=ctx.tiers.settings, groups_of_user=ctx.tiers.groups, unavailable=ctx.tiers.unavailable)
         for message in result.left_out:
             ctx.say(message)
@@ -192,17 +208,23 @@ class VMBackend(Backend):
         settings = replace(self.settings_for(result), ready_path=url_path_join(env["JUPYTERHUB_SERVICE_PREFIX"], "api"))
         if self._watch_pods is not None:
             await self._watch_pods()
-        return await self._workspace(settings).start(
+        queue = self.queue(ctx.tiers.groups) if self._wait_in_line is not None else None
+        workspace = self._workspace(settings)
+        start = workspace.start(
             env=env,
             command=singleuser_command(ctx.command(), ctx.args()),
             progress=ctx.say,
             home_mount_path=ctx.home_mount_path,
             unix_user=self.unix_user,
-            extra_labels=ctx.extra_labels,
+            extra_labels={**dict(ctx.extra_labels or {}), **line.pod_labels(queue)},
             claim_disks=ctx.claim_disks,
             new_disk_annotations=ctx.new_disk_annotations,
             recorded=ctx.recorded,
         )
+        if queue is None:
+            return await start
+        # the wait in line ends before the start does: its run is open once the guest's Pod runs (the gate is gone)
+        return await with_helpers(start, [self._wait_in_line(queue, ctx.say, workspace.cached_launcher)], then=0)
 
     async def watch(self) -> None:
         """Start (or join) the namespace's VM, VMI, DataVolume and VMI Event watches (see :meth:`.VMWorkspace.watch`)."""
@@ -266,5 +288,6 @@ def for_spawner(spawner, *, placement: Callable[[], object]) -> VMBackend:
         start_timeout=lambda: max(s.start_timeout - 5, 1), fail_fast_unschedulable=lambda: s.fail_fast_unschedulable,
         tasks=s.services.tasks, unix_user=s.vm_unix_user, pool=lambda: s.services.root_disk_pool(s.namespace),
         image=lambda: f"VM golden image {s.vm_golden_image}", hub_tasks=start_pool,
-        watch_pods=lambda: upstream.watch_pods(s),
+        watch_pods=lambda: upstream.watch_pods(s), queue=lambda groups: queued.queue_of(s, groups),
+        wait_in_line=lambda queue, say, pod: queued.wait(s, queue, say, pod=pod),
     )

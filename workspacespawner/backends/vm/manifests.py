@@ -445,10 +445,21 @@ def _dig(obj: dict, path: Sequence[str]):
     return obj
 
 
+#: The prefix of the template labels the manifest holds exactly: Kueue's (a GPU queue's, :mod:`~workspacespawner.queue`),
+#: which a start that waits in no queue must not leave on the VMI.
+EXACT_TEMPLATE_LABELS = "kueue.x-k8s.io/"
+
+
+def _exact_labels(spec: dict) -> dict:
+    labels = _dig(spec, ("template", "metadata", "labels")) or {}
+    return {key: value for key, value in labels.items() if key.startswith(EXACT_TEMPLATE_LABELS)}
+
+
 def vm_spec_current(vm: dict, manifest: dict) -> bool:
-    """Whether the existing ``vm`` already runs the profile of ``manifest`` (run strategy included)."""
+    """Whether the existing ``vm`` already runs the profile of ``manifest`` (run strategy included; the template's
+    Kueue labels exactly the manifest's)."""
     actual, desired = vm.get("spec") or {}, manifest["spec"]
-    if not covers(actual, desired):
+    if not covers(actual, desired) or _exact_labels(actual) != _exact_labels(desired):
         return False
     template, wanted = _dig(actual, ("template", "spec")) or {}, desired["template"]["spec"]
     return all(_dig(wanted, path) is not None or _dig(template, path) is None for path in OPTIONAL_TEMPLATE_FIELDS)

@@ -205,6 +205,11 @@ class VMWorkspace:
             self._caches["dv"].resources.get(f"{ns}/{self.ident.root_disk}"),
         )
 
+    def cached_launcher(self) -> dict | None:
+        """The virt-launcher Pod of the VM's current VMI from the shared Pod caches; None before the watches run, without
+        a VMI, or while the Pod is not cached."""
+        return cached_launcher(self.observe()[1]) if self._caches else None
+
     def cached_vmi_events(self) -> list[dict]:
         """The Events of the VM's current VMI from the namespace's shared caches ([] before they run or without a VMI)."""
         namespace = self.ident.namespace
