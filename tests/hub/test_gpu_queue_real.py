@@ -16,6 +16,9 @@ course "ml101" has one A100 of nominal quota, although the node has eight free. 
   1 of 1 GPU in use; a member's spawn page says how many wait in the queue.
 - Stop Server on the pending page (JupyterHub's cancel of a spawn) leaves nothing behind; a Workload an admin
   deactivates ends the start at once with a sentence.
+- A VM profile waits too: kai's virt-launcher Pod carries the queue's labels and is held at Kueue's gate, his guest
+  boots when ivy stops, without a click, metered from then; lou cancels her VM's wait: her VM stops, her root disk
+  and home stay.
 - The operator removes the queue while gina waits: her start ends with a sentence. Kueue's manager dies: jo's start
   is refused in our words (its webhook does not answer), nothing left, nothing metered.
 - helm-values/gpu-queues-rbac.yaml: the hub's ServiceAccount reads a line, a Workload and the ClusterQueues with its
@@ -42,16 +45,17 @@ import kubernetes
 import pytest
 import sqlalchemy as sa
 import yaml
+from localcluster.goldenimage import make_golden_image
 
-from tests.browser.test_browser_demo import CHROMIUM, launch, start_from_form
+from tests.browser.test_browser_demo import CHROMIUM, launch, log_in
 from tests.support import planes
 from tests.support.chartvalues import HELM_VALUES
-from tests.support.hubharness import Hub, config_pieces, core_v1, login
+from tests.support.hubharness import Hub, config_pieces, core_and_custom, core_v1, login
 from tests.support.paths import ARTIFACTS
 from workspacespawner.core import names
 from workspacespawner.core.names import MANAGED_BY, MANAGED_BY_LABEL
 from workspacespawner.dashboard.queues import queue_views
-from workspacespawner.demo import npm_proxy
+from workspacespawner.demo import GOLDEN_FILES, GOLDEN_IMAGE, npm_proxy
 from workspacespawner.queue.config import GPUQueues
 from workspacespawner.queue.kueueobjects import INTERACTIVE, KUEUE_CONFIG, PRIORITY_LABEL, QUEUE_LABEL, render
 from workspacespawner.queue.line import GATE, JOB_UID_LABEL, PENDING_PATH
@@ -60,6 +64,15 @@ from workspacespawner.quota.ledger import Ledger
 A100 = "NVIDIA-A100-SXM4-80GB"
 QUEUES = {"ml101": {"groups": ["ml101"], "gpus": {"nvidia.com/gpu": {A100: 1}}, "max_wait_seconds": 60}}
 PROFILE = {"profile": "jupyterlab-1gpu"}
+VM_PROFILE = {"profile": "vm-one-gpu"}
+VM_PROFILES = """
+c.KubeSpawner.profile_list = c.KubeSpawner.profile_list + [{
+    "display_name": "VM with one GPU",
+    "slug": "vm-one-gpu",
+    "kubespawner_override": {"workspace_kind": "vm", "extra_resource_limits": {"nvidia.com/gpu": 1},
+                             "node_selector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
+}]
+"""
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +84,9 @@ def cluster(tmp_path_factory):
     if not kueue_dir:
         pytest.skip("WORKSPACESPAWNER_KUEUE_DIR is not set (the folder printed by tools/kueue/build.sh)")
     real = RealCluster(tmp_path_factory.mktemp("cluster"), bin_dir, kueue_dir=Path(kueue_dir),
-                       kueue_config=KUEUE_CONFIG).start()
+                       kueue_config=KUEUE_CONFIG, kubevirt_bin=planes.real_kubevirt_bin()).start()
     try:
+        real.thread.call(make_golden_image, *GOLDEN_IMAGE, GOLDEN_FILES, timeout=120)  # for the VM profile
         config = kubernetes.config.new_client_from_config(str(real.kubeconfig))
         try:
             custom = kubernetes.client.CustomObjectsApi(config)
@@ -123,7 +137,7 @@ def hub(cluster, tmp_path_factory, ledger_url):
     proxy = asyncio.run(npm_proxy(tmp_path_factory.mktemp("proxy")))
     assert proxy is not None, "npm could not install configurable-http-proxy (see the log above)"
     config = f"c.ConfigurableHTTPProxy.command = {proxy!r}\n"
-    config += config_pieces("10-workspace-spawner.py", "20-profiles.py") + f"""
+    config += config_pieces("10-workspace-spawner.py", "20-profiles.py") + VM_PROFILES + f"""
 c.GPUQueues.queues = {QUEUES!r}
 c.WorkspaceQuota.ledger_url = {ledger_url!r}
 c.WorkspaceQuota.enforce_interval = 1
@@ -165,9 +179,9 @@ class Progress:
         raise AssertionError(f"no progress message with {text!r} in {timeout}s: {self.messages}")
 
 
-def start_in_background(hub: Hub, user: str) -> Progress:
+def start_in_background(hub: Hub, user: str, profile: dict = PROFILE) -> Progress:
     answer: dict = {}
-    threading.Thread(target=lambda: answer.update(r=hub.spawn(user, PROFILE)), daemon=True).start()
+    threading.Thread(target=lambda: answer.update(r=hub.spawn(user, profile)), daemon=True).start()
     deadline = time.monotonic() + 30
     while not hub.user(user).get("servers", {}).get(""):
         assert time.monotonic() < deadline and "r" not in answer or answer["r"].ok, answer
@@ -233,13 +247,18 @@ def test_a_student_waits_in_line_sees_the_place_and_opens_when_a_gpu_frees(hub, 
     assert "Queue ml101" not in cards["jupyterlab-cpu"]
     assert all(run.state != "open" for run in runs_of(ledger_url, "bob")), runs_of(ledger_url, "bob")  # not metered
     time.sleep(3)
+    turn_after_stop(hub, ledger_url, progress, holder="ann", waiter="bob")
+
+
+def turn_after_stop(hub: Hub, ledger_url: str, progress: Progress, *, holder: str, waiter: str) -> None:
+    """``holder`` (who holds the queue's GPU) stops: ``waiter`` is admitted, told so, and ready without a click, and
+    metered from then, not from when they asked."""
     freed = datetime.now(UTC)
-    hub.stop_server("ann")
-    hub.wait_ready("bob")
+    hub.stop_server(holder)
+    hub.wait_ready(waiter)
     progress.wait_for("Your turn: 1 NVIDIA A100 80GB GPU admitted by the queue")
-    [run] = [run for run in runs_of(ledger_url, "bob") if run.state == "open"]
-    assert run.started.replace(tzinfo=UTC) >= freed.replace(microsecond=0), (run.started, freed)
-    assert run.gpus == 1
+    [run] = [run for run in runs_of(ledger_url, waiter) if run.state == "open"]
+    assert run.started.replace(tzinfo=UTC) >= freed.replace(microsecond=0) and run.gpus == 1, (run.started, freed)
 
 
 def test_a_wait_past_the_queues_limit_ends_with_the_place_and_leaves_nothing(hub, cluster, ledger_url):
@@ -337,11 +356,23 @@ def test_the_hubs_role_reads_a_line_and_a_workload_and_without_it_the_hub_is_ref
     assert status == 200 and [q["metadata"]["name"] for q in body["items"]] == ["workspaces-ml101"], body
 
 
+#: The browser's Notification as the progress page's script uses it: permission not asked yet, granted when asked,
+#: and each notification written to the console (a headless browser shows none).
+NOTIFICATION = """
+window.Notification = class {
+  constructor(title, options) { console.log("notification: " + title + " | " + ((options || {}).body || "")); }
+  static requestPermission() { window.Notification.permission = "granted"; return Promise.resolve("granted"); }
+};
+window.Notification.permission = "default";
+"""
+
+
 @pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 def test_in_a_browser_the_place_moves_and_jupyterlab_opens_without_a_click(hub, cluster):
     """Issue #41's "done when": ivy's progress page says 2nd of 2, then 1st of 1 when the one before her is
-    admitted, and her JupyterLab opens when a GPU frees, without another click. Screenshots:
+    admitted, and her JupyterLab opens when a GPU frees, without another click. The tab's title shows her place;
+    she asks to be told, and the browser notifies her when it is her turn. Screenshots:
     ``test-artifacts/queue-*.png`` (copies in tests/browser/screenshots for the docs)."""
     from playwright.sync_api import sync_playwright
 
@@ -351,28 +382,71 @@ def test_in_a_browser_the_place_moves_and_jupyterlab_opens_without_a_click(hub, 
     hal = start_in_background(hub, "hal")
     hal.wait_for("1st of 1")
     ARTIFACTS.mkdir(exist_ok=True)
+    notified = []
     with sync_playwright() as p:
         browser = launch(p)
-        page = start_from_form(browser, hub.url, "ivy", PROFILE["profile"])
+        page = log_in(browser, hub.url, "ivy")
+        page.add_init_script(NOTIFICATION)  # the browser's notifications, as this page's script calls them
+        page.on("console", lambda m: notified.append(m.text) if m.text.startswith("notification: ") else None)
+        page.check(f"input[value={PROFILE['profile']}]")
+        page.click("input[type=submit], button[type=submit]")
         page.wait_for_url("**/hub/spawn-pending/**", timeout=60_000)
         page.locator("#progress-details").evaluate("details => { details.open = true; }")
         page.locator("#progress-message", has_text="2nd of 2").wait_for(timeout=30_000)
+        assert page.title().startswith("2nd of 2 in line - "), page.title()  # seen from another tab
+        page.get_by_role("button", name="Tell me when it is my turn").click()
+        page.get_by_text("Your browser will tell you when it is your turn").wait_for(timeout=10_000)
         page.screenshot(path=str(ARTIFACTS / "queue-2nd-of-2.png"), full_page=True)
         hub.stop_server("bob")  # a GPU frees: hal's turn, and ivy moves up
         page.locator("#progress-message", has_text="1st of 1").wait_for(timeout=30_000)
+        assert page.title().startswith("1st of 1 in line - "), page.title()
         page.screenshot(path=str(ARTIFACTS / "queue-1st-of-1.png"), full_page=True)
         hub.stop_server("hal")  # hal leaves (his start cancelled, or his server stopped): ivy's turn
         page.wait_for_url("**/user/ivy/lab**", timeout=90_000)
+        assert notified == ["notification: Your turn: your workspace is starting | Your turn: 1 NVIDIA A100 80GB GPU "
+                            "admitted by the queue; starting your server"], notified
         page.wait_for_selector(".jp-Launcher", timeout=120_000)
         page.screenshot(path=str(ARTIFACTS / "queue-jupyterlab-opened.png"))
         browser.close()
     assert hub.user("ivy")["servers"][""]["ready"]
 
 
+def test_a_vm_workspace_waits_in_line_and_boots_when_admitted_and_a_cancel_keeps_its_disks(hub, cluster, ledger_url):
+    """A VM profile's start waits as a container's does: KubeVirt gives the virt-launcher Pod the VMI's labels,
+    Kueue holds it at its gate (virt-controller waits), and the guest boots once the queue admits it, without
+    another click; a VM start cancelled in line stops its VM and keeps its root disk and home."""
+    for user in ("kai", "lou"):
+        hub.create_user(user, groups=("ml101",))
+    assert hub.user("ivy")["servers"][""]["ready"]  # ivy holds the queue's one GPU
+    kai = start_in_background(hub, "kai", VM_PROFILE)
+    kai.wait_for("In line for 1 NVIDIA A100 80GB GPU (queue ml101): 1st of 1", timeout=120)
+    launcher = pod_of(cluster, "kai")
+    assert launcher.metadata.labels["kubevirt.io"] == "virt-launcher", launcher.metadata.labels
+    assert launcher.metadata.labels[QUEUE_LABEL] == "ml101" and launcher.metadata.labels[PRIORITY_LABEL] == INTERACTIVE
+    assert GATE in [gate.name for gate in launcher.spec.scheduling_gates or ()]
+    assert all(run.state != "open" for run in runs_of(ledger_url, "kai"))
+
+    lou = start_in_background(hub, "lou", VM_PROFILE)
+    lou.wait_for("2nd of 2", timeout=120)
+    hub.stop_server("lou")  # the Cancel: her VM stops, her disks stay
+    wait_gone(cluster, "lou")
+    assert runs_of(ledger_url, "lou") == []
+    with core_and_custom(cluster) as (core, custom):
+        owner = names.owner_selector("lou")
+        claims = core.list_namespaced_persistent_volume_claim("default", label_selector=owner).items
+        disks = custom.list_namespaced_custom_object("cdi.kubevirt.io", "v1beta1", "default", "datavolumes",
+                                                     label_selector=owner)["items"]
+        vmis = custom.list_namespaced_custom_object("kubevirt.io", "v1", "default", "virtualmachineinstances",
+                                                    label_selector=owner)["items"]
+    assert [d["metadata"]["labels"][names.DISK_LABEL] for d in disks] == [names.ROOT_DISK] and vmis == []
+    assert any(c.metadata.labels.get(names.COMPONENT_LABEL) == names.STORAGE_COMPONENT for c in claims), claims
+    turn_after_stop(hub, ledger_url, kai, holder="ivy", waiter="kai")
+
+
 def test_a_queue_deleted_while_a_student_waits_ends_the_start_with_a_sentence(hub, cluster, ledger_url):
     """The operator removes the LocalQueue (the last test here: the queue is gone after it)."""
     hub.create_user("gina", groups=("ml101",))
-    assert hub.user("ivy")["servers"][""]["ready"]  # ivy holds the queue's one GPU
+    assert hub.user("kai")["servers"][""]["ready"]  # kai's VM holds the queue's one GPU
     progress = start_in_background(hub, "gina")
     progress.wait_for("In line for 1 NVIDIA A100")
     client = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))

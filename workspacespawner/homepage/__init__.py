@@ -7,7 +7,9 @@ back (issue #17).
 - ``templates/home.html``: JupyterHub's own home page with the panel below it, filled from
   ``GET /hub/workspaces-data/<user>`` (:mod:`workspacespawner.hubhandlers`);
 - ``templates/not_running.html``: JupyterHub's "Server not running" page, which after a start a stop cut short says
-  "Start cancelled" and offers Start again (the spawner's lifecycle keeps that in its state).
+  "Start cancelled" and offers Start again (the spawner's lifecycle keeps that in its state);
+- ``templates/spawn_pending.html``: JupyterHub's progress page, whose tab title shows a GPU queue's place in line and
+  "Your turn", with a browser notification the student can ask for (issue #41).
 
 Install the template before JupyterHub's own (``c.JupyterHub.template_paths`` is searched in order)::
 
@@ -17,5 +19,5 @@ Install the template before JupyterHub's own (``c.JupyterHub.template_paths`` is
 
 from pathlib import Path
 
-#: The folder holding home.html and not_running.html (each extends JupyterHub's own, ``templates/<name>``).
+#: The folder holding home.html, not_running.html and spawn_pending.html (each extends JupyterHub's own, ``templates/<name>``).
 TEMPLATES = str(Path(__file__).resolve().parent / "templates")
