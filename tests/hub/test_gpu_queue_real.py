@@ -231,9 +231,9 @@ def test_a_student_waits_in_line_sees_the_place_and_opens_when_a_gpu_frees(hub, 
     assert not pod.spec.scheduling_gates and pod.spec.node_selector["nvidia.com/gpu.product"] == A100
 
     progress = start_in_background(hub, "bob")
-    said = progress.wait_for("In line for 1 NVIDIA A100")
-    assert said == ("In line for 1 NVIDIA A100 80GB GPU (queue ml101): 1st of 1. Your workspace opens here when it is "
-                    "your turn; you need not click again."), said
+    said = progress.wait_for("1st of 1")
+    assert said == ("In line for 1 NVIDIA A100 80GB GPU (queue ml101): 1st of 1; the last one started less than a "
+                    "minute ago. Your workspace opens here when it is your turn; you need not click again."), said
     assert GATE in [gate.name for gate in pod_of(cluster, "bob").spec.scheduling_gates]
     deadline = time.monotonic() + 30  # Kueue writes the ClusterQueue's counts a moment after the line moves
     while (line_now := queue_views(GPUQueues(config=queue_config(QUEUES)).all(), cluster_queues(cluster))[0]).waiting != 1:

@@ -66,6 +66,12 @@ def test_the_sentences_a_student_reads():
         "In line for 1 NVIDIA A100 80GB GPU (queue ml101): 3rd of 7. Your workspace opens here when it is your turn; "
         "you need not click again.")
     assert line.in_line(None, need=need, queue="ml101").startswith("In line for 1 NVIDIA A100 80GB GPU (queue ml101). ")
+    assert line.in_line(line.Place(3, 7), need=need, queue="ml101", started_ago=250) == (
+        "In line for 1 NVIDIA A100 80GB GPU (queue ml101): 3rd of 7; the last one started 4 minutes ago. Your "
+        "workspace opens here when it is your turn; you need not click again.")
+    assert [line.ago(s) for s in (-3, 59, 60, 119, 5399, 5400, 9000)] == [
+        "less than a minute ago", "less than a minute ago", "1 minute ago", "1 minute ago", "89 minutes ago",
+        "2 hours ago", "2 hours ago"]
     assert line.gave_up(line.Place(2, 5), need=need, queue="ml101", waited=1790) == (
         "You waited 30 minutes for 1 NVIDIA A100 80GB GPU (queue ml101) and were still 2nd of 5 in line: the longest "
         "wait allowed. Nothing was started and no card-hours were charged. Try again later, or start a profile with "
@@ -91,13 +97,16 @@ class FakeApiClient:
     """``call_api`` answering from ``lines`` (LocalQueue name -> items, an exception, or a list of answers given in
     turn, the last one kept), counting the calls."""
 
-    def __init__(self, lines: dict):
+    def __init__(self, lines: dict, workloads: list | None = None):
         self.lines = lines
+        self.workloads = workloads or []
         self.calls: list[dict] = []
 
     async def call_api(self, path, method, *, path_params, **kwargs):
         self.calls.append(path_params)
         await asyncio.sleep(0.01)
+        if path == line.WORKLOADS_PATH:
+            return {"items": self.workloads}
         name = path_params["name"]
         found = self.lines[name]
         if isinstance(found, tuple):
@@ -126,6 +135,25 @@ async def test_every_waiter_of_a_queue_shares_one_read_of_its_line():
     api.lines["ml101"] = pending("p3")
     now[0] = 5.1
     assert await reader.place("jhub", "ml101", "p3") == line.Place(1, 1) and len(api.calls) == 2
+
+
+def in_queue(queue: str, admitted: str | None, status: str = "True") -> dict:
+    conditions = [{"type": "Admitted", "status": status, "lastTransitionTime": admitted}] if admitted else []
+    return {"spec": {"queueName": queue}, "status": {"conditions": conditions}}
+
+
+async def test_when_the_queue_last_admitted_one_is_read_once_per_namespace_for_every_queue():
+    """The newest Admitted condition of a LocalQueue's Workloads that still hold their GPUs ("the last one started
+    4 minutes ago"); every queue and waiter of a namespace shares one LIST of its Workloads per interval."""
+    api = FakeApiClient({}, [in_queue("ml101", "2026-12-07T10:00:00Z"), in_queue("ml101", "2026-12-07T10:04:00Z"),
+                             in_queue("ml101", "2026-12-07T10:09:00Z", status="False"),  # finished: holds none
+                             in_queue("ml101", None), in_queue("vision", "2026-12-07T10:07:00Z")])
+    now = [0.0]
+    reader = line.LineReader(api, interval=5, clock=lambda: now[0])
+    found = await asyncio.gather(reader.last_started("jhub", "ml101"), reader.last_started("jhub", "vision"),
+                                 reader.last_started("jhub", "nlp"))
+    assert found == [datetime(2026, 12, 7, 10, 4, tzinfo=UTC), datetime(2026, 12, 7, 10, 7, tzinfo=UTC), None]
+    assert api.calls == [{"namespace": "jhub"}]
 
 
 async def test_a_line_that_cannot_be_read_is_not_known_and_read_again_next_time():

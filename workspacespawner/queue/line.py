@@ -6,7 +6,7 @@ interactive WorkloadPriorityClass in its Pod's labels (:func:`pod_labels`).
 Kueue's webhook then holds the Pod at its scheduling gate (:data:`GATE`)
 until the queue's ClusterQueue has the GPUs, and lifts the gate when it
 admits the Pod's Workload. While the gate is on, :func:`wait_in_line` tells
-the spawn page the workspace's place (from
+the spawn page the workspace's place and when the queue last admitted one (from
 ``GET .../localqueues/{queue}/pendingworkloads``, read through
 :class:`LineReader`: one request per LocalQueue every few seconds for the
 whole hub, however many wait), ends the wait at its limit with a sentence
@@ -52,6 +52,8 @@ PENDING_PATH = "/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{namespace}/l
 #: How the progress messages of a start in line begin, while it waits and once admitted (the progress page's script,
 #: workspacespawner/homepage/templates/spawn_pending.html, shows the place and the turn in the tab's title by them).
 IN_LINE, YOUR_TURN = "In line for", "Your turn:"
+#: A namespace's Workloads (when each LocalQueue last admitted one).
+WORKLOADS_PATH = "/apis/kueue.x-k8s.io/v1beta2/namespaces/{namespace}/workloads"
 #: Seconds a LocalQueue's line is reused before it is read again (for every waiter of the hub).
 LINE_INTERVAL = 5.0
 #: Seconds between two looks at the Pod (in kubespawner's Pod cache, as kubespawner's own wait looks: no API call).
@@ -118,12 +120,24 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def in_line(place: Place | None, *, need: str, queue: str) -> str:
-    """The spawn page's line while the workspace waits."""
+def in_line(place: Place | None, *, need: str, queue: str, started_ago: float | None = None) -> str:
+    """The spawn page's line while the workspace waits; ``started_ago``: seconds since the queue last admitted a
+    workspace that still runs (None: none does, or not known)."""
     where = f"{IN_LINE} {need} (queue {queue})"
     if place is None:
         return f"{where}. Your place will show here in a moment; you need not click again."
-    return f"{where}: {place}. Your workspace opens here when it is your turn; you need not click again."
+    last = f"; the last one started {ago(started_ago)}" if started_ago is not None else ""
+    return f"{where}: {place}{last}. Your workspace opens here when it is your turn; you need not click again."
+
+
+def ago(seconds: float) -> str:
+    """``less than a minute ago``, ``1 minute ago``, ``4 minutes ago``, ``2 hours ago`` (from 90 minutes)."""
+    minutes = int(max(seconds, 0) // 60)
+    if minutes < 1:
+        return "less than a minute ago"
+    if minutes < 90:
+        return f"{minutes} minute{'s' if minutes != 1 else ''} ago"
+    return f"{round(minutes / 60)} hours ago"
 
 
 def gave_up(place: Place | None, *, need: str, queue: str, waited: float) -> str:
@@ -177,45 +191,61 @@ def not_admissible(workload: dict | None, *, need: str, queue: str) -> str | Non
 
 
 class LineReader:
-    """The places in each LocalQueue, from Kueue's visibility API (see the module docstring).
+    """The places in each LocalQueue, from Kueue's visibility API (see the module docstring), and when each last
+    admitted a workspace, from the namespace's Workloads.
 
     ``api_client``: kubernetes_asyncio's ``ApiClient``; ``interval``: seconds
-    a LocalQueue's line is reused; ``clock``: monotonic seconds (tests pass
-    their own). Concurrent readers of one LocalQueue share one request.
+    a read is reused; ``clock``: monotonic seconds (tests pass their own).
+    Concurrent readers of one LocalQueue (or one namespace's Workloads) share
+    one request.
     """
 
     def __init__(self, api_client, *, interval: float = LINE_INTERVAL, clock: Callable[[], float] = time.monotonic):
         self.api_client = api_client
         self.interval = interval
         self.clock = clock
-        self._lines: dict[tuple[str, str], tuple[float, list[dict] | None]] = {}
-        self._reading: dict[tuple[str, str], asyncio.Future] = {}
+        self._read_at: dict[tuple, tuple[float, list[dict] | None]] = {}
+        self._reading: dict[tuple, asyncio.Future] = {}
 
-    async def _read(self, namespace: str, queue: str) -> list[dict] | None:
+    async def _read(self, path: str, params: dict) -> list[dict] | None:
         try:
             found = await self.api_client.call_api(
-                PENDING_PATH, "GET", path_params={"namespace": namespace, "name": queue},
+                path, "GET", path_params=params,
                 header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
                 response_types_map={200: "object"}, _return_http_data_only=True)
         except (TimeoutError, ApiException, OSError):  # not known now: the place shows at the next read
             return None
         return (found or {}).get("items") or []
 
-    async def line(self, namespace: str, queue: str) -> list[dict] | None:
-        """The Workloads waiting in LocalQueue ``queue`` of ``namespace`` (None: the line cannot be read now)."""
-        key = (namespace, queue)
-        read_at, items = self._lines.get(key, (None, None))
+    async def _shared(self, path: str, **params: str) -> list[dict] | None:
+        """The items at ``path``, read at most once per interval for every caller (None: cannot be read now)."""
+        key = (path, *sorted(params.items()))
+        read_at, items = self._read_at.get(key, (None, None))
         if read_at is not None and self.clock() - read_at < self.interval:
             return items
         if key not in self._reading:
-            self._reading[key] = asyncio.ensure_future(self._read(namespace, queue))
+            self._reading[key] = asyncio.ensure_future(self._read(path, params))
             self._reading[key].add_done_callback(lambda done: self._done(key, done))
         return await asyncio.shield(self._reading[key])
 
     def _done(self, key, done: asyncio.Future) -> None:
         self._reading.pop(key, None)
         if not done.cancelled() and done.exception() is None:
-            self._lines[key] = (self.clock(), done.result())
+            self._read_at[key] = (self.clock(), done.result())
+
+    async def line(self, namespace: str, queue: str) -> list[dict] | None:
+        """The Workloads waiting in LocalQueue ``queue`` of ``namespace`` (None: the line cannot be read now)."""
+        return await self._shared(PENDING_PATH, namespace=namespace, name=queue)
+
+    async def last_started(self, namespace: str, queue: str) -> datetime | None:
+        """When the queue last admitted a Workload that still holds its GPUs (the newest ``Admitted`` condition
+        of the LocalQueue's admitted Workloads, read with every LocalQueue of ``namespace`` in one LIST per
+        interval), or None: none holds any now, or they cannot be read now."""
+        times = [parse_time(admitted.get("lastTransitionTime"))
+                 for workload in await self._shared(WORKLOADS_PATH, namespace=namespace) or ()
+                 if (workload.get("spec") or {}).get("queueName") == queue
+                 and (admitted := condition(workload, "Admitted") or {}).get("status") == "True"]
+        return max((t for t in times if t is not None), default=None)
 
     async def workload(self, custom_api, namespace: str, pod_uid: str) -> dict | None:
         """The Workload Kueue made for the Pod with ``pod_uid`` (by :data:`JOB_UID_LABEL`), or None (none, or the API
@@ -302,7 +332,9 @@ async def wait_in_line(waiter: Waiter, reader: LineReader, *, look: float = LOOK
                              kueue_said)
                     raise WorkspaceError(ended, reason="queue-left", status_code=503)
             place = found or place
-            message = in_line(place, need=need, queue=name)
+            started = await reader.last_started(waiter.namespace, name) if place is not None else None
+            ago_now = (datetime.now(UTC) - started).total_seconds() if started is not None else None
+            message = in_line(place, need=need, queue=name, started_ago=ago_now)
             if message != said:
                 waiter.say(message)
                 said = message
