@@ -16,8 +16,9 @@ course "ml101" has one A100 of nominal quota, although the node has eight free. 
   1 of 1 GPU in use; a member's spawn page says how many wait in the queue.
 - Stop Server on the pending page (JupyterHub's cancel of a spawn) leaves nothing behind; a Workload an admin
   deactivates ends the start at once with a sentence.
+- Kueue's manager is killed and started again while max waits: she stays in line and is admitted when ivy stops.
 - A VM profile waits too: kai's virt-launcher Pod carries the queue's labels and is held at Kueue's gate, his guest
-  boots when ivy stops, without a click, metered from then; lou cancels her VM's wait: her VM stops, her root disk
+  boots when max stops, without a click, metered from then; lou cancels her VM's wait: her VM stops, her root disk
   and home stay.
 - The operator removes the queue while gina waits: her start ends with a sentence. Kueue's manager dies: jo's start
   is refused in our words (its webhook does not answer), nothing left, nothing metered.
@@ -411,13 +412,30 @@ def test_in_a_browser_the_place_moves_and_jupyterlab_opens_without_a_click(hub, 
     assert hub.user("ivy")["servers"][""]["ready"]
 
 
+def test_kueue_restarted_while_a_student_waits_keeps_her_in_line_and_admits_her_after(hub, cluster, ledger_url):
+    """Kueue's manager is killed and started again (its Deployment would) while max waits: her start goes on (no
+    place can be read meanwhile; the wait's limit still holds), her place shows again, and she is admitted when the
+    GPU frees. Nothing is metered while she waits."""
+    hub.create_user("max", groups=("ml101",))
+    assert hub.user("ivy")["servers"][""]["ready"]  # ivy holds the queue's one GPU
+    progress = start_in_background(hub, "max")
+    progress.wait_for("In line for 1 NVIDIA A100 80GB GPU (queue ml101): 1st of 1")
+    said = len(progress.messages)
+    cluster.plane.kueue.restart()
+    assert not progress.end, progress.messages  # still waiting
+    assert GATE in [gate.name for gate in pod_of(cluster, "max").spec.scheduling_gates]
+    assert all(run.state != "open" for run in runs_of(ledger_url, "max"))  # reserved, not metered
+    turn_after_stop(hub, ledger_url, progress, holder="ivy", waiter="max")
+    assert not [m for m in progress.messages[said:] if "left" in m or "cannot take" in m], progress.messages
+
+
 def test_a_vm_workspace_waits_in_line_and_boots_when_admitted_and_a_cancel_keeps_its_disks(hub, cluster, ledger_url):
     """A VM profile's start waits as a container's does: KubeVirt gives the virt-launcher Pod the VMI's labels,
     Kueue holds it at its gate (virt-controller waits), and the guest boots once the queue admits it, without
     another click; a VM start cancelled in line stops its VM and keeps its root disk and home."""
     for user in ("kai", "lou"):
         hub.create_user(user, groups=("ml101",))
-    assert hub.user("ivy")["servers"][""]["ready"]  # ivy holds the queue's one GPU
+    assert hub.user("max")["servers"][""]["ready"]  # max holds the queue's one GPU
     kai = start_in_background(hub, "kai", VM_PROFILE)
     kai.wait_for("In line for 1 NVIDIA A100 80GB GPU (queue ml101): 1st of 1", timeout=120)
     launcher = pod_of(cluster, "kai")
@@ -440,7 +458,7 @@ def test_a_vm_workspace_waits_in_line_and_boots_when_admitted_and_a_cancel_keeps
                                                     label_selector=owner)["items"]
     assert [d["metadata"]["labels"][names.DISK_LABEL] for d in disks] == [names.ROOT_DISK] and vmis == []
     assert any(c.metadata.labels.get(names.COMPONENT_LABEL) == names.STORAGE_COMPONENT for c in claims), claims
-    turn_after_stop(hub, ledger_url, kai, holder="ivy", waiter="kai")
+    turn_after_stop(hub, ledger_url, kai, holder="max", waiter="kai")
 
 
 def test_a_queue_deleted_while_a_student_waits_ends_the_start_with_a_sentence(hub, cluster, ledger_url):

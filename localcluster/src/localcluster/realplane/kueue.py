@@ -51,6 +51,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -139,6 +141,8 @@ class Kueue:
         self.relays: list[netns.Relay] = []
         #: The machine's ports the manager is reached at: ``webhook``, ``health``, ``visibility``.
         self.ports: dict[str, int] = {}
+        #: What :meth:`start` started the manager with (its configuration, its served ports, its APIServices).
+        self._started: tuple[dict, dict[int, Path], list[str]] | None = None
 
     def missing(self) -> list[str]:
         """What the build folder lacks (its binary, its manifests)."""
@@ -166,12 +170,29 @@ class Kueue:
         for obj in objects:
             if obj["kind"] in later:
                 plane.create_or_replace(installobjects.collection(obj), obj)
+        self._started = (config, serve, [o["metadata"]["name"] for o in objects if o["kind"] == "APIService"])
         self._start_manager(config, serve)
         self._mount_certificates(timeout)
+        self._wait_serving(timeout)
+
+    def _wait_serving(self, timeout: float) -> None:
+        plane = self.plane
         plane._wait(BINARY, self._ready, timeout)
-        for obj in objects:
-            if obj["kind"] == "APIService":
-                plane._wait(BINARY, lambda obj=obj: _available(plane, obj["metadata"]["name"]), timeout)
+        for name in self._started[2]:
+            plane._wait(BINARY, lambda name=name: _available(plane, name), timeout)
+
+    def restart(self, timeout: float = 180.0) -> None:
+        """Kill the manager (as a node lost, or an OOM kill, would) and start it again with the same configuration,
+        as its Deployment would; returns once it serves its webhooks and visibility API again. The objects and
+        Workloads it made stay in the API server, as in a real cluster."""
+        process = self.plane._procs.get(BINARY)
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+            process._log_file.close()
+        config, serve, _ = self._started
+        self._start_manager(config, serve)
+        self._wait_serving(timeout)
 
     def _open_relays(self) -> dict[int, Path]:
         """A relay from a free port of the machine to each of the manager's ports (:attr:`ports`); its ``serve``."""
