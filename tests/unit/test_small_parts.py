@@ -18,7 +18,7 @@ import pytest
 
 from workspacespawner import hubcompat
 from workspacespawner.core.errors import WorkspaceError
-from workspacespawner.core.tasks import BackgroundTasks
+from workspacespawner.core.tasks import BackgroundTasks, with_helpers
 from workspacespawner.k8s.models import to_model
 
 
@@ -55,6 +55,37 @@ async def test_background_tasks_close_cancels_what_runs():
 
 
 @pytest.mark.skipif(hubcompat.SpawnException is None, reason="JupyterHub 5.5 has no SpawnException")
+async def test_a_start_with_helpers_ends_with_a_helpers_failure_waits_for_the_one_it_needs_and_cancels_the_rest():
+    """What both backends' starts run: a helper's failure ends the start at once; a helper that ends well leaves it
+    going; once the start returned, the helper it needs (a GPU queue's wait, which opens the run) is awaited; what
+    still runs then is cancelled."""
+    ran = []
+
+    async def main(after: float, value: str = "url"):
+        await asyncio.sleep(after)
+        return value
+
+    async def helper(after: float, name: str, fail: bool = False):
+        try:
+            await asyncio.sleep(after)
+        except asyncio.CancelledError:
+            ran.append(f"{name} cancelled")
+            raise
+        if fail:
+            raise WorkspaceError(f"{name} failed", reason="test")
+        ran.append(f"{name} done")
+
+    with pytest.raises(WorkspaceError, match="claims failed"):
+        await with_helpers(main(10), [helper(0.01, "claims", fail=True), helper(10, "line")])
+    await asyncio.sleep(0)
+    assert ran == ["line cancelled"]
+    ran.clear()
+    assert await with_helpers(main(0.02), [helper(0.01, "quick"), helper(0.05, "line"), helper(10, "other")],
+                              then=1) == "url"
+    await asyncio.sleep(0)
+    assert ran == ["quick done", "line done", "other cancelled"]  # the start ended only once its line's wait did
+
+
 def test_refusal_is_a_spawn_exception_for_jupyterhub_6():
     error = WorkspaceError("No GPU is free.", reason="unschedulable", status_code=503)
     handed = hubcompat.as_spawn_failure(error)
