@@ -366,3 +366,26 @@ def test_the_progress_pages_script_knows_how_the_lines_messages_begin():
     assert f'var IN_LINE = "{line.IN_LINE}", YOUR_TURN = "{line.YOUR_TURN}";' in script
     assert line.in_line(line.Place(2, 5), need="1 GPU", queue="ml101").startswith(line.IN_LINE)
     assert line.in_line(None, need="1 GPU", queue="ml101").startswith(line.IN_LINE)
+
+
+async def test_a_pod_is_gone_when_the_api_server_has_none_of_its_name_and_uid_and_not_when_it_cannot_say():
+    from workspacespawner.queue.start import pod_gone
+
+    class FakeKube:
+        def __init__(self, answer):
+            self.answer, self.asked = answer, []
+
+        async def get(self, kind, namespace, name, *, fresh=False):
+            self.asked.append((kind.kind, namespace, name, fresh))
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    seen = {"metadata": {"namespace": "jhub", "name": "jupyter-bob", "uid": "mine"}}
+    kube = FakeKube(None)
+    assert await pod_gone(kube, seen, timeout=1) is True
+    assert kube.asked == [("Pod", "jhub", "jupyter-bob", True)]  # the API server, not a cache
+    assert await pod_gone(FakeKube({"metadata": {"uid": "next-start"}}), seen, timeout=1) is True
+    assert await pod_gone(FakeKube({"metadata": {"uid": "mine"}}), seen, timeout=1) is False
+    assert await pod_gone(FakeKube(ApiException(status=503)), seen, timeout=1) is False
+    assert await pod_gone(FakeKube(TimeoutError()), seen, timeout=1) is False

@@ -205,6 +205,8 @@ class LineReader:
         self.interval = interval
         self.clock = clock
         self._read_at: dict[tuple, tuple[float, list[dict] | None]] = {}
+        #: namespace -> (the Workloads read, :func:`latest_admissions` of them)
+        self._latest: dict[str, tuple[list[dict], dict[str, datetime]]] = {}
         self._reading: dict[tuple, asyncio.Future] = {}
 
     async def _read(self, path: str, params: dict) -> list[dict] | None:
@@ -238,14 +240,17 @@ class LineReader:
         return await self._shared(PENDING_PATH, namespace=namespace, name=queue)
 
     async def last_started(self, namespace: str, queue: str) -> datetime | None:
-        """When the queue last admitted a Workload that still holds its GPUs (the newest ``Admitted`` condition
-        of the LocalQueue's admitted Workloads, read with every LocalQueue of ``namespace`` in one LIST per
-        interval), or None: none holds any now, or they cannot be read now."""
-        times = [parse_time(admitted.get("lastTransitionTime"))
-                 for workload in await self._shared(WORKLOADS_PATH, namespace=namespace) or ()
-                 if (workload.get("spec") or {}).get("queueName") == queue
-                 and (admitted := condition(workload, "Admitted") or {}).get("status") == "True"]
-        return max((t for t in times if t is not None), default=None)
+        """When the queue last admitted a Workload that still holds its GPUs (:func:`latest_admissions` of
+        ``namespace``'s Workloads, read with every LocalQueue of the namespace in one LIST per interval and worked
+        out once per read for every waiter), or None: none holds any now, or they cannot be read now."""
+        workloads = await self._shared(WORKLOADS_PATH, namespace=namespace)
+        if workloads is None:
+            return None
+        read, latest = self._latest.get(namespace, (None, {}))
+        if read is not workloads:
+            latest = latest_admissions(workloads)
+            self._latest[namespace] = (workloads, latest)
+        return latest.get(queue)
 
     async def workload(self, custom_api, namespace: str, pod_uid: str) -> dict | None:
         """The Workload Kueue made for the Pod with ``pod_uid`` (by :data:`JOB_UID_LABEL`), or None (none, or the API
@@ -266,6 +271,18 @@ class LineReader:
             if any(owner.get("uid") == pod_uid for owner in owners):
                 return Place(int(item.get("positionInLocalQueue") or 0) + 1, len(items))
         return None
+
+
+def latest_admissions(workloads: Iterable[dict]) -> dict[str, datetime]:
+    """``{LocalQueue: newest Admitted time}`` of the ``workloads`` that are admitted now (so still hold their GPUs)."""
+    latest: dict[str, datetime] = {}
+    for workload in workloads:
+        queue = (workload.get("spec") or {}).get("queueName")
+        admitted = condition(workload, "Admitted") or {}
+        at = parse_time(admitted.get("lastTransitionTime")) if admitted.get("status") == "True" else None
+        if queue and at is not None and (queue not in latest or at > latest[queue]):
+            latest[queue] = at
+    return latest
 
 
 @dataclass

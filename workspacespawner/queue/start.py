@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 import aiohttp
 from kubernetes_asyncio.client.rest import ApiException
 
+from workspacespawner.k8s.kinds import POD
 from workspacespawner.queue import line
 from workspacespawner.queue.config import GPUQueue
 
@@ -43,22 +44,18 @@ async def wait(spawner, queue: GPUQueue, say: Callable[[str], None], *, pod: Cal
         limit=line.wait_limit(queue, float(s.start_timeout)), pod=pod, say=say,
         admitted=lambda at: s.services.quota.admitted(s.user.name, s.name or "", at),
         workload=lambda uid: reader.workload(s.services.kube.custom_api, s.namespace, uid),
-        gone=lambda seen: pod_gone(s.api, seen, timeout=s.k8s_api_request_timeout))
+        gone=lambda seen: pod_gone(s.services.kube, seen, timeout=s.k8s_api_request_timeout))
     await line.wait_in_line(waiter, reader)
 
 
-async def pod_gone(core_api, pod: dict, *, timeout: float) -> bool:
-    """Whether the API server no longer has ``pod`` (a Pod dict: gone, or its name taken by another uid); False when it
-    cannot be asked now (the wait goes on and asks again at its next look)."""
+async def pod_gone(kube, pod: dict, *, timeout: float) -> bool:
+    """Whether the API server no longer has ``pod`` (a Pod dict: gone, or its name taken by another uid), read through
+    ``kube`` (a :class:`~workspacespawner.k8s.api.Kube`); False when it cannot be asked now (the wait goes on and asks
+    again at its next look)."""
     meta = pod.get("metadata") or {}
     try:
-        found = await asyncio.wait_for(core_api.read_namespaced_pod(meta.get("name"), meta.get("namespace")), timeout)
-    except ApiException as e:
-        if e.status == 404:
-            return True
-        log.warning("Could not read Pod %s/%s: %s", meta.get("namespace"), meta.get("name"), e.reason)
-        return False
-    except (TimeoutError, OSError, aiohttp.ClientError) as e:
+        found = await asyncio.wait_for(kube.get(POD, meta.get("namespace"), meta.get("name"), fresh=True), timeout)
+    except (ApiException, TimeoutError, OSError, aiohttp.ClientError) as e:
         log.warning("Could not read Pod %s/%s: %s", meta.get("namespace"), meta.get("name"), e)
         return False
-    return found.metadata.uid != meta.get("uid")
+    return found is None or found["metadata"].get("uid") != meta.get("uid")

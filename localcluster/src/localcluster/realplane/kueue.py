@@ -141,8 +141,10 @@ class Kueue:
         self.relays: list[netns.Relay] = []
         #: The machine's ports the manager is reached at: ``webhook``, ``health``, ``visibility``.
         self.ports: dict[str, int] = {}
-        #: What :meth:`start` started the manager with (its configuration, its served ports, its APIServices).
-        self._started: tuple[dict, dict[int, Path], list[str]] | None = None
+        #: What :meth:`start` started the manager with (its configuration, its served ports), for :meth:`restart`.
+        self._manager: tuple[dict, dict[int, Path]] | None = None
+        #: The APIServices the manager serves (its visibility API), Available once it serves them.
+        self._api_services: list[str] = []
 
     def missing(self) -> list[str]:
         """What the build folder lacks (its binary, its manifests)."""
@@ -170,7 +172,8 @@ class Kueue:
         for obj in objects:
             if obj["kind"] in later:
                 plane.create_or_replace(installobjects.collection(obj), obj)
-        self._started = (config, serve, [o["metadata"]["name"] for o in objects if o["kind"] == "APIService"])
+        self._manager = (config, serve)
+        self._api_services = [o["metadata"]["name"] for o in objects if o["kind"] == "APIService"]
         self._start_manager(config, serve)
         self._mount_certificates(timeout)
         self._wait_serving(timeout)
@@ -178,7 +181,7 @@ class Kueue:
     def _wait_serving(self, timeout: float) -> None:
         plane = self.plane
         plane._wait(BINARY, self._ready, timeout)
-        for name in self._started[2]:
+        for name in self._api_services:
             plane._wait(BINARY, lambda name=name: _available(plane, name), timeout)
 
     def restart(self, timeout: float = 180.0) -> None:
@@ -190,8 +193,7 @@ class Kueue:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=30)
             process._log_file.close()
-        config, serve, _ = self._started
-        self._start_manager(config, serve)
+        self._start_manager(*self._manager)
         self._wait_serving(timeout)
 
     def _open_relays(self) -> dict[int, Path]:
